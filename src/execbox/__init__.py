@@ -1,0 +1,74 @@
+"""execbox: run code written by language models, safely and fast, and hand
+the results back.
+
+    >>> import execbox
+    >>> blocks = execbox.extract_code_blocks(reply)
+    >>> with execbox.LocalExecutor() as ex:
+    ...     result = ex.run(blocks)
+    >>> print(result.to_text())
+"""
+
+from ._errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    EnvironmentSetupError,
+    ExecboxError,
+    ExecutorClosedError,
+    NoCodeBlocksError,
+    PathEscapeError,
+    WorkspaceError,
+)
+from ._extract import extract_code_blocks, extract_from_messages, infer_language
+from ._languages import LANGUAGES, Language, canonical_language
+from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
+from ._workspace import FileInfo, Workspace
+from .backends import (
+    Capabilities,
+    Executor,
+    UnenforcedLimitWarning,
+    backend_names,
+    create_executor,
+    default_executor,
+    get_backend,
+)
+from .backends.local import LocalExecutor
+from .environments import Environment, SystemPython, Venv
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LANGUAGES",
+    "BackendUnavailableError",
+    "BlockResult",
+    "Capabilities",
+    "CodeBlock",
+    "ConfigurationError",
+    "Display",
+    "Environment",
+    "EnvironmentSetupError",
+    "ErrorInfo",
+    "ExecboxError",
+    "ExecutionResult",
+    "Executor",
+    "ExecutorClosedError",
+    "FileInfo",
+    "Language",
+    "Limits",
+    "LocalExecutor",
+    "NoCodeBlocksError",
+    "PathEscapeError",
+    "SystemPython",
+    "UnenforcedLimitWarning",
+    "Venv",
+    "Workspace",
+    "WorkspaceError",
+    "__version__",
+    "backend_names",
+    "canonical_language",
+    "create_executor",
+    "default_executor",
+    "extract_code_blocks",
+    "extract_from_messages",
+    "get_backend",
+    "infer_language",
+]

@@ -1,0 +1,80 @@
+"""One error tree for execbox.
+
+Failures of the *user's code* are never exceptions: they come back as data in
+``ExecutionResult.error``. Exceptions are for the infrastructure and for bad
+calls::
+
+    ExecboxError
+     ├── ConfigurationError        a bad option or argument (also a ValueError)
+     │    └── NoCodeBlocksError    run() was given no code blocks
+     ├── WorkspaceError            the workspace cannot do what was asked
+     │    └── PathEscapeError      a path leads outside the workspace
+     ├── EnvironmentSetupError     a Python environment could not be made
+     ├── BackendUnavailableError   a backend's component is missing or down
+     └── ExecutorClosedError       the executor was used after close()
+
+Every message names what to change.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConfigurationError",
+    "EnvironmentSetupError",
+    "ExecboxError",
+    "ExecutorClosedError",
+    "NoCodeBlocksError",
+    "PathEscapeError",
+    "WorkspaceError",
+]
+
+
+class ExecboxError(Exception):
+    """Base of every error execbox raises."""
+
+
+class ConfigurationError(ExecboxError, ValueError):
+    """An option or argument has a value execbox cannot use."""
+
+
+class NoCodeBlocksError(ConfigurationError):
+    """``run()`` was called with an empty list of code blocks."""
+
+
+class WorkspaceError(ExecboxError):
+    """The workspace cannot do what was asked of it."""
+
+
+class PathEscapeError(WorkspaceError):
+    """A path given for the workspace leads outside it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"path {path!r} {reason}: use a relative path inside the workspace"
+        )
+
+
+class EnvironmentSetupError(ExecboxError):
+    """A Python environment (interpreter, venv, packages) could not be set up."""
+
+
+class BackendUnavailableError(ExecboxError):
+    """A backend's component (bubblewrap, Docker, a kernel, ...) is missing."""
+
+    def __init__(self, backend: str, message: str) -> None:
+        self.backend = backend
+        super().__init__(f"{backend} backend unavailable: {message}")
+
+
+class ExecutorClosedError(ExecboxError):
+    """The executor was used after ``close()``."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        super().__init__(
+            f"this {backend} executor is closed: create a new one (or use it "
+            "as a context manager so it lives as long as you need it)"
+        )

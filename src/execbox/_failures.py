@@ -1,0 +1,58 @@
+"""Explaining a failed block: from an exit status and stderr to ErrorInfo and
+a note a model can act on. No I/O; shared by every backend."""
+
+from __future__ import annotations
+
+import re
+
+from ._models import ErrorInfo, Limits
+
+__all__ = ["explain_failure", "python_error", "timeout_note"]
+
+_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Fault)|KeyboardInterrupt|SystemExit)(?::\s?(?P<value>.*))?$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def python_error(stderr: str) -> ErrorInfo | None:
+    """The last Python exception reported in ``stderr``, if any."""
+    text = _ANSI.sub("", stderr)
+    lines = text.rstrip("\n").split("\n")
+    for pos in range(len(lines) - 1, -1, -1):
+        found = _EXC_LINE.match(lines[pos])
+        if not found:
+            continue
+        start = pos
+        for back in range(pos, -1, -1):
+            if lines[back].startswith("Traceback (most recent call last):"):
+                start = back
+                break
+            if lines[back].startswith('  File "'):
+                start = back
+        return ErrorInfo(found["name"], (found["value"] or "").strip(), "\n".join(lines[start : pos + 1]))
+    return None
+
+
+def timeout_note(limits: Limits) -> str:
+    return (
+        f"Timed out after {limits.timeout_s:g} s (Limits.timeout_s={limits.timeout_s:g}): the block "
+        "and every process it started were killed; the output printed before that is above."
+    )
+
+
+def explain_failure(language: str, exit_code: int, stderr: str, *, timed_out: bool,
+                    limits: Limits) -> tuple[ErrorInfo, str]:
+    """(error, note for the output) for a block that did not succeed."""
+    if timed_out:
+        note = timeout_note(limits)
+        return ErrorInfo("Timeout", note), note
+    if language == "python":
+        found = python_error(stderr)
+        if found is not None:
+            return found, ""
+    if exit_code > 128:
+        signum = exit_code - 128
+        note = f"The process was killed by signal {signum}"
+        if signum == 9 and limits.memory_mb:
+            note += f"; it may have exceeded the memory limit of {limits.memory_mb} MB (Limits.memory_mb)"
+        return ErrorInfo("Signal", note), note + "."
+    return ErrorInfo("ExitStatus", f"exit code {exit_code}"), ""

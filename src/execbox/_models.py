@@ -1,0 +1,210 @@
+"""Value objects that flow through execbox: CodeBlock in, ExecutionResult out."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._errors import ConfigurationError
+
+__all__ = [
+    "BlockResult",
+    "CodeBlock",
+    "Display",
+    "ErrorInfo",
+    "ExecutionResult",
+    "Limits",
+]
+
+MiB = 1024 * 1024
+
+BlockStatus = Literal["ok", "failed", "timeout", "saved", "refused", "unsupported", "cancelled"]
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One piece of code to run.
+
+    ``language`` is as written (aliases such as ``py`` are resolved when it
+    runs); ``filename`` is where to save it inside the workspace, if the model
+    asked for one; ``language_inferred`` says the language was guessed
+    because the fence named none.
+    """
+
+    language: str
+    code: str
+    filename: str | None = None
+    language_inferred: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.code, str):
+            raise ConfigurationError(
+                f"CodeBlock.code must be a str, not {type(self.code).__name__}"
+            )
+        if not isinstance(self.language, str):
+            raise ConfigurationError(
+                f"CodeBlock.language must be a str such as 'python', not "
+                f"{type(self.language).__name__}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """What one block may use. One value object for every backend.
+
+    - ``timeout_s``: wall-clock seconds per block; on expiry everything the
+      block started is killed and the result has exit code 124.
+    - ``memory_mb``: memory per block (None: no limit).
+    - ``max_processes``: processes/threads per block (None: no limit).
+    - ``max_output_bytes``: output kept per block; the rest is dropped with a
+      marker (the head and the tail are kept).
+    - ``network``: True allows network, False forbids it, None takes the
+      backend's default (off where the backend isolates).
+
+    A backend that cannot enforce a limit that is set warns once and says so
+    in ``executor.capabilities``.
+    """
+
+    timeout_s: float = 60.0
+    memory_mb: int | None = None
+    max_processes: int | None = None
+    max_output_bytes: int = 1 * MiB
+    network: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise ConfigurationError(
+                f"Limits.timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
+            )
+        for name in ("memory_mb", "max_processes"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value > 0):
+                raise ConfigurationError(
+                    f"Limits.{name} must be a positive whole number or None, got {value!r}"
+                )
+        if not (isinstance(self.max_output_bytes, int) and self.max_output_bytes >= 1024):
+            raise ConfigurationError(
+                "Limits.max_output_bytes must be a whole number of at least 1024, "
+                f"got {self.max_output_bytes!r}"
+            )
+        if self.network not in (None, True, False):
+            raise ConfigurationError(
+                f"Limits.network must be True, False or None, got {self.network!r}"
+            )
+
+    def replace(self, **changes: Any) -> Limits:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """Why a block failed: an exception's name and value, or an execbox reason
+    (``Timeout``, ``UnsupportedLanguage``, ``PathEscape``, ``ExitStatus``...)."""
+
+    name: str
+    value: str
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class Display:
+    """A rich output (an image, HTML, JSON...) produced by a run."""
+
+    mime_type: str
+    path: str | None = None
+    data: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockResult:
+    """The outcome of one code block."""
+
+    index: int
+    language: str
+    language_inferred: bool = False
+    status: BlockStatus
+    exit_code: int
+    output: str
+    stdout: str = ""
+    stderr: str = ""
+    error: ErrorInfo | None = None
+    code_file: str | None = None
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionResult:
+    """The outcome of a run of one or more blocks.
+
+    ``output`` is what a person at a terminal would have seen (stdout and
+    stderr interleaved in order, then execbox's own notes such as a timeout);
+    ``stdout``/``stderr`` are the separated streams. ``files`` are the paths,
+    relative to the workspace, that the run created or changed; ``code_files``
+    where the blocks were written. ``blocks`` holds one result per block that
+    was reached (a run stops at the first failure).
+    """
+
+    exit_code: int
+    output: str
+    stdout: str = ""
+    stderr: str = ""
+    error: ErrorInfo | None = None
+    displays: tuple[Display, ...] = ()
+    files: tuple[str, ...] = ()
+    code_files: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    blocks: tuple[BlockResult, ...] = ()
+    backend: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when every block that ran succeeded."""
+        return self.exit_code == 0
+
+    def to_text(self, style: Literal["ag2", "plain"] = "ag2") -> str:
+        """Render for a model.
+
+        ``ag2`` (the default) is the format AG2 agents expect::
+
+            exitcode: 0 (execution succeeded)
+            Code output: ...
+
+        ``plain`` is the output alone, with execbox's notes.
+        """
+        notes = []
+        if self.files:
+            notes.append("Files created or changed: " + ", ".join(self.files))
+        body = self.output
+        if notes:
+            body = (body.rstrip("\n") + "\n" if body.strip() else "") + "\n".join(notes)
+        if style == "plain":
+            return body
+        if style != "ag2":
+            raise ConfigurationError(f"unknown style {style!r}: use 'ag2' or 'plain'")
+        state = "execution succeeded" if self.exit_code == 0 else "execution failed"
+        return f"exitcode: {self.exit_code} ({state})\nCode output: {body}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for tools and HTTP)."""
+        return _plain(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(item) for item in obj]
+    return obj

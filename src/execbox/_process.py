@@ -1,0 +1,276 @@
+"""Run one command to completion: capture, deadline, cancellation, and no
+process left behind.
+
+The child starts in a session (and process group) of its own and carries a
+random token in its environment. When it exits, times out or is cancelled,
+everything it started is killed: its process group, then every process whose
+environment carries the token (a ``setsid`` or double-forked daemon leaves the
+group but keeps the environment). Only then is the child reaped, so its pid
+cannot be reused under us.
+
+The loop waits on the output pipes, a pidfd (the child's exit) and a
+cancellation pipe with one ``select``: no thread per stream, no polling.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import resource
+import secrets
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ._output import Capture
+
+__all__ = ["Cancellation", "ProcessOutcome", "kill_marked", "run_process"]
+
+TOKEN_VAR = "EXECBOX_RUN_TOKEN"
+# After the child has exited or been killed, how long to keep reading what
+# is still in the pipes before giving up on a holder we could not kill.
+DRAIN_GRACE_S = 2.0
+_READ_SIZE = 1 << 16
+
+OutputCallback = Callable[[str, str], None]
+
+
+class Cancellation:
+    """A thread-safe flag that wakes a running ``run_process``."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+
+    @property
+    def fileno(self) -> int:
+        return self._read_fd
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        if not self._event.is_set():
+            self._event.set()
+            try:
+                os.write(self._write_fd, b"x")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for fd in (self._read_fd, self._write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+@dataclass
+class ProcessOutcome:
+    exit_code: int
+    capture: Capture
+    timed_out: bool
+    cancelled: bool
+    duration_s: float
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    output_limit: int,
+    memory_mb: int | None = None,
+    cancel: Cancellation | None = None,
+    on_output: OutputCallback | None = None,
+) -> ProcessOutcome:
+    """Run ``argv`` and return its exit code and bounded output.
+
+    Exit codes: the child's own; 128+N for death by signal N; 124 on timeout.
+    """
+    token = secrets.token_hex(12)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={**env, TOKEN_VAR: token},
+        start_new_session=True,
+        close_fds=True,
+    )
+    if memory_mb:
+        _limit_memory(proc.pid, memory_mb)
+    capture = Capture(output_limit)
+    loop = _Loop(proc, token, capture, on_output)
+    try:
+        timed_out, cancelled = loop.run(started + timeout_s, cancel)
+    finally:
+        loop.finish()
+    code = proc.returncode
+    if timed_out:
+        code = 124
+    elif code < 0:
+        code = 128 - code
+    return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started)
+
+
+class _Loop:
+    def __init__(self, proc: subprocess.Popen[bytes], token: str, capture: Capture,
+                 on_output: OutputCallback | None) -> None:
+        self.proc = proc
+        self.token = token
+        self.capture = capture
+        self.on_output = on_output
+        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
+        self.selector = selectors.DefaultSelector()
+        self.pidfd = _pidfd_open(proc.pid)
+        self.killed = False
+
+    def run(self, deadline: float, cancel: Cancellation | None) -> tuple[bool, bool]:
+        sel = self.selector
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        sel.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
+        sel.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+        if self.pidfd is not None:
+            sel.register(self.pidfd, selectors.EVENT_READ, "exit")
+        if cancel is not None:
+            sel.register(cancel.fileno, selectors.EVENT_READ, "cancel")
+            if cancel.is_set():
+                self.kill()
+                return False, True
+        streams = 2
+        exited = False
+        timed_out = cancelled = False
+        drain_until: float | None = None
+        while streams:
+            now = time.monotonic()
+            limit = drain_until if drain_until is not None else deadline
+            if now >= limit:
+                if drain_until is not None:
+                    break  # something we could not kill holds the pipes
+                timed_out = True
+                self.kill()
+                drain_until = now + DRAIN_GRACE_S
+                continue
+            wait = limit - now
+            if self.pidfd is None and not exited:
+                wait = min(wait, 0.01)
+            for key, _ in sel.select(wait):
+                what = key.data
+                if what in ("stdout", "stderr"):
+                    data = os.read(key.fd, _READ_SIZE)
+                    if data:
+                        self._feed(what, data)
+                    else:
+                        sel.unregister(key.fileobj)
+                        streams -= 1
+                elif what == "exit":
+                    sel.unregister(key.fileobj)
+                    exited = True
+                elif what == "cancel":
+                    sel.unregister(key.fileobj)
+                    cancelled = True
+                    self.kill()
+                    drain_until = time.monotonic() + DRAIN_GRACE_S
+            if not exited and self.pidfd is None:
+                exited = _has_exited(self.proc.pid)
+            if exited and not self.killed:
+                # The child is done: whatever it left running goes too, so that
+                # a grandchild holding the pipes cannot keep us waiting.
+                self.kill()
+                drain_until = time.monotonic() + DRAIN_GRACE_S
+        return timed_out, cancelled
+
+    def _feed(self, stream: str, data: bytes) -> None:
+        self.capture.feed(stream, data)
+        if self.on_output is not None:
+            text = self.decoders[stream].decode(data)
+            if text:
+                self.on_output(stream, text)
+
+    def kill(self) -> None:
+        """Kill the child's process group and every process with its token.
+
+        Safe before reaping: the child's pid (and so its group id) stays ours
+        until ``wait``."""
+        self.killed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        kill_marked(self.token)
+
+    def finish(self) -> None:
+        if not self.killed:
+            self.kill()
+        self.proc.wait()
+        self.selector.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+
+def kill_marked(token: str, rounds: int = 5) -> int:
+    """SIGKILL every process whose environment holds ``TOKEN_VAR=token``.
+
+    Repeats while it finds some (a forking process may add more between two
+    scans). Returns how many it killed."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    me = os.getpid()
+    killed = 0
+    for _ in range(rounds):
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = handle.read()
+            except OSError:
+                continue
+            if needle in environ:
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                    found += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+def _limit_memory(pid: int, memory_mb: int) -> None:
+    limit = memory_mb * 1024 * 1024
+    try:
+        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _pidfd_open(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return opener(pid)
+    except OSError:
+        return None
+
+
+def _has_exited(pid: int) -> bool:
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None

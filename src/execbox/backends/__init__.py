@@ -1,0 +1,59 @@
+"""Backends, found through the ``execbox.backends`` entry-point group (the
+built-ins register there too), plus the default choice."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+from .._errors import ConfigurationError
+from ._base import Capabilities, Executor, UnenforcedLimitWarning
+
+__all__ = [
+    "Capabilities",
+    "DEFAULT_BACKEND",
+    "Executor",
+    "UnenforcedLimitWarning",
+    "backend_names",
+    "create_executor",
+    "default_executor",
+    "get_backend",
+]
+
+GROUP = "execbox.backends"
+DEFAULT_BACKEND = "local"
+# Used when execbox runs from a source tree without installed metadata.
+_BUILTIN = {"local": "execbox.backends.local:LocalExecutor"}
+
+
+def _registered() -> dict[str, str]:
+    found = dict(_BUILTIN)
+    for entry in entry_points(group=GROUP):
+        found[entry.name] = entry.value
+    return found
+
+
+def backend_names() -> list[str]:
+    return sorted(_registered())
+
+
+def get_backend(name: str) -> type[Executor]:
+    """The executor class registered as ``name``."""
+    target = _registered().get(name)
+    if target is None:
+        raise ConfigurationError(
+            f"unknown backend {name!r}: use one of {', '.join(backend_names())}"
+        )
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)
+
+
+def create_executor(backend: str | None = None, **options: Any) -> Executor:
+    """An executor of the named backend (default: ``DEFAULT_BACKEND``)."""
+    return get_backend(backend or DEFAULT_BACKEND)(**options)
+
+
+def default_executor(**options: Any) -> Executor:
+    """An executor of the default backend."""
+    return create_executor(None, **options)

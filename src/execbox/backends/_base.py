@@ -1,0 +1,332 @@
+"""The executor interface every backend implements, with its lifecycle and
+the block loop written once.
+
+A backend provides ``_start``, ``_stop`` and ``_execute`` (run one code file
+that the base class has written); the base class owns language policies,
+filenames, the workspace change report, aggregation, sync/async parity,
+cancellation and the context-manager protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+import time
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError
+from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
+from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
+from .._process import Cancellation, OutputCallback
+from ._outcome import Outcome
+from .._workspace import Workspace
+
+__all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
+
+_run_ids = itertools.count(1)
+
+
+class UnenforcedLimitWarning(UserWarning):
+    """A limit was set that this backend cannot enforce."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. ``enforced`` names the ``Limits`` fields it
+    enforces; ``languages`` the languages it can execute here."""
+
+    backend: str
+    isolated: bool
+    stateful: bool
+    enforced: frozenset[str]
+    languages: tuple[str, ...]
+
+
+class Executor(ABC):
+    """Runs code blocks. Use as a (async) context manager, or call ``close()``."""
+
+    name: ClassVar[str] = "base"
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        execution_policies: Mapping[str, Policy | bool] | None = None,
+        silence_pip: bool = True,
+    ) -> None:
+        self._owns_workspace = not isinstance(workspace, Workspace)
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.limits = limits if limits is not None else Limits()
+        self.policies: dict[str, Policy] = resolve_policies(execution_policies)
+        self.silence_pip = silence_pip
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._closed = False
+        self._active: set[Cancellation] = set()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(workspace={str(self.workspace.path)!r}, limits={self.limits!r})"
+
+    # -- what a backend provides --------------------------------------------
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    def _start(self) -> None:
+        """Acquire what runs need (environments, containers...)."""
+
+    def _stop(self) -> None:
+        """Release what ``_start`` acquired."""
+
+    @abstractmethod
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        """Run the code file at ``code_path`` (relative to the workspace, which
+        is the working directory of the code)."""
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Get ready to run (idempotent; ``run`` calls it)."""
+        with self._state_lock:
+            if self._closed:
+                raise ExecutorClosedError(self.name)
+            if self._started:
+                return
+            self._warn_unenforced()
+            self._start()
+            self._started = True
+
+    def restart(self) -> None:
+        """Stop whatever is running now; the executor stays usable."""
+        self._cancel_active()
+        with self._state_lock:
+            if self._started:
+                self._stop()
+                self._started = False
+
+    def close(self) -> None:
+        """Stop what runs, release resources, remove a temporary workspace."""
+        self._cancel_active()
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._started:
+                self._stop()
+        if self._owns_workspace:
+            self.workspace.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Executor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Executor:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- running --------------------------------------------------------------
+
+    def run(self, blocks: CodeBlock | Sequence[CodeBlock], *,
+            on_output: Callable[[str, str], None] | None = None) -> ExecutionResult:
+        """Run blocks in order, stopping at the first failure.
+
+        ``on_output(stream, text)`` receives output as it is printed."""
+        todo = _as_blocks(blocks)
+        cancel = Cancellation()
+        try:
+            return self._run_blocks(todo, cancel, on_output)
+        finally:
+            cancel.close()
+
+    async def arun(self, blocks: CodeBlock | Sequence[CodeBlock], *,
+                   on_output: Callable[[str, str], None] | None = None) -> ExecutionResult:
+        """``run`` for asyncio. Cancelling the task kills what the block started."""
+        todo = _as_blocks(blocks)
+        cancel = Cancellation()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ExecutionResult] = loop.create_future()
+
+        def work() -> None:
+            try:
+                result = self._run_blocks(todo, cancel, on_output)
+            except BaseException as exc:  # handed to the awaiting task
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, result, None)
+
+        threading.Thread(target=work, name="execbox-arun", daemon=True).start()
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancel.cancel()
+            while not future.done():  # the thread must be done with the pipe
+                try:
+                    await asyncio.shield(future)
+                except asyncio.CancelledError:
+                    continue
+                except BaseException:
+                    break
+            raise
+        finally:
+            if future.done():
+                cancel.close()
+
+    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation,
+                    on_output: OutputCallback | None) -> ExecutionResult:
+        self.start()
+        with self._state_lock:
+            self._active.add(cancel)
+        try:
+            started = time.monotonic()
+            run_id = f"{os.getpid()}_{next(_run_ids)}"
+            before = self.workspace.snapshot()
+            results: list[BlockResult] = []
+            written: list[str] = []
+            for index, block in enumerate(blocks):
+                result = self._run_block(index, block, run_id, cancel, on_output, written)
+                results.append(result)
+                if result.status not in ("ok", "saved"):
+                    break
+            changed = [p for p in Workspace.changes(before, self.workspace.snapshot()) if p not in written]
+            return _aggregate(results, changed, written, time.monotonic() - started, self.name)
+        finally:
+            with self._state_lock:
+                self._active.discard(cancel)
+
+    def _run_block(self, index: int, block: CodeBlock, run_id: str, cancel: Cancellation,
+                   on_output: OutputCallback | None, written: list[str]) -> BlockResult:
+        common: dict[str, Any] = {"index": index, "language_inferred": block.language_inferred}
+        lang = find_language(block.language)
+        if lang is None or (self.policies[lang.name] == "execute" and lang.name not in self.capabilities.languages):
+            return _failed(common, block.language.strip().lower() or "(none)", "UnsupportedLanguage",
+                           self._unsupported(block.language, lang))
+        common["language"] = lang.name
+        policy = self.policies[lang.name]
+        if policy == "refuse":
+            return _failed(common, lang.name, "RefusedLanguage",
+                           f"{lang.name} blocks are refused by this executor's execution_policies; "
+                           f"set execution_policies={{'{lang.name}': 'execute'}} to run them")
+        code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
+        relative = block.filename or f"{_code_dir()}/{run_id}_{index}{lang.suffix}"
+        try:
+            if block.filename:
+                self.workspace.write_text(relative, code)
+            else:
+                self._write_internal(relative, code)
+        except PathEscapeError as exc:
+            return _failed(common, lang.name, "PathEscape", f"cannot save the block: {exc}")
+        written.append(relative)
+        common["code_file"] = relative
+        if policy == "save":
+            return BlockResult(**common, status="saved", exit_code=0, output=f"Code saved to {relative}\n")
+        if cancel.is_set():
+            return BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
+                               error=ErrorInfo("Cancelled", "cancelled before it ran"))
+        outcome = self._execute(lang, relative, cancel, on_output)
+        return outcome.to_block(common)
+
+    def _write_internal(self, relative: str, code: str) -> None:
+        path = self.workspace.path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code, encoding="utf-8")
+
+    def _unsupported(self, given: str, lang: Language | None) -> str:
+        runs = ", ".join(self.capabilities.languages)
+        saves = ", ".join(n for n, p in self.policies.items() if p == "save")
+        if lang is not None:
+            hint = f" ({lang.install_hint})" if lang.install_hint else ""
+            return (f"{lang.name} cannot run here: {lang.program} is not installed{hint}. "
+                    f"This {self.name} executor runs: {runs}")
+        return (f"Unsupported language {given.strip() or '(none)'!r}: this {self.name} executor runs "
+                f"{runs}; it saves {saves} without running them")
+
+    def _cancel_active(self) -> None:
+        with self._state_lock:
+            active = list(self._active)
+        for cancel in active:
+            cancel.cancel()
+
+    def _warn_unenforced(self) -> None:
+        enforced = self.capabilities.enforced
+        asked = {name for name in ("memory_mb", "max_processes") if getattr(self.limits, name) is not None}
+        if self.limits.network is False:
+            asked.add("network")
+        missing = sorted(asked - enforced)
+        if missing:
+            warnings.warn(
+                f"the {self.name} backend cannot enforce Limits {', '.join(missing)}: they are ignored "
+                "(use the sandbox or docker backend to enforce them)",
+                UnenforcedLimitWarning, stacklevel=4,
+            )
+
+
+def _code_dir() -> str:
+    return ".execbox/code"
+
+
+def _failed(common: dict[str, Any], language: str, name: str, message: str) -> BlockResult:
+    fields = {"language": language, **common}
+    return BlockResult(**fields, status="unsupported" if name == "UnsupportedLanguage" else "failed",
+                       exit_code=1, output=message + "\n", stderr=message + "\n",
+                       error=ErrorInfo(name, message))
+
+
+def _as_blocks(blocks: CodeBlock | Iterable[CodeBlock]) -> list[CodeBlock]:
+    todo = [blocks] if isinstance(blocks, CodeBlock) else list(blocks)
+    if not todo:
+        raise NoCodeBlocksError(
+            "no code blocks to run: pass at least one CodeBlock (extract_code_blocks() "
+            "returned none? the message may have no closed ``` fence)"
+        )
+    for block in todo:
+        if not isinstance(block, CodeBlock):
+            raise NoCodeBlocksError(f"run() takes CodeBlock objects, not {type(block).__name__}")
+    return todo
+
+
+def _aggregate(results: list[BlockResult], files: list[str], written: list[str],
+               duration: float, backend: str) -> ExecutionResult:
+    last = results[-1]
+    failed = next((r for r in results if r.error is not None), None)
+    return ExecutionResult(
+        exit_code=last.exit_code,
+        output="".join(r.output for r in results),
+        stdout="".join(r.stdout for r in results),
+        stderr="".join(r.stderr for r in results),
+        error=failed.error if failed else None,
+        files=tuple(files),
+        code_files=tuple(written),
+        duration_s=duration,
+        timed_out=any(r.timed_out for r in results),
+        truncated=any(r.truncated for r in results),
+        blocks=tuple(results),
+        backend=backend,
+    )
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+

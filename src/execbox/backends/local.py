@@ -1,0 +1,142 @@
+"""The local backend: each block a plain subprocess on this machine.
+
+No isolation: the code runs as you, with your files and network. What it does
+guarantee: a minimal environment (no API keys from the host unless asked), a
+session of its own per block, no process left behind after the block (on
+success, failure, timeout or cancellation), bounded output, and a code file
+per block whose name never collides.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._errors import ConfigurationError
+from .._functions import FunctionSet
+from .._languages import LANGUAGES, PYTHON, Language, Policy, resolve_program
+from .._models import Limits
+from .._process import Cancellation, OutputCallback, run_process
+from .._workspace import Workspace
+from ..environments import Environment, SystemPython
+from ._base import Capabilities, Executor
+from ._outcome import Outcome, outcome_to_result
+
+__all__ = ["LocalExecutor", "child_environment"]
+
+# Host variables a block always gets (when set on the host).
+PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
+
+
+class LocalExecutor(Executor):
+    """Run blocks as subprocesses of this process, unisolated.
+
+    - ``environment``: the Python to use (``SystemPython()`` by default, or a
+      ``Venv``).
+    - ``env``: extra environment variables for every block.
+    - ``inherit_env``: pass the host's whole environment (API keys included!)
+      instead of a minimal one.
+    - ``functions``: host-defined functions the code can import from the
+      module ``functions_module``; ``functions_prompt`` describes them.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        environment: Environment | None = None,
+        execution_policies: Mapping[str, Policy | bool] | None = None,
+        env: Mapping[str, str] | None = None,
+        inherit_env: bool = False,
+        functions: Sequence[Callable[..., Any] | str] = (),
+        functions_module: str = "functions",
+        silence_pip: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(workspace=workspace, limits=limits,
+                         execution_policies=execution_policies, silence_pip=silence_pip)
+        if environment is not None and not isinstance(environment, Environment):
+            raise ConfigurationError(
+                f"environment must be SystemPython(...) or Venv(...), not {environment!r}"
+            )
+        for key, value in (env or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ConfigurationError(f"env must map str to str; got {key!r}: {value!r}")
+        self.environment = environment or SystemPython()
+        self.env = dict(env or {})
+        self.inherit_env = inherit_env
+        self.functions = FunctionSet(functions, functions_module)
+        self._progress = progress
+        self._python: str | None = None
+        self._child_env: dict[str, str] = {}
+        self._capabilities: Capabilities | None = None
+
+    @property
+    def functions_prompt(self) -> str:
+        """Text that tells a model which host functions it can import."""
+        return self.functions.prompt()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if self._capabilities is None:
+            path = self._child_env.get("PATH") or os.environ.get("PATH", "")
+            runnable = tuple(
+                lang.name for lang in LANGUAGES
+                if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
+            )
+            caps = Capabilities(backend=self.name, isolated=False, stateful=False,
+                                enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb"}),
+                                languages=runnable)
+            if not self._started:
+                return caps
+            self._capabilities = caps
+        return self._capabilities
+
+    def _start(self) -> None:
+        self._python = self.environment.prepare(self._progress)
+        extra: dict[str, str] = dict(self.environment.variables(self._python))
+        if self.functions:
+            lib = self.workspace.internal_dir / "lib"
+            lib.mkdir(exist_ok=True)
+            (lib / f"{self.functions.module}.py").write_text(self.functions.source(), encoding="utf-8")
+            extra["PYTHONPATH"] = str(lib)
+        self._child_env = child_environment(
+            bin_dir=self.environment.bin_dir(self._python), extra=extra, user=self.env,
+            inherit=self.inherit_env,
+        )
+
+    def _stop(self) -> None:
+        self._capabilities = None
+
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        assert language.command is not None and self._python is not None
+        program = language.command[0]
+        resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
+        if resolved is None:  # checked by the base class; the PATH may have changed since
+            message = f"{program} is not installed here ({language.install_hint})"
+            return Outcome("failed", 127, message + "\n", "", message + "\n", None, 0.0, False, False)
+        argv = [resolved, *language.command[1:], code_path]
+        outcome = run_process(
+            argv, cwd=str(self.workspace.path), env=self._child_env,
+            timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
+            memory_mb=self.limits.memory_mb, cancel=cancel, on_output=on_output,
+        )
+        return outcome_to_result(language.name, outcome, self.limits)
+
+
+def child_environment(*, bin_dir: str, extra: Mapping[str, str], user: Mapping[str, str],
+                      inherit: bool) -> dict[str, str]:
+    """The environment of a block: minimal unless ``inherit``."""
+    host = os.environ
+    env = dict(host) if inherit else {k: host[k] for k in PASSED_THROUGH if k in host}
+    env.setdefault("LANG", "C.UTF-8")
+    env["PATH"] = os.pathsep.join(p for p in (bin_dir, host.get("PATH", os.defpath)) if p)
+    env.update({"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "MPLBACKEND": "Agg"})
+    env.update(extra)
+    env.update(user)
+    return env

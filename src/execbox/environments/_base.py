@@ -1,0 +1,30 @@
+"""What every Python environment offers an executor."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+__all__ = ["Environment", "Progress"]
+
+# Called with a short description of each set-up step ("creating venv", ...).
+Progress = Callable[[str], None]
+
+
+class Environment(ABC):
+    """An interpreter plus packages. ``prepare()`` makes it ready (once) and
+    returns the absolute path of its interpreter."""
+
+    @abstractmethod
+    def prepare(self, progress: Progress | None = None) -> str:
+        """Make the environment ready; return its interpreter's absolute path."""
+
+    def variables(self, python: str) -> dict[str, str]:
+        """Environment variables a child needs to use this environment."""
+        return {}
+
+    def bin_dir(self, python: str) -> str:
+        """The directory put first on the child's PATH, so that ``python`` and
+        ``pip`` in a shell block mean this environment's."""
+        return os.path.dirname(python)
