@@ -145,7 +145,9 @@ class ExecutionResult:
     """The outcome of a run of one or more blocks.
 
     ``output`` is what a person at a terminal would have seen (stdout and
-    stderr interleaved in order, then execbox's own notes such as a timeout);
+    stderr interleaved in the order they arrived, then execbox's own notes
+    such as a timeout; the streams are two pipes, so two writes to different
+    streams less than about a millisecond apart may show in either order);
     ``stdout``/``stderr`` are the separated streams. ``files`` are the paths,
     relative to the workspace, that the run created or changed; ``code_files``
     where the blocks were written. ``blocks`` holds one result per block that

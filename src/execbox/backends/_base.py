@@ -228,7 +228,8 @@ class Executor(ABC):
         relative = block.filename or f"{_code_dir()}/{run_id}_{index}{lang.suffix}"
         try:
             if block.filename:
-                self.workspace.write_text(relative, code)
+                saved = self.workspace.write_text(relative, code)
+                relative = os.path.relpath(saved, self.workspace.path)
             else:
                 self._write_internal(relative, code)
         except PathEscapeError as exc:
@@ -240,7 +241,8 @@ class Executor(ABC):
         if cancel.is_set():
             return BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
                                error=ErrorInfo("Cancelled", "cancelled before it ran"))
-        outcome = self._execute(lang, relative, cancel, on_output)
+        outcome = self._execute(lang, relative if not relative.startswith("-") else f"./{relative}",
+                                cancel, on_output)
         return outcome.to_block(common)
 
     def _write_internal(self, relative: str, code: str) -> None:

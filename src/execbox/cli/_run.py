@@ -1,0 +1,108 @@
+"""``execbox run`` (the code blocks of a model reply) and ``execbox exec``
+(one piece of code)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigurationError, NoCodeBlocksError
+from .._extract import extract_code_blocks
+from .._models import CodeBlock, ExecutionResult, Limits
+from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+from ._progress import progress_printer
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run the code blocks of a model reply (markdown)")
+    run.add_argument("file", metavar="FILE", help="the reply, a markdown file; - reads standard input")
+    _common(run)
+    run.set_defaults(handler=run_reply)
+
+    exe = commands.add_parser("exec", help="run one piece of code")
+    exe.add_argument("-l", "--language", default="python", help="language of the code (default: python)")
+    source = exe.add_mutually_exclusive_group(required=True)
+    source.add_argument("-c", "--code", help="the code itself")
+    source.add_argument("file", nargs="?", metavar="FILE", help="a file with the code; - reads standard input")
+    _common(exe)
+    exe.set_defaults(handler=run_code)
+
+
+def _common(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
+                     help=f"where to run: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
+    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)")
+    cmd.add_argument("--memory-mb", type=int, default=None, metavar="MB", help="memory per block")
+    cmd.add_argument("--max-output-bytes", type=int, default=Limits().max_output_bytes, metavar="N",
+                     help="output kept per block (default: 1 MiB)")
+    cmd.add_argument("--workdir", default=None, metavar="DIR",
+                     help="workspace directory (default: a temporary one, removed afterwards)")
+    cmd.add_argument("-p", "--package", action="append", default=[], metavar="PKG",
+                     help="run in a virtual environment with this package (repeatable)")
+    cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run_reply(args: argparse.Namespace) -> int:
+    text = _read(args.file)
+    blocks = extract_code_blocks(text)
+    if not blocks:
+        raise NoCodeBlocksError(
+            f"no code blocks found in {'standard input' if args.file == '-' else args.file}: "
+            "a block is fenced with ``` (or ~~~) on lines of their own"
+        )
+    return _execute(args, blocks)
+
+
+def run_code(args: argparse.Namespace) -> int:
+    code = args.code if args.code is not None else _read(args.file)
+    return _execute(args, [CodeBlock(args.language, code)], raw=True)
+
+
+def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = False) -> int:
+    options: dict[str, Any] = {
+        "limits": Limits(timeout_s=args.timeout, memory_mb=args.memory_mb,
+                         max_output_bytes=args.max_output_bytes),
+        "workspace": args.workdir,
+    }
+    if args.package:
+        from ..environments import Venv
+
+        options["environment"] = Venv(packages=args.package)
+        options["progress"] = progress_printer()
+    with create_executor(args.backend, **options) as executor:
+        result = executor.run(blocks)
+        if args.json:
+            print(json.dumps(_json(result), indent=2))
+        elif raw:
+            sys.stdout.write(result.output)
+        else:
+            print(result.to_text())
+    return result.exit_code
+
+
+def _json(result: ExecutionResult) -> dict[str, Any]:
+    data = result.to_dict()
+    return {
+        "exit_code": data["exit_code"],
+        "output": data["output"],
+        "timed_out": data["timed_out"],
+        "truncated": data["truncated"],
+        "error": data["error"],
+        "files": data["files"],
+        "duration_s": data["duration_s"],
+        "blocks": data["blocks"],
+    }
+
+
+def _read(name: str | None) -> str:
+    if name is None:
+        raise ConfigurationError("give the code with -c CODE or a FILE (- for standard input)")
+    if name == "-":
+        return sys.stdin.read()
+    path = Path(name)
+    if not path.is_file():
+        raise ConfigurationError(f"no such file: {name}")
+    return path.read_text(encoding="utf-8", errors="replace")

@@ -1,0 +1,49 @@
+"""Shared test helpers.
+
+``require(component, available, reason)``: a test whose component is absent
+is skipped with the reason, unless EXECBOX_REQUIRE=all (CI), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+REQUIRE_ALL = os.environ.get("EXECBOX_REQUIRE", "") == "all"
+
+
+def require(component: str, available: bool, reason: str) -> None:
+    if available:
+        return
+    message = f"{component} is not available: {reason}"
+    if REQUIRE_ALL:
+        pytest.fail(f"EXECBOX_REQUIRE=all but {message}")
+    pytest.skip(message)
+
+
+def process_alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie waiting for its reaper counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def wait_dead(pids: list[int], timeout: float = 3.0) -> list[int]:
+    """The pids still alive after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if process_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if process_alive(p)]
+    return alive
+
+
+@pytest.fixture
+def require_component():
+    return require

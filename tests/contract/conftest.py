@@ -1,0 +1,44 @@
+"""The executor contract: every backend passes the same suite.
+
+A backend joins by adding one entry to ``BACKENDS``: a name and a factory
+``(workspace, limits) -> Executor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from execbox import Executor, Limits, LocalExecutor, Workspace
+
+Factory = Callable[..., Executor]
+
+
+def _local(workspace: Workspace, limits: Limits) -> Executor:
+    return LocalExecutor(workspace=workspace, limits=limits)
+
+
+BACKENDS: dict[str, Factory] = {
+    "local": _local,
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make_executor(request, tmp_path):
+    """Build executors of the backend under test; closes them afterwards."""
+    made: list[Executor] = []
+
+    def make(limits: Limits | None = None) -> Executor:
+        executor = BACKENDS[request.param](Workspace(tmp_path / "ws"), limits or Limits(timeout_s=30))
+        made.append(executor)
+        return executor
+
+    yield make
+    for executor in made:
+        executor.close()
+
+
+@pytest.fixture
+def executor(make_executor):
+    return make_executor()

@@ -1,0 +1,279 @@
+"""The executor contract, run against every backend in conftest.BACKENDS."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+from execbox import CodeBlock, ExecutorClosedError, Limits, NoCodeBlocksError
+from tests.conftest import wait_dead
+
+PY = "python"
+
+
+def py(code: str, filename: str | None = None) -> CodeBlock:
+    return CodeBlock(PY, code, filename)
+
+
+def test_output_and_exit_code(executor):
+    result = executor.run(py("print('hello')"))
+    assert result.exit_code == 0
+    assert result.output == "hello\n"
+    assert result.stdout == "hello\n"
+    assert result.stderr == ""
+    assert result.error is None
+    assert result.blocks[0].status == "ok"
+
+
+def test_stdout_and_stderr_interleave_in_order(executor):
+    # Two pipes: the order is the order of arrival, exact for writes that are
+    # not microseconds apart (documented on ExecutionResult.output).
+    code = ("import sys, time\nprint('a')\ntime.sleep(0.05)\nprint('b', file=sys.stderr)\n"
+            "time.sleep(0.05)\nprint('c')\n")
+    result = executor.run(py(code))
+    assert result.output == "a\nb\nc\n"
+    assert result.stdout == "a\nc\n"
+    assert result.stderr == "b\n"
+
+
+@pytest.mark.parametrize("block, code", [
+    (CodeBlock("python", "import sys; sys.exit(3)"), 3),
+    (CodeBlock("sh", "echo out; exit 5"), 5),
+    (CodeBlock("bash", "false"), 1),
+])
+def test_exit_codes(executor, block, code):
+    result = executor.run(block)
+    assert result.exit_code == code
+    assert result.blocks[0].status == "failed"
+
+
+def test_user_exception_is_data(executor):
+    result = executor.run(py("print('start')\n1/0"))
+    assert result.exit_code == 1
+    assert result.error is not None
+    assert result.error.name == "ZeroDivisionError"
+    assert result.error.value == "division by zero"
+    assert "Traceback" in result.error.traceback
+    assert "start" in result.output
+
+
+def test_blocks_run_in_order_and_stop_at_first_failure(executor):
+    blocks = [
+        py("open('one.txt', 'w').write('1')\nprint('first')"),
+        CodeBlock("sh", "cat one.txt; echo; exit 7"),
+        py("open('three.txt', 'w').write('3')\nprint('third')"),
+    ]
+    result = executor.run(blocks)
+    assert result.exit_code == 7
+    assert [b.status for b in result.blocks] == ["ok", "failed"]
+    assert result.output == "first\n1\n"
+    assert not (executor.workspace.path / "three.txt").exists()
+
+
+def test_empty_block_list_raises_value_error(executor):
+    with pytest.raises(ValueError, match="no code blocks"):
+        executor.run([])
+    assert issubclass(NoCodeBlocksError, ValueError)
+
+
+def test_timeout_keeps_partial_output(make_executor):
+    executor = make_executor(Limits(timeout_s=1))
+    started = time.monotonic()
+    result = executor.run(py("import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')"))
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 124
+    assert result.timed_out
+    assert result.blocks[0].status == "timeout"
+    assert "before" in result.output
+    assert "after" not in result.stdout
+    assert "Limits.timeout_s" in result.output
+    assert result.error is not None and result.error.name == "Timeout"
+
+
+def _pids(executor, *names: str, timeout: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    paths = [executor.workspace.path / name for name in names]
+    while time.monotonic() < deadline:
+        if all(p.exists() and p.read_text().strip() for p in paths):
+            return [int(p.read_text()) for p in paths]
+        time.sleep(0.05)
+    raise AssertionError(f"pid files {names} not written")
+
+
+DESCENDANTS = r"""
+import os, subprocess, sys, time
+# a plain grandchild
+g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+open("grandchild.pid", "w").write(str(g.pid))
+# a daemon: double fork + setsid, out of our process group
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open("daemon.pid", "w").write(str(os.getpid()))
+        time.sleep(300)
+    os._exit(0)
+# a grandchild that keeps stdout open
+h = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdout=sys.stdout)
+open("holder.pid", "w").write(str(h.pid))
+print("spawned", flush=True)
+"""
+
+
+@pytest.mark.parametrize("ending", ["timeout", "exit"])
+def test_no_descendant_survives(make_executor, ending):
+    executor = make_executor(Limits(timeout_s=3))
+    tail = "time.sleep(300)\n" if ending == "timeout" else ""
+    result = executor.run(py(DESCENDANTS + tail))
+    assert "spawned" in result.output
+    assert result.exit_code == (124 if ending == "timeout" else 0)
+    pids = _pids(executor, "grandchild.pid", "daemon.pid", "holder.pid")
+    assert wait_dead(pids) == []
+    assert result.duration_s < 10
+
+
+def test_unknown_language_is_an_in_band_failure(executor):
+    result = executor.run(CodeBlock("cobol", "DISPLAY 'HI'."))
+    assert result.exit_code != 0
+    assert result.blocks[0].status == "unsupported"
+    assert result.error is not None and result.error.name == "UnsupportedLanguage"
+    assert "cobol" in result.output and "python" in result.output
+
+
+def test_save_only_language_is_written_not_run(executor):
+    result = executor.run(CodeBlock("html", "<h1>hi</h1>", "page.html"))
+    assert result.exit_code == 0
+    assert result.blocks[0].status == "saved"
+    assert (executor.workspace.path / "page.html").read_text() == "<h1>hi</h1>"
+    assert "page.html" in result.output
+
+
+@pytest.mark.parametrize("filename", ["../escape.py", "/tmp/execbox-escape.py", "a/../../escape.py"])
+def test_filename_traversal_is_refused(executor, filename):
+    outside = executor.workspace.path.parent / "escape.py"
+    result = executor.run(py("print('ran')", filename))
+    assert result.exit_code != 0
+    assert result.error is not None and result.error.name == "PathEscape"
+    assert "ran" not in result.output
+    assert "workspace" in result.output
+    assert not outside.exists()
+    assert not os.path.exists("/tmp/execbox-escape.py")
+
+
+def test_filename_through_symlink_out_is_refused(executor, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (executor.workspace.path / "link").symlink_to(outside)
+    result = executor.run(py("print('ran')", "link/x.py"))
+    assert result.error is not None and result.error.name == "PathEscape"
+    assert not (outside / "x.py").exists()
+
+
+def test_filename_inside_workspace_is_used(executor):
+    result = executor.run(py("print(__file__)", "pkg/tool.py"))
+    assert result.exit_code == 0
+    assert (executor.workspace.path / "pkg" / "tool.py").exists()
+    assert result.code_files == ("pkg/tool.py",)
+    assert "tool.py" in result.output
+
+
+def test_big_output_is_cut_with_a_marker(make_executor):
+    limit = 64 * 1024
+    executor = make_executor(Limits(timeout_s=60, max_output_bytes=limit))
+    code = "import sys\nfor i in range(200000):\n    print('line', i)\nprint('THE END')\n"
+    result = executor.run(py(code))
+    assert result.exit_code == 0
+    assert result.truncated
+    assert "Limits.max_output_bytes" in result.output
+    assert len(result.output.encode()) < limit + 1024
+    assert result.output.startswith("line 0\n")
+    assert "THE END" in result.output  # the tail is kept
+
+
+def test_files_created_are_reported(executor):
+    result = executor.run(py("open('out.txt', 'w').write('x')\nimport os\nos.makedirs('d', exist_ok=True)\n"
+                             "open('d/inner.csv', 'w').write('a,b')"))
+    assert set(result.files) == {"out.txt", "d/inner.csv"}
+    assert all(not f.startswith(".execbox") for f in result.files)
+    assert len(result.code_files) == 1
+
+
+def test_concurrent_callers_get_their_own_output(executor):
+    outputs: dict[int, str] = {}
+
+    def call(i: int) -> None:
+        outputs[i] = executor.run(py(f"print({i} * 1000 + 7)")).output
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outputs == {i: f"{i * 1000 + 7}\n" for i in range(16)}
+
+
+def test_identical_blocks_at_once_do_not_collide(executor):
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(executor.run(py("print('same')"))))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.output for r in results] == ["same\n"] * 8
+    assert len({r.code_files for r in results}) == 8
+
+
+def test_async_run_matches_sync(executor):
+    block = py("import sys\nprint('x')\nprint('y', file=sys.stderr)\nsys.exit(2)")
+    sync = executor.run(block)
+    asynchronous = asyncio.run(executor.arun(block))
+    for field in ("exit_code", "output", "stdout", "stderr", "error", "timed_out", "files"):
+        assert getattr(sync, field) == getattr(asynchronous, field), field
+
+
+def test_async_cancel_kills_the_block(executor):
+    async def scenario() -> float:
+        task = asyncio.create_task(executor.arun(py(
+            "import os, time\nopen('child.pid', 'w').write(str(os.getpid()))\ntime.sleep(300)")))
+        pid_file = executor.workspace.path / "child.pid"
+        for _ in range(200):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(scenario())
+    pid = int((executor.workspace.path / "child.pid").read_text())
+    assert wait_dead([pid]) == []
+    assert elapsed < 5
+    assert executor.run(py("print('still works')")).output == "still works\n"
+
+
+def test_restart_stops_running_blocks_and_stays_usable(executor):
+    holder: list = []
+    thread = threading.Thread(target=lambda: holder.append(executor.run(py("import time; time.sleep(300)"))))
+    thread.start()
+    time.sleep(1.0)
+    executor.restart()
+    thread.join(timeout=10)
+    assert holder and holder[0].exit_code != 0
+    assert executor.run(py("print(1)")).output == "1\n"
+
+
+def test_closed_executor_refuses_runs(executor):
+    executor.close()
+    with pytest.raises(ExecutorClosedError, match="closed"):
+        executor.run(py("print(1)"))
+
+
+def test_stdin_is_closed(executor):
+    result = executor.run(py("import sys\nprint(repr(sys.stdin.read()))"))
+    assert result.output == "''\n"
