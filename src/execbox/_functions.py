@@ -57,7 +57,7 @@ class FunctionSet:
             lines.pop(0)
         self._sources.append("\n".join(lines) + "\n")
         doc = inspect.getdoc(func)
-        signature = f"def {name}{inspect.signature(func)}:"
+        signature = _signature("\n".join(lines), name)
         if doc:
             signature += "\n" + textwrap.indent(f'"""{doc}"""', "    ")
         self._signatures.append(signature)
@@ -79,3 +79,12 @@ class FunctionSet:
             f"in your code (for example `from {self.module} import {example}`):\n\n"
             + "\n\n".join(self._signatures)
         )
+
+
+def _signature(source: str, name: str) -> str:
+    """The ``def`` line as written (annotations as in the source, not as
+    strings or objects)."""
+    node = next(n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+    return f"{prefix} {name}({ast.unparse(node.args)}){returns}:"

@@ -1,0 +1,89 @@
+"""The execbox command, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "reply.md"
+
+
+def execbox(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("execbox", path=os.path.dirname(sys.executable))
+    command = [exe] if exe else [sys.executable, "-m", "execbox.cli"]
+    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_run_example_reply():
+    done = execbox("run", str(EXAMPLE))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("exitcode: 0 (execution succeeded)\nCode output: ")
+    assert "primes below 50: [2, 3, 5, 7, 11" in done.stdout
+
+
+def test_run_json_and_exit_status_is_the_codes(tmp_path):
+    reply = tmp_path / "r.md"
+    reply.write_text("```python\nprint('x')\n```\n```sh\nexit 4\n```\n")
+    done = execbox("run", "--json", str(reply))
+    assert done.returncode == 4
+    data = json.loads(done.stdout)
+    assert data["exit_code"] == 4 and data["output"] == "x\n" and not data["timed_out"]
+    assert [b["status"] for b in data["blocks"]] == ["ok", "failed"]
+    assert set(data) >= {"exit_code", "output", "timed_out", "files", "blocks"}
+
+
+def test_run_from_stdin_with_timeout():
+    done = execbox("run", "--timeout", "1", "-", stdin="```python\nimport time\nprint('hi', flush=True)\ntime.sleep(9)\n```")
+    assert done.returncode == 124
+    assert "hi" in done.stdout and "Limits.timeout_s" in done.stdout
+
+
+def test_run_keeps_files_in_workdir(tmp_path):
+    done = execbox("run", "--workdir", str(tmp_path), "-",
+                   stdin="```python\n# filename: make.py\nopen('out.txt','w').write('ok')\n```")
+    assert done.returncode == 0
+    assert (tmp_path / "out.txt").read_text() == "ok" and (tmp_path / "make.py").exists()
+    assert "out.txt" in done.stdout
+
+
+def test_exec_code_and_file(tmp_path):
+    done = execbox("exec", "-c", "print(6*7)")
+    assert (done.returncode, done.stdout) == (0, "42\n")
+    script = tmp_path / "s.sh"
+    script.write_text("echo from-file; exit 3")
+    done = execbox("exec", "-l", "sh", str(script))
+    assert (done.returncode, done.stdout) == (3, "from-file\n")
+
+
+def test_languages_lists_policies():
+    done = execbox("languages", "--json")
+    rows = {r["language"]: r for r in json.loads(done.stdout)}
+    assert rows["python"]["policy"] == "execute" and rows["html"]["policy"] == "save"
+    assert "py" in rows["python"]["aliases"]
+
+
+@pytest.mark.parametrize("args, stdin, message", [
+    (["run", "/no/such/reply.md"], None, "no such file: /no/such/reply.md"),
+    (["run", "-"], "just prose, no code", "no code blocks found in standard input"),
+    (["run", "--backend", "nope", "-"], "```py\n1\n```", "unknown backend 'nope'"),
+    (["exec", "--timeout", "0", "-c", "1"], None, "Limits.timeout_s must be a positive number"),
+])
+def test_errors_are_one_line_exit_2(args, stdin, message):
+    done = execbox(*args, stdin=stdin)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_language_is_reported_not_crashed():
+    done = execbox("exec", "-l", "cobol", "-c", "DISPLAY 'X'.")
+    assert done.returncode == 1
+    assert "Unsupported language 'cobol'" in done.stdout

@@ -1,0 +1,40 @@
+"""The public API is exactly what execbox/__init__.py exports."""
+
+import execbox
+
+EXPECTED = {
+    "LANGUAGES", "BackendUnavailableError", "BlockResult", "Capabilities", "CodeBlock",
+    "ConfigurationError", "Display", "Environment", "EnvironmentSetupError", "ErrorInfo",
+    "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
+    "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SystemPython",
+    "UnenforcedLimitWarning", "Venv", "Workspace", "WorkspaceError", "__version__",
+    "backend_names", "canonical_language", "create_executor", "default_executor",
+    "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
+}
+
+
+def test_exports_are_pinned():
+    assert set(execbox.__all__) == EXPECTED
+
+
+def test_every_export_exists_and_is_public():
+    for name in execbox.__all__:
+        assert hasattr(execbox, name), name
+        obj = getattr(execbox, name)
+        module = getattr(obj, "__module__", "execbox") or "execbox"
+        assert module.startswith("execbox"), (name, module)
+
+
+def test_errors_form_one_tree():
+    errors = [getattr(execbox, n) for n in execbox.__all__ if n.endswith("Error")]
+    assert all(issubclass(e, execbox.ExecboxError) for e in errors)
+
+
+def test_backends_register_through_entry_points():
+    assert "local" in execbox.backend_names()
+    assert execbox.get_backend("local") is execbox.LocalExecutor
+    ex = execbox.default_executor()
+    try:
+        assert isinstance(ex, execbox.Executor)
+    finally:
+        ex.close()
