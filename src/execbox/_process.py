@@ -233,11 +233,16 @@ def kill_marked(token: str, rounds: int = 5) -> int:
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) == me:
                 continue
-            try:
-                with open(f"/proc/{name}/environ", "rb") as handle:
-                    environ = handle.read()
+            try:  # os-level calls: this scan runs after every block
+                fd = os.open(f"/proc/{name}/environ", os.O_RDONLY)
             except OSError:
                 continue
+            try:
+                environ = _read_all(fd)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
             if needle in environ:
                 try:
                     os.kill(int(name), signal.SIGKILL)
@@ -248,6 +253,15 @@ def kill_marked(token: str, rounds: int = 5) -> int:
         if not found:
             break
     return killed
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def _limit_memory(pid: int, memory_mb: int) -> None:
