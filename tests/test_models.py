@@ -48,3 +48,20 @@ def test_to_text_ag2_style_and_json():
 def test_result_ok_property():
     assert ExecutionResult(exit_code=0, output="").ok
     assert not ExecutionResult(exit_code=1, output="").ok
+
+
+def test_python_errors_are_parsed_from_stderr():
+    from execbox._failures import python_error
+
+    custom = ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    raise Oops("bad")\n'
+              '__main__.Oops: bad\n')
+    assert python_error(custom).name == "__main__.Oops" and python_error(custom).value == "bad"
+    chained = ("Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'k'\n\nDuring handling "
+               "of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
+               "  File \"a.py\", line 4\nValueError: v\n")
+    assert python_error(chained).name == "ValueError"
+    syntax = '  File "x.py", line 1\n    def (\n        ^\nSyntaxError: invalid syntax\n'
+    err = python_error(syntax)
+    assert (err.name, err.value) == ("SyntaxError", "invalid syntax")
+    assert err.traceback.startswith('  File "x.py"')
+    assert python_error("just output\n") is None

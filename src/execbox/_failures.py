@@ -10,26 +10,32 @@ from ._models import ErrorInfo, Limits
 __all__ = ["explain_failure", "python_error", "timeout_note"]
 
 _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Fault)|KeyboardInterrupt|SystemExit)(?::\s?(?P<value>.*))?$")
+_ANY_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<value>.*))?$")
+_HEADER = "Traceback (most recent call last):"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def python_error(stderr: str) -> ErrorInfo | None:
     """The last Python exception reported in ``stderr``, if any."""
-    text = _ANSI.sub("", stderr)
-    lines = text.rstrip("\n").split("\n")
-    for pos in range(len(lines) - 1, -1, -1):
+    lines = _ANSI.sub("", stderr).rstrip("\n").split("\n")
+    header = max((i for i, ln in enumerate(lines) if ln.startswith(_HEADER)), default=None)
+    if header is not None:  # any exception class, user-defined ones too
+        for pos in range(len(lines) - 1, header, -1):
+            found = _ANY_EXC_LINE.match(lines[pos])
+            if found:
+                return _info(found, lines[header : pos + 1])
+    for pos in range(len(lines) - 1, -1, -1):  # no header: SyntaxError and friends
         found = _EXC_LINE.match(lines[pos])
-        if not found:
-            continue
-        start = pos
-        for back in range(pos, -1, -1):
-            if lines[back].startswith("Traceback (most recent call last):"):
-                start = back
-                break
-            if lines[back].startswith('  File "'):
-                start = back
-        return ErrorInfo(found["name"], (found["value"] or "").strip(), "\n".join(lines[start : pos + 1]))
+        if found:
+            start = pos
+            while start > 0 and lines[start - 1].startswith(("  File \"", "    ")):
+                start -= 1
+            return _info(found, lines[start : pos + 1])
     return None
+
+
+def _info(found: re.Match[str], lines: list[str]) -> ErrorInfo:
+    return ErrorInfo(found["name"], (found["value"] or "").strip(), "\n".join(lines))
 
 
 def timeout_note(limits: Limits) -> str:

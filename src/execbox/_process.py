@@ -206,7 +206,7 @@ class _Loop:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        kill_marked(self.token)
+        kill_marked(self.token, born_after=self.proc.pid)
 
     def finish(self) -> None:
         if not self.killed:
@@ -220,18 +220,22 @@ class _Loop:
             os.close(self.pidfd)
 
 
-def kill_marked(token: str, rounds: int = 5) -> int:
+def kill_marked(token: str, born_after: int = 0, rounds: int = 5) -> int:
     """SIGKILL every process whose environment holds ``TOKEN_VAR=token``.
 
-    Repeats while it finds some (a forking process may add more between two
-    scans). Returns how many it killed."""
+    Only processes with a pid above ``born_after`` (the run's first process)
+    are read, unless the kernel's pid counter has wrapped since, in which case
+    all are (a run would need to go through the whole pid space twice to
+    slip past this). Repeats while it finds some (a forking process may add more
+    between two scans). Returns how many it killed."""
     needle = f"{TOKEN_VAR}={token}".encode()
     me = os.getpid()
+    floor = born_after if _last_pid() >= born_after else 0
     killed = 0
     for _ in range(rounds):
         found = 0
         for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me:
+            if not name.isdigit() or int(name) < floor or int(name) == me:
                 continue
             try:  # os-level calls: this scan runs after every block
                 fd = os.open(f"/proc/{name}/environ", os.O_RDONLY)
@@ -253,6 +257,16 @@ def kill_marked(token: str, rounds: int = 5) -> int:
         if not found:
             break
     return killed
+
+
+def _last_pid() -> int:
+    """The last pid the kernel handed out in our namespace (0 if unknown,
+    which makes the scan read every process)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "rb") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 0
 
 
 def _read_all(fd: int) -> bytes:

@@ -25,11 +25,13 @@ from .._languages import Language, Policy, find_language, resolve_policies, sile
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
 from .._process import Cancellation, OutputCallback
 from ._outcome import Outcome
-from .._workspace import Workspace
+from .._workspace import INTERNAL_DIR, Workspace
 
 __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
 
 _run_ids = itertools.count(1)
+# Code files of blocks without a filename; left out of the change report.
+CODE_DIR = f"{INTERNAL_DIR}/code"
 
 
 class UnenforcedLimitWarning(UserWarning):
@@ -225,7 +227,7 @@ class Executor(ABC):
                            f"{lang.name} blocks are refused by this executor's execution_policies; "
                            f"set execution_policies={{'{lang.name}': 'execute'}} to run them")
         code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
-        relative = block.filename or f"{_code_dir()}/{run_id}_{index}{lang.suffix}"
+        relative = block.filename or f"{CODE_DIR}/{run_id}_{index}{lang.suffix}"
         try:
             if block.filename:
                 saved = self.workspace.write_text(relative, code)
@@ -278,10 +280,6 @@ class Executor(ABC):
                 "(use the sandbox or docker backend to enforce them)",
                 UnenforcedLimitWarning, stacklevel=4,
             )
-
-
-def _code_dir() -> str:
-    return ".execbox/code"
 
 
 def _failed(common: dict[str, Any], language: str, name: str, message: str) -> BlockResult:
