@@ -14,6 +14,7 @@ install_system_packages() {
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
     command -v node >/dev/null 2>&1 || need+=(nodejs)
+    command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
     [ ${#need[@]} -eq 0 ] && return 0
     say "installing system packages: ${need[*]}"
     local sudo=""

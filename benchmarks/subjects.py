@@ -45,6 +45,14 @@ def execbox_local() -> Runner:
     return lambda language, code: executor.run(execbox.CodeBlock(language, code)).output
 
 
+def execbox_sandbox() -> Runner:
+    import execbox
+
+    executor = execbox.SandboxExecutor(limits=execbox.Limits(timeout_s=60))
+    executor.start()
+    return lambda language, code: executor.run(execbox.CodeBlock(language, code)).output
+
+
 def ag2_local() -> Runner:
     from autogen.coding import CodeBlock, LocalCommandLineCodeExecutor
 
@@ -72,6 +80,7 @@ def autogen_local() -> Runner:
 SUBJECTS: dict[str, Callable[[], Runner]] = {
     "python -c (floor)": floor,
     "execbox local": execbox_local,
+    "execbox sandbox (a jail per block)": execbox_sandbox,
     "AG2 local": ag2_local,
     "AutoGen local": autogen_local,
 }

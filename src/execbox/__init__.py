@@ -32,6 +32,7 @@ from .backends import (
     get_backend,
 )
 from .backends.local import LocalExecutor
+from .backends.sandbox import SandboxExecutor
 from .environments import Environment, SystemPython, Venv
 
 __version__ = "0.1.0"
@@ -57,6 +58,7 @@ __all__ = [
     "LocalExecutor",
     "NoCodeBlocksError",
     "PathEscapeError",
+    "SandboxExecutor",
     "SystemPython",
     "UnenforcedLimitWarning",
     "Venv",

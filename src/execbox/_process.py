@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ._output import Capture
 
-__all__ = ["Cancellation", "ProcessOutcome", "kill_marked", "run_process"]
+__all__ = ["TOKEN_VAR", "Cancellation", "ProcessOutcome", "kill_marked", "new_token", "run_process"]
 
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
 # After the child has exited or been killed, how long to keep reading what
@@ -37,6 +37,10 @@ DRAIN_GRACE_S = 2.0
 _READ_SIZE = 1 << 16
 
 OutputCallback = Callable[[str, str], None]
+
+
+def new_token() -> str:
+    return secrets.token_hex(12)
 
 
 class Cancellation:
@@ -89,12 +93,15 @@ def run_process(
     memory_mb: int | None = None,
     cancel: Cancellation | None = None,
     on_output: OutputCallback | None = None,
+    token: str | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` and return its exit code and bounded output.
 
+    ``token`` marks the run's processes (made up when not given; a wrapper
+    that clears the environment, like bubblewrap, must pass it on itself).
     Exit codes: the child's own; 128+N for death by signal N; 124 on timeout.
     """
-    token = secrets.token_hex(12)
+    token = token or new_token()
     started = time.monotonic()
     proc = subprocess.Popen(
         list(argv),

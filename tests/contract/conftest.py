@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from execbox import Executor, Limits, LocalExecutor, Workspace
+from execbox import Executor, Limits, LocalExecutor, SandboxExecutor, Workspace
+from execbox.backends.sandbox import find_bwrap
+from tests.conftest import require
 
 Factory = Callable[..., Executor]
 
@@ -19,8 +21,14 @@ def _local(workspace: Workspace, limits: Limits) -> Executor:
     return LocalExecutor(workspace=workspace, limits=limits)
 
 
+def _sandbox(workspace: Workspace, limits: Limits) -> Executor:
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    return SandboxExecutor(workspace=workspace, limits=limits)
+
+
 BACKENDS: dict[str, Factory] = {
     "local": _local,
+    "sandbox": _sandbox,
 }
 
 

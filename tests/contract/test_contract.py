@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -94,45 +95,54 @@ def test_timeout_keeps_partial_output(make_executor):
     assert result.error is not None and result.error.name == "Timeout"
 
 
-def _pids(executor, *names: str, timeout: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    paths = [executor.workspace.path / name for name in names]
-    while time.monotonic() < deadline:
-        if all(p.exists() and p.read_text().strip() for p in paths):
-            return [int(p.read_text()) for p in paths]
-        time.sleep(0.05)
-    raise AssertionError(f"pid files {names} not written")
+def _marked(marker: str) -> list[int]:
+    """Host pids whose command line carries ``marker`` (pids inside a PID
+    namespace mean nothing out here, command lines do)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmdline = open(f"/proc/{name}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(name))
+    return found
 
 
 DESCENDANTS = r"""
 import os, subprocess, sys, time
+MARK = "{marker}"
+sleeper = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write('up'); time.sleep(300)"]
 # a plain grandchild
-g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-open("grandchild.pid", "w").write(str(g.pid))
+subprocess.Popen(sleeper + ["grandchild.up", MARK])
 # a daemon: double fork + setsid, out of our process group
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        open("daemon.pid", "w").write(str(os.getpid()))
-        time.sleep(300)
+        os.execv(sys.executable, sleeper + ["daemon.up", MARK])
     os._exit(0)
 # a grandchild that keeps stdout open
-h = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdout=sys.stdout)
-open("holder.pid", "w").write(str(h.pid))
+subprocess.Popen(sleeper + ["holder.up", MARK], stdout=sys.stdout)
+for name in ("grandchild.up", "daemon.up", "holder.up"):
+    while not os.path.exists(name):
+        time.sleep(0.01)
 print("spawned", flush=True)
 """
 
 
 @pytest.mark.parametrize("ending", ["timeout", "exit"])
 def test_no_descendant_survives(make_executor, ending):
-    executor = make_executor(Limits(timeout_s=3))
+    executor = make_executor(Limits(timeout_s=5))
+    marker = f"execbox-contract-{uuid.uuid4().hex}"
     tail = "time.sleep(300)\n" if ending == "timeout" else ""
-    result = executor.run(py(DESCENDANTS + tail))
+    result = executor.run(py(DESCENDANTS.replace("{marker}", marker) + tail))
     assert "spawned" in result.output
+    for name in ("grandchild.up", "daemon.up", "holder.up"):
+        assert (executor.workspace.path / name).exists(), name
     assert result.exit_code == (124 if ending == "timeout" else 0)
-    pids = _pids(executor, "grandchild.pid", "daemon.pid", "holder.pid")
-    assert wait_dead(pids) == []
-    assert result.duration_s < 10
+    assert wait_dead(_marked(marker)) == []
+    assert result.duration_s < 12
 
 
 def test_unknown_language_is_an_in_band_failure(executor):
@@ -236,14 +246,17 @@ def test_async_run_matches_sync(executor):
 
 
 def test_async_cancel_kills_the_block(executor):
+    marker = f"execbox-cancel-{uuid.uuid4().hex}"
+    code = ("import os, sys, time\nopen('up', 'w').write('1')\n"
+            f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])")
+
     async def scenario() -> float:
-        task = asyncio.create_task(executor.arun(py(
-            "import os, time\nopen('child.pid', 'w').write(str(os.getpid()))\ntime.sleep(300)")))
-        pid_file = executor.workspace.path / "child.pid"
+        task = asyncio.create_task(executor.arun(py(code)))
         for _ in range(200):
-            if pid_file.exists() and pid_file.read_text():
+            if _marked(marker):
                 break
             await asyncio.sleep(0.05)
+        assert _marked(marker), "the block never started"
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -251,8 +264,7 @@ def test_async_cancel_kills_the_block(executor):
         return time.monotonic() - started
 
     elapsed = asyncio.run(scenario())
-    pid = int((executor.workspace.path / "child.pid").read_text())
-    assert wait_dead([pid]) == []
+    assert wait_dead(_marked(marker)) == []
     assert elapsed < 5
     assert executor.run(py("print('still works')")).output == "still works\n"
 

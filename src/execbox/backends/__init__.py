@@ -24,7 +24,10 @@ __all__ = [
 GROUP = "execbox.backends"
 DEFAULT_BACKEND = "local"
 # Used when execbox runs from a source tree without installed metadata.
-_BUILTIN = {"local": "execbox.backends.local:LocalExecutor"}
+_BUILTIN = {
+    "local": "execbox.backends.local:LocalExecutor",
+    "sandbox": "execbox.backends.sandbox:SandboxExecutor",
+}
 
 
 def _registered() -> dict[str, str]:

@@ -1,0 +1,98 @@
+"""What the sandbox backend keeps in (the full hostile battery is issue 3's)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+
+from execbox import BackendUnavailableError, CodeBlock, Limits, SandboxExecutor
+from execbox.backends.sandbox import find_bwrap
+from tests.conftest import require
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    with SandboxExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=20)) as executor:
+        yield executor
+
+
+def py(code: str) -> CodeBlock:
+    return CodeBlock("python", code)
+
+
+def test_runs_as_nobody_without_capabilities(sandbox):
+    out = sandbox.run(py("import os\nprint(os.getuid(), os.getgid())\n"
+                         "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])\n"
+                         "import socket; print(socket.gethostname())")).output.split()
+    assert out == ["65534", "65534", "0000000000000000", "execbox"]
+
+
+def test_host_files_outside_the_binds_are_invisible(sandbox, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    home_probe = os.path.expanduser("~")
+    result = sandbox.run(py(f"import os\nprint(os.path.exists({str(secret)!r}), os.path.exists({home_probe + '/.ssh'!r}))\n"
+                            f"print(sorted(os.listdir('/tmp')))"))
+    assert result.output.splitlines()[0] == "False False"
+    assert "secret.txt" not in result.output
+
+
+def test_host_environment_is_not_inherited(sandbox, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret")
+    assert sandbox.run(py("import os; print(os.environ.get('OPENAI_API_KEY'))")).output == "None\n"
+
+
+@pytest.mark.parametrize("target", ["/usr/evil", "/etc/evil", "/evil"])
+def test_only_the_workspace_is_writable(sandbox, target):
+    result = sandbox.run(py(f"open({target!r}, 'w').write('x')"))
+    assert result.exit_code != 0
+    assert result.error.name in ("OSError", "PermissionError", "FileNotFoundError")
+    assert not os.path.exists(target)
+    assert sandbox.run(py("open('ok.txt', 'w').write('x')")).files == ("ok.txt",)
+
+
+def _server() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    threading.Thread(target=lambda: server.accept(), daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_no_network_by_default(sandbox):
+    server, port = _server()
+    try:
+        result = sandbox.run(py(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                                "print('connected')"))
+    finally:
+        server.close()
+    assert "connected" not in result.output
+    assert result.error.name in ("ConnectionRefusedError", "OSError", "TimeoutError")
+
+
+def test_network_when_asked(tmp_path):
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    server, port = _server()
+    try:
+        with SandboxExecutor(workspace=tmp_path, limits=Limits(network=True)) as ex:
+            result = ex.run(py(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                               "print('connected')"))
+    finally:
+        server.close()
+    assert result.output == "connected\n"
+
+
+def test_host_processes_are_invisible(sandbox):
+    result = sandbox.run(py("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"))
+    assert max(eval(result.output)) < 10
+
+
+def test_missing_bubblewrap_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendUnavailableError, match="apt-get install bubblewrap"):
+        with SandboxExecutor(workspace=tmp_path):
+            pass
