@@ -117,10 +117,11 @@ def _jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostna
             args += ["--ro-bind", path, path]
     for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
         args += ["--ro-bind-try", path, path]
+    # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     for path in readonly:
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
+    args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
     return args
 
 
