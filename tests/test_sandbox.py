@@ -96,3 +96,14 @@ def test_missing_bubblewrap_names_the_fix(tmp_path, monkeypatch):
     with pytest.raises(BackendUnavailableError, match="apt-get install bubblewrap"):
         with SandboxExecutor(workspace=tmp_path):
             pass
+
+
+def test_interpreter_under_host_tmp_is_visible(tmp_path):
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    from execbox import Venv
+
+    env = Venv(tmp_path / "venv-in-tmp")  # tmp_path lives under the host's /tmp
+    with SandboxExecutor(workspace=tmp_path / "ws", environment=env) as ex:
+        result = ex.run(py("import sys; print(sys.prefix)"))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == str(env.path)
