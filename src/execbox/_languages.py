@@ -25,6 +25,7 @@ __all__ = [
     "canonical_language",
     "find_language",
     "resolve_policies",
+    "runnable_languages",
     "silence_pip",
 ]
 
@@ -121,6 +122,15 @@ def resolve_policies(overrides: Mapping[str, Policy | bool] | None) -> dict[str,
 def resolve_program(program: str, path: str | None = None) -> str | None:
     """Absolute path of ``program`` on ``path`` (default: the host's PATH)."""
     return _which(program, path if path is not None else os.environ.get("PATH", ""))
+
+
+def runnable_languages(path: str) -> tuple[str, ...]:
+    """Languages whose program is found on ``path`` (python always: the
+    executor's environment provides it)."""
+    return tuple(
+        lang.name for lang in LANGUAGES
+        if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
+    )
 
 
 _which_cache: dict[tuple[str, str], str | None] = {}

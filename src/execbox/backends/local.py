@@ -15,7 +15,7 @@ from typing import Any
 
 from .._errors import ConfigurationError
 from .._functions import FunctionSet
-from .._languages import LANGUAGES, PYTHON, Language, Policy, resolve_program
+from .._languages import PYTHON, Language, Policy, resolve_program, runnable_languages
 from .._models import Limits
 from .._process import Cancellation, OutputCallback, new_token, run_process
 from .._workspace import Workspace
@@ -73,7 +73,6 @@ class LocalExecutor(Executor):
         self._progress = progress
         self._python: str | None = None
         self._child_env: dict[str, str] = {}
-        self._capabilities: Capabilities | None = None
 
     @property
     def functions_prompt(self) -> str:
@@ -82,19 +81,10 @@ class LocalExecutor(Executor):
 
     @property
     def capabilities(self) -> Capabilities:
-        if self._capabilities is None:
-            path = self._child_env.get("PATH") or os.environ.get("PATH", "")
-            runnable = tuple(
-                lang.name for lang in LANGUAGES
-                if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
-            )
-            caps = Capabilities(backend=self.name, isolated=False, stateful=False,
-                                enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb"}),
-                                languages=runnable)
-            if not self._started:
-                return caps
-            self._capabilities = caps
-        return self._capabilities
+        path = self._child_env.get("PATH") or os.environ.get("PATH", "")
+        return Capabilities(backend=self.name, isolated=False, stateful=False,
+                            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb"}),
+                            languages=runnable_languages(path))
 
     def _start(self) -> None:
         self._python = self.environment.prepare(self._progress)
@@ -108,9 +98,6 @@ class LocalExecutor(Executor):
             bin_dir=self.environment.bin_dir(self._python), extra=extra, user=self.env,
             inherit=self.inherit_env,
         )
-
-    def _stop(self) -> None:
-        self._capabilities = None
 
     def _execute(self, language: Language, code_path: str, cancel: Cancellation,
                  on_output: OutputCallback | None) -> Outcome:

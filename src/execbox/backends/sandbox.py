@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import BackendUnavailableError
-from .._languages import LANGUAGES, PYTHON, resolve_program
+from .._languages import runnable_languages
 from .._process import TOKEN_VAR
 from ._base import Capabilities
 from .local import LocalExecutor
@@ -63,14 +63,9 @@ class SandboxExecutor(LocalExecutor):
 
     @property
     def capabilities(self) -> Capabilities:
-        path = INSIDE_PATH
-        languages = tuple(
-            lang.name for lang in LANGUAGES
-            if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
-        )
         return Capabilities(backend=self.name, isolated=True, stateful=False,
                             enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb", "network"}),
-                            languages=languages)
+                            languages=runnable_languages(INSIDE_PATH))
 
     def _start(self) -> None:
         bwrap = find_bwrap()
