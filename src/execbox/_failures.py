@@ -46,8 +46,13 @@ def timeout_note(limits: Limits) -> str:
 
 
 def explain_failure(language: str, exit_code: int, stderr: str, *, timed_out: bool,
-                    limits: Limits) -> tuple[ErrorInfo, str]:
-    """(error, note for the output) for a block that did not succeed."""
+                    limits: Limits, memory_exceeded_mb: int | None = None) -> tuple[ErrorInfo, str]:
+    """(error, note for the output) for a block that did not succeed.
+    ``memory_exceeded_mb``: the limit the kernel enforced, when it did."""
+    if memory_exceeded_mb is not None:
+        note = (f"memory limit {memory_exceeded_mb} MB exceeded (Limits.memory_mb): the kernel killed "
+                "the block; use less memory or raise Limits.memory_mb")
+        return ErrorInfo("MemoryLimit", note), note + "."
     if timed_out:
         note = timeout_note(limits)
         return ErrorInfo("Timeout", note), note

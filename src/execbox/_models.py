@@ -58,6 +58,8 @@ class Limits:
       block started is killed and the result has exit code 124.
     - ``memory_mb``: memory per block (None: no limit).
     - ``max_processes``: processes/threads per block (None: no limit).
+    - ``cpus``: CPU time per wall-clock second, in cores (0.5 = half a
+      core; None: no limit).
     - ``max_output_bytes``: output kept per block; the rest is dropped with a
       marker (the head and the tail are kept).
     - ``network``: True allows network, False forbids it, None takes the
@@ -72,6 +74,7 @@ class Limits:
     max_processes: int | None = None
     max_output_bytes: int = 1 * MiB
     network: bool | None = None
+    cpus: float | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
@@ -88,6 +91,10 @@ class Limits:
             raise ConfigurationError(
                 "Limits.max_output_bytes must be a whole number of at least 1024, "
                 f"got {self.max_output_bytes!r}"
+            )
+        if self.cpus is not None and not (isinstance(self.cpus, (int, float)) and 0.01 <= self.cpus <= 1024):
+            raise ConfigurationError(
+                f"Limits.cpus must be a number of cores between 0.01 and 1024, or None, got {self.cpus!r}"
             )
         if self.network not in (None, True, False):
             raise ConfigurationError(

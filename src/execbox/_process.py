@@ -25,10 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ._output import Capture
 
-__all__ = ["TOKEN_VAR", "Cancellation", "ProcessOutcome", "kill_marked", "new_token", "run_process"]
+__all__ = ["TOKEN_VAR", "Cancellation", "ProcessOutcome", "Watched", "kill_marked", "new_token", "run_process",
+           "watch"]
 
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
 # After the child has exited or been killed, how long to keep reading what
@@ -81,6 +83,7 @@ class ProcessOutcome:
     timed_out: bool
     cancelled: bool
     duration_s: float
+    memory_exceeded_mb: int | None = None  # set when the kernel killed it at a memory limit
 
 
 def run_process(
@@ -94,11 +97,16 @@ def run_process(
     cancel: Cancellation | None = None,
     on_output: OutputCallback | None = None,
     token: str | None = None,
+    preexec: Callable[[], None] | None = None,
+    pass_fds: Sequence[int] = (),
+    also_kill: Callable[[], None] | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` and return its exit code and bounded output.
 
     ``token`` marks the run's processes (made up when not given; a wrapper
     that clears the environment, like bubblewrap, must pass it on itself).
+    ``preexec`` runs in the child before the exec (keep it to system calls);
+    ``also_kill`` runs whenever the run's processes are killed.
     Exit codes: the child's own; 128+N for death by signal N; 124 on timeout.
     """
     token = token or new_token()
@@ -112,15 +120,19 @@ def run_process(
         env={**env, TOKEN_VAR: token},
         start_new_session=True,
         close_fds=True,
+        pass_fds=tuple(pass_fds),
+        preexec_fn=preexec,
     )
     if memory_mb:
         _limit_memory(proc.pid, memory_mb)
-    capture = Capture(output_limit)
-    loop = _Loop(proc, token, capture, on_output)
+    assert proc.stdout is not None and proc.stderr is not None
+    watched = _Child(proc, token, also_kill)
     try:
-        timed_out, cancelled = loop.run(started + timeout_s, cancel)
+        capture, timed_out, cancelled = watch(proc.stdout.fileno(), proc.stderr.fileno(), watched,
+                                              deadline=started + timeout_s, output_limit=output_limit,
+                                              cancel=cancel, on_output=on_output)
     finally:
-        loop.finish()
+        watched.finish()
     code = proc.returncode
     if timed_out:
         code = 124
@@ -129,102 +141,131 @@ def run_process(
     return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started)
 
 
-class _Loop:
-    def __init__(self, proc: subprocess.Popen[bytes], token: str, capture: Capture,
-                 on_output: OutputCallback | None) -> None:
-        self.proc = proc
-        self.token = token
-        self.capture = capture
-        self.on_output = on_output
-        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
-        self.selector = selectors.DefaultSelector()
-        self.pidfd = _pidfd_open(proc.pid)
-        self.killed = False
+class Watched(Protocol):
+    """A running block as ``watch`` sees it."""
 
-    def run(self, deadline: float, cancel: Cancellation | None) -> tuple[bool, bool]:
-        sel = self.selector
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        sel.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
-        sel.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
-        if self.pidfd is not None:
-            sel.register(self.pidfd, selectors.EVENT_READ, "exit")
+    exit_fd: int | None  # readable once it has ended (None: poll ``exited``)
+
+    def exited(self) -> bool:
+        """Called when ``exit_fd`` is readable, or every 10 ms without one."""
+
+    def kill(self) -> None:
+        """Kill the block and everything it started."""
+
+
+def watch(stdout_fd: int, stderr_fd: int, watched: Watched, *, deadline: float, output_limit: int,
+          cancel: Cancellation | None, on_output: OutputCallback | None) -> tuple[Capture, bool, bool]:
+    """Read both pipes until they close, with a deadline and cancellation.
+
+    When the block ends, times out or is cancelled, ``watched.kill()`` runs
+    once, then what is still in the pipes is read for up to DRAIN_GRACE_S.
+    Returns (capture, timed_out, cancelled)."""
+    capture = Capture(output_limit)
+    decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
+    killed = False
+
+    def kill() -> None:
+        nonlocal killed
+        killed = True
+        watched.kill()
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(stdout_fd, selectors.EVENT_READ, "stdout")
+        sel.register(stderr_fd, selectors.EVENT_READ, "stderr")
+        if watched.exit_fd is not None:
+            sel.register(watched.exit_fd, selectors.EVENT_READ, "exit")
         if cancel is not None:
             sel.register(cancel.fileno, selectors.EVENT_READ, "cancel")
             if cancel.is_set():
-                self.kill()
-                return False, True
+                kill()
+                return capture, False, True
         streams = 2
         exited = False
         timed_out = cancelled = False
         drain_until: float | None = None
-        while streams:
+        # until both pipes close and the block has ended (it may close its
+        # output and go on working), or the drain after a kill runs out
+        while streams or not (exited or killed):
             now = time.monotonic()
             limit = drain_until if drain_until is not None else deadline
             if now >= limit:
                 if drain_until is not None:
                     break  # something we could not kill holds the pipes
                 timed_out = True
-                self.kill()
+                kill()
                 drain_until = now + DRAIN_GRACE_S
                 continue
             wait = limit - now
-            if self.pidfd is None and not exited:
+            if watched.exit_fd is None and not exited:
                 wait = min(wait, 0.01)
             for key, _ in sel.select(wait):
                 what = key.data
                 if what in ("stdout", "stderr"):
                     data = os.read(key.fd, _READ_SIZE)
                     if data:
-                        self._feed(what, data)
+                        capture.feed(what, data)
+                        if on_output is not None:
+                            text = decoders[what].decode(data)
+                            if text:
+                                on_output(what, text)
                     else:
                         sel.unregister(key.fileobj)
                         streams -= 1
                 elif what == "exit":
-                    sel.unregister(key.fileobj)
-                    exited = True
+                    if watched.exited():
+                        sel.unregister(key.fileobj)
+                        exited = True
                 elif what == "cancel":
                     sel.unregister(key.fileobj)
                     cancelled = True
-                    self.kill()
+                    kill()
                     drain_until = time.monotonic() + DRAIN_GRACE_S
-            if not exited and self.pidfd is None:
-                exited = _has_exited(self.proc.pid)
-            if exited and not self.killed:
-                # The child is done: whatever it left running goes too, so that
+            if not exited and watched.exit_fd is None:
+                exited = watched.exited()
+            if exited and not killed:
+                # The block is done: whatever it left running goes too, so that
                 # a grandchild holding the pipes cannot keep us waiting.
-                self.kill()
+                kill()
                 drain_until = time.monotonic() + DRAIN_GRACE_S
-        return timed_out, cancelled
+        if not killed:
+            kill()
+    return capture, timed_out, cancelled
 
-    def _feed(self, stream: str, data: bytes) -> None:
-        self.capture.feed(stream, data)
-        if self.on_output is not None:
-            text = self.decoders[stream].decode(data)
-            if text:
-                self.on_output(stream, text)
+
+class _Child:
+    """A ``subprocess.Popen`` child, watched through a pidfd."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], token: str,
+                 also_kill: Callable[[], None] | None = None) -> None:
+        self.proc = proc
+        self.token = token
+        self.also_kill = also_kill
+        self.exit_fd = _pidfd_open(proc.pid)
+
+    def exited(self) -> bool:
+        return True if self.exit_fd is not None else _has_exited(self.proc.pid)
 
     def kill(self) -> None:
         """Kill the child's process group and every process with its token.
 
         Safe before reaping: the child's pid (and so its group id) stays ours
         until ``wait``."""
-        self.killed = True
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         kill_marked(self.token, born_after=self.proc.pid)
+        if self.also_kill is not None:
+            self.also_kill()
 
     def finish(self) -> None:
-        if not self.killed:
-            self.kill()
+        self.kill()
         self.proc.wait()
-        self.selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
-        if self.pidfd is not None:
-            os.close(self.pidfd)
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
 
 
 def kill_marked(token: str, born_after: int = 0, rounds: int = 5) -> int:

@@ -270,7 +270,7 @@ class Executor(ABC):
 
     def _warn_unenforced(self) -> None:
         enforced = self.capabilities.enforced
-        asked = {name for name in ("memory_mb", "max_processes") if getattr(self.limits, name) is not None}
+        asked = {name for name in ("memory_mb", "max_processes", "cpus") if getattr(self.limits, name) is not None}
         if self.limits.network is False:
             asked.add("network")
         missing = sorted(asked - enforced)

@@ -17,7 +17,7 @@ from .._errors import ConfigurationError
 from .._functions import FunctionSet
 from .._languages import PYTHON, Language, Policy, resolve_program, runnable_languages
 from .._models import Limits
-from .._process import Cancellation, OutputCallback, new_token, run_process
+from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from .._workspace import Workspace
 from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
@@ -107,19 +107,19 @@ class LocalExecutor(Executor):
         if resolved is None:  # checked by the base class; the PATH may have changed since
             message = f"{program} is not installed here ({language.install_hint})"
             return Outcome("failed", 127, message + "\n", "", message + "\n", None, 0.0, False, False)
-        token = new_token()
-        argv, env = self._wrap([resolved, *language.command[1:], code_path], token)
-        outcome = run_process(
-            argv, cwd=str(self.workspace.path), env=env,
-            timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
-            memory_mb=self.limits.memory_mb, cancel=cancel, on_output=on_output, token=token,
-        )
+        outcome = self._launch([resolved, *language.command[1:], code_path], python_file=program == PYTHON,
+                               cancel=cancel, on_output=on_output)
         return outcome_to_result(language.name, outcome, self.limits)
 
-    def _wrap(self, argv: list[str], token: str) -> tuple[list[str], dict[str, str]]:
-        """The command and environment that run ``argv`` (a backend that
-        confines the process wraps it here)."""
-        return argv, self._child_env
+    def _launch(self, argv: list[str], *, python_file: bool, cancel: Cancellation,
+                on_output: OutputCallback | None) -> ProcessOutcome:
+        """Run ``argv`` (``python_file``: the executor's Python on a code file)
+        to completion; a backend that confines the process overrides this."""
+        return run_process(
+            argv, cwd=str(self.workspace.path), env=self._child_env,
+            timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
+            memory_mb=self.limits.memory_mb, cancel=cancel, on_output=on_output,
+        )
 
 
 def child_environment(*, bin_dir: str, extra: Mapping[str, str], user: Mapping[str, str],

@@ -1,71 +1,110 @@
-"""The sandbox backend: each block in a bubblewrap jail.
+"""The sandbox backend, the default: each block isolated by bubblewrap,
+limited by cgroups, rlimits and a seccomp filter.
 
-A user namespace even when the host user is root (uid/gid 65534 inside, every
-capability dropped), new PID/IPC/UTS/network/cgroup namespaces, a read-only
-root made of read-only binds of the system and interpreter directories only
-(no home directories, no host /tmp), a private size-capped /tmp, the workspace
-as the only writable host path, a private /proc, no network unless
-``Limits(network=True)``, an environment built from nothing.
+Two ways to run a block, same isolation:
+- the warm pool (default): one jail per executor holds a zygote interpreter
+  (``preload`` modules imported); each block runs in a fresh unit forked from
+  it, inside nested user/mount/PID namespaces of its own with a fresh /tmp,
+  every capability dropped, discarded afterwards (``_pool``, ``_zygote``);
+- one-shot (``pool=False``): a new bubblewrap jail per block (``_jail``).
 
-This is the one-shot form (a jail per block). cgroup limits (processes,
-memory accounting), seccomp and the warm pool are not here yet.
+Each block gets a cgroup of its own (memory, processes, CPU) where the host
+allows it (root, or a delegated cgroup), else rlimits stand in where they can.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
+import resource
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import BackendUnavailableError
+from .._cgroups import BlockCgroup, CgroupSupport, cgroup_support
+from .._errors import BackendUnavailableError, ConfigurationError
 from .._languages import runnable_languages
-from .._process import TOKEN_VAR
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from .._seccomp import filter_program, supported as seccomp_supported
 from ._base import Capabilities
+from ._jail import INSIDE_PATH, INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, probe
+from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from .local import LocalExecutor
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = (
-    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/nsswitch.conf", "/etc/os-release",
-    "/etc/matplotlibrc", "/etc/fonts",
-)
-NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
-INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
-NOBODY = "65534"
-INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or use backend='local' to run "
-                "unisolated")
+DEFAULT_MAX_PROCESSES = 512
+# processes of ours inside a one-shot block's cgroup: bwrap and its init
+# (a pool unit's init stays outside the block's cgroup)
+ONE_SHOT_OVERHEAD = 2
 
 
-def find_bwrap() -> str | None:
-    return shutil.which("bwrap")
+def default_memory_mb() -> int:
+    """Half of this machine's memory, at most 8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError):
+        return 4096
+    return max(256, min(8192, total // 2))
 
 
 class SandboxExecutor(LocalExecutor):
-    """Run blocks in a bubblewrap jail (see the module docstring).
+    """Run blocks isolated (see the module docstring).
 
     Takes every option of ``LocalExecutor`` (``inherit_env`` passes the host's
-    variables into the jail, so leave it off), plus ``tmp_size_mb`` for the
-    private /tmp and ``hostname``.
+    variables into the jail, so leave it off), plus:
+
+    - ``pool`` (True): keep a warm zygote; False runs a jail per block.
+    - ``pool_size`` (4): blocks' units kept ready ahead of demand.
+    - ``preload``: modules the zygote imports once, so blocks do not pay it.
+    - ``tmp_size_mb`` (256): the private /tmp of each block.
+    - ``file_size_mb`` (1024): the largest file a block may write (RLIMIT_FSIZE).
+    - ``max_open_files`` (1024): RLIMIT_NOFILE.
+    - ``seccomp`` (True): deny ptrace, mount, bpf, keyctl, namespaces... .
+    - ``hostname``: what the block sees as its host name.
+
+    Unset ``Limits.memory_mb`` and ``max_processes`` take the sandbox's
+    defaults: half the machine's memory (at most 8 GiB) and 512 processes.
     """
 
     name = "sandbox"
 
-    def __init__(self, *, tmp_size_mb: int = 256, hostname: str = "execbox", **options: Any) -> None:
+    def __init__(self, *, pool: bool = True, pool_size: int = 4, preload: Sequence[str] = (),
+                 tmp_size_mb: int = 256, file_size_mb: int = 1024, max_open_files: int = 1024,
+                 seccomp: bool = True, hostname: str = "execbox", **options: Any) -> None:
         super().__init__(**options)
+        for label, value in (("pool_size", pool_size), ("tmp_size_mb", tmp_size_mb),
+                             ("file_size_mb", file_size_mb), ("max_open_files", max_open_files)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"SandboxExecutor({label}=...) must be a positive whole number, "
+                                         f"got {value!r}")
+        if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
+            raise ConfigurationError(f"preload must be a list of module names, got {preload!r}")
+        if preload and not pool:
+            raise ConfigurationError("preload=... needs the warm pool: drop pool=False")
+        self.pool = pool
+        self.pool_size = pool_size
+        self.preload = tuple(preload)
         self.tmp_size_mb = tmp_size_mb
+        self.file_size_mb = file_size_mb
+        self.max_open_files = max_open_files
+        self.seccomp = seccomp and seccomp_supported()
         self.hostname = hostname
         self._prefix: list[str] = []
+        self._inside_env: dict[str, str] = {}
+        self._zygote: ZygotePool | None = None
+        self._cgroups: CgroupSupport | None = None
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(backend=self.name, isolated=True, stateful=False,
-                            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb", "network"}),
+        enforced = {"timeout_s", "max_output_bytes", "memory_mb", "network"}
+        if cgroup_support()[0] is not None:
+            enforced |= {"max_processes", "cpus"}
+        return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(enforced),
                             languages=runnable_languages(INSIDE_PATH))
+
+    @property
+    def memory_mb(self) -> int:
+        """The memory limit a block gets."""
+        return self.limits.memory_mb or default_memory_mb()
 
     def _start(self) -> None:
         bwrap = find_bwrap()
@@ -73,66 +112,104 @@ class SandboxExecutor(LocalExecutor):
             raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         super()._start()
         assert self._python is not None
-        readonly = _interpreter_dirs(self._python)
-        self._prefix = [bwrap, *_jail_args(readonly, network=bool(self.limits.network),
-                                           tmp_bytes=self.tmp_size_mb * 1024 * 1024,
-                                           hostname=self.hostname, workspace=str(self.workspace.path))]
-        probe = subprocess.run([*self._prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
-        if probe.returncode != 0:
-            raise BackendUnavailableError(
-                self.name,
-                f"bubblewrap could not create a sandbox here ({probe.stderr.strip() or probe.returncode}): "
-                "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
-                "user.max_user_namespaces > 0); use backend='local' to run unisolated",
-            )
-
-    def _wrap(self, argv: list[str], token: str) -> tuple[list[str], dict[str, str]]:
+        self._cgroups = cgroup_support()[0]
+        readonly = interpreter_dirs(self._python)
+        options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
+                                       hostname=self.hostname, workspace=str(self.workspace.path))
+        self._prefix = [bwrap, *jail_args(readonly, **options)]
+        probe(self._prefix)
         inside = dict(self._child_env)
         for name in ("USER", "LOGNAME"):
             inside.pop(name, None)
-        inside.update({"HOME": "/tmp", "TMPDIR": "/tmp", TOKEN_VAR: token,
-                       "PATH": f"{self.environment.bin_dir(self._python or '')}:{INSIDE_PATH}"})
+        inside.update({"HOME": "/tmp", "TMPDIR": "/tmp",
+                       "PATH": f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"})
         inside.update(self.env)
+        self._inside_env = inside
+        if self.pool:
+            prefix = [bwrap, *jail_args(readonly, **options,
+                                        extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
+            keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
+            config = {"preload": list(self.preload), "pool_size": self.pool_size, "keep": keep,
+                      "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._rlimits(),
+                      "seccomp": filter_program().hex() if self.seccomp else ""}
+            self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
+                                      size=self.pool_size, make_cgroup=self._make_cgroup)
+            self._zygote.start()
+
+    def _stop(self) -> None:
+        if self._zygote is not None:
+            self._zygote.stop()
+            self._zygote = None
+        super()._stop()
+
+    def _rlimits(self) -> dict[str, int]:
+        limits = {"NOFILE": self.max_open_files, "FSIZE": self.file_size_mb << 20, "CORE": 0}
+        if self._cgroups is None:  # no memory cgroup: the address space is the next best thing
+            limits["AS"] = self.memory_mb << 20
+        for name, value in limits.items():  # an unprivileged process cannot raise a hard limit
+            hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[1]
+            if hard != resource.RLIM_INFINITY:
+                limits[name] = min(value, hard)
+        return limits
+
+    def _make_cgroup(self) -> BlockCgroup | None:
+        if self._cgroups is None:
+            return None
+        return self._cgroups.create(
+            memory_mb=self.memory_mb, cpus=self.limits.cpus,
+            max_processes=(self.limits.max_processes or DEFAULT_MAX_PROCESSES)
+            + (0 if self.pool else ONE_SHOT_OVERHEAD))
+
+    def _launch(self, argv: list[str], *, python_file: bool, cancel: Cancellation,
+                on_output: OutputCallback | None) -> ProcessOutcome:
+        group: BlockCgroup | None = None
+        try:
+            if self._zygote is not None:
+                request = {"argv": argv, "inproc": python_file, "env": self._inside_env,
+                           "cwd": str(self.workspace.path)}
+                outcome, group = self._zygote.run(request, timeout_s=self.limits.timeout_s,
+                                                  output_limit=self.limits.max_output_bytes, cancel=cancel,
+                                                  on_output=on_output)
+            else:
+                group = self._make_cgroup()
+                outcome = self._one_shot(argv, group, cancel, on_output)
+            if group is not None and outcome.exit_code != 0 and group.oom_killed():
+                outcome.memory_exceeded_mb = self.memory_mb
+            return outcome
+        finally:
+            if group is not None:
+                group.remove()
+
+    def _one_shot(self, argv: list[str], group: BlockCgroup | None, cancel: Cancellation,
+                  on_output: OutputCallback | None) -> ProcessOutcome:
+        token = new_token()
         setenv: list[str] = []
-        for key, value in inside.items():
+        for key, value in {**self._inside_env, TOKEN_VAR: token}.items():
             setenv += ["--setenv", key, value]
-        return [*self._prefix, *setenv, "--", *argv], {"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}
+        fds = group.open_procs() if group is not None else []
+        seccomp_r = -1
+        if self.seccomp:
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, filter_program())
+            os.close(seccomp_w)
+            setenv += ["--seccomp", str(seccomp_r)]
+        limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in self._rlimits().items()]
 
+        def enter() -> None:  # in the child, before bwrap starts: no Python objects made
+            for fd in fds:
+                os.write(fd, b"0")
+            for which, value in limits:
+                resource.setrlimit(which, (value, value))
 
-def _jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
-               workspace: str) -> list[str]:
-    args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
-    if network:
-        args.append("--share-net")
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
-        args += ["--ro-bind-try", path, path]
-    # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    for path in readonly:
-        args += ["--ro-bind", path, path]
-    args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
-    return args
-
-
-def _interpreter_dirs(python: str) -> list[str]:
-    """Directories the interpreter needs that the system binds do not cover:
-    its prefixes (a venv and its base), resolved through symlinks."""
-    script = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix]))"
-    done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise BackendUnavailableError("sandbox", f"cannot run the interpreter {python}: {done.stderr.strip()}")
-    found: list[str] = []
-    for path in [*json.loads(done.stdout), os.path.dirname(os.path.realpath(python))]:
-        for candidate in (path, os.path.realpath(path)):
-            if any(candidate == d or candidate.startswith(d + "/") for d in SYSTEM_DIRS):
-                continue
-            if os.path.isdir(candidate) and candidate not in found:
-                found.append(candidate)
-    # a parent bound first, then its children would be redundant
-    return [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]
+        try:
+            return run_process(
+                [*self._prefix, *setenv, "--", *argv], cwd=str(self.workspace.path),
+                env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}, timeout_s=self.limits.timeout_s,
+                output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output, token=token,
+                preexec=enter, pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else [])],
+                also_kill=group.kill if group is not None else None,
+            )
+        finally:
+            for fd in (*fds, seccomp_r):
+                if fd >= 0:
+                    os.close(fd)

@@ -1,0 +1,109 @@
+"""A seccomp filter for sandboxed code, built as classic BPF by hand.
+
+Denied with EPERM: system calls a sandboxed program has no business making
+and that widen the kernel's attack surface (ptrace, mount and the new mount
+API, bpf, keyctl, perf_event_open, kernel modules, kexec, namespaces
+(``unshare``, ``setns``, ``clone`` with namespace flags), io_uring,
+userfaultfd, cross-process memory access, clocks, swap, reboot...).
+``clone3`` answers ENOSYS so that the C library falls back to ``clone``,
+whose flags the filter can read. A foreign architecture (the x32 ABI, or a
+32-bit entry) is refused the same way.
+
+The program is plain bytes (``struct sock_filter[]``): bubblewrap takes it
+with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+__all__ = ["DENIED", "filter_program", "supported"]
+
+DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
+    "fsmount", "fspick", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
+    "unshare", "setns", "bpf", "perf_event_open", "userfaultfd", "fanotify_init", "lookup_dcookie",
+    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "syslog", "acct", "quotactl",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "iopl", "ioperm",
+)
+
+_X86_64 = {
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
+    "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "open_by_handle_at": 304, "name_to_handle_at": 303, "unshare": 272, "setns": 308, "bpf": 321,
+    "perf_event_open": 298, "userfaultfd": 323, "fanotify_init": 300, "lookup_dcookie": 212,
+    "keyctl": 250, "add_key": 248, "request_key": 249, "init_module": 175, "finit_module": 313,
+    "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
+    "swapoff": 168, "syslog": 103, "acct": 163, "quotactl": 179, "settimeofday": 164,
+    "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "sethostname": 170,
+    "setdomainname": 171, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "iopl": 172, "ioperm": 173, "clone": 56, "clone3": 435,
+}
+_AARCH64 = {
+    "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "pidfd_getfd": 438,
+    "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "open_by_handle_at": 265, "name_to_handle_at": 264, "unshare": 97, "setns": 268, "bpf": 280,
+    "perf_event_open": 241, "userfaultfd": 282, "fanotify_init": 262, "lookup_dcookie": 18,
+    "keyctl": 219, "add_key": 217, "request_key": 218, "init_module": 105, "finit_module": 273,
+    "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "reboot": 142, "swapon": 224,
+    "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60, "settimeofday": 170,
+    "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "sethostname": 161,
+    "setdomainname": 162, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "clone": 220, "clone3": 435,
+}
+# machine -> (AUDIT_ARCH_*, syscall numbers, lowest number of a foreign ABI or None)
+_ARCHES = {
+    "x86_64": (0xC000003E, _X86_64, 0x40000000),
+    "aarch64": (0xC00000B7, _AARCH64, None),
+}
+
+_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
+_ERRNO = 0x00050000
+# CLONE_NEWTIME | NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+_CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 \
+    | 0x20000000 | 0x40000000
+
+
+def supported(machine: str | None = None) -> bool:
+    return (machine or platform.machine()) in _ARCHES
+
+
+def filter_program(machine: str | None = None) -> bytes:
+    """The filter for this machine's architecture, as ``struct sock_filter[]``."""
+    machine = machine or platform.machine()
+    if machine not in _ARCHES:
+        raise ValueError(f"no seccomp filter for the {machine} architecture")
+    arch, numbers, foreign = _ARCHES[machine]
+    eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
+    prog = [
+        (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, arch),
+        (_RET, 0, 0, _KILL_PROCESS),
+        (_LD_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if foreign is not None:
+        prog += [(_JGE, 0, 1, foreign), (_RET, 0, 0, eperm)]
+    for name in DENIED:
+        if name in numbers:
+            prog += [(_JEQ, 0, 1, numbers[name]), (_RET, 0, 0, eperm)]
+    prog += [
+        (_JEQ, 0, 1, numbers["clone3"]), (_RET, 0, 0, enosys),
+        (_JEQ, 0, 3, numbers["clone"]),
+        (_LD_ABS, 0, 0, 16),  # low half of args[0]: the clone flags
+        (_JSET, 0, 1, _CLONE_NAMESPACES), (_RET, 0, 0, eperm),
+        (_RET, 0, 0, _ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)

@@ -1,0 +1,92 @@
+"""The bubblewrap jail: its arguments and what it needs to see.
+
+A user namespace even when the host user is root (uid/gid 65534 inside,
+every capability dropped), new PID/IPC/UTS/network/cgroup namespaces, a
+read-only root made of read-only binds of the system and interpreter
+directories only (no home directories, no host /tmp), a private size-capped
+/tmp, the workspace as the only writable host path, a private /proc, no
+network unless asked, an environment built from nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from .._errors import BackendUnavailableError
+
+__all__ = ["INSIDE_PATH", "INSTALL_HINT", "find_bwrap", "interpreter_dirs", "jail_args", "probe"]
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = (
+    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/nsswitch.conf", "/etc/os-release",
+    "/etc/matplotlibrc", "/etc/fonts",
+)
+NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
+INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
+NOBODY = "65534"
+INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or use backend='local' to run "
+                "unisolated")
+
+
+def find_bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
+              workspace: str, extra_readonly: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """bwrap's options (without the command). ``extra_readonly``: (host path,
+    path inside) pairs bound read-only."""
+    args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
+            "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
+    if network:
+        args.append("--share-net")
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
+        args += ["--ro-bind-try", path, path]
+    # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    for path in readonly:
+        args += ["--ro-bind", path, path]
+    for source, inside in extra_readonly:
+        args += ["--ro-bind", source, inside]
+    args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
+    return args
+
+
+def probe(prefix: Sequence[str]) -> None:
+    """Raise BackendUnavailableError if bubblewrap cannot make this jail."""
+    done = subprocess.run([*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise BackendUnavailableError(
+            "sandbox",
+            f"bubblewrap could not create a sandbox here ({done.stderr.strip() or done.returncode}): "
+            "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces > 0); use backend='local' to run unisolated",
+        )
+
+
+def interpreter_dirs(python: str) -> list[str]:
+    """Directories the interpreter needs that the system binds do not cover:
+    its prefixes (a venv and its base), resolved through symlinks."""
+    script = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix]))"
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise BackendUnavailableError("sandbox", f"cannot run the interpreter {python}: {done.stderr.strip()}")
+    found: list[str] = []
+    for path in [*json.loads(done.stdout), os.path.dirname(os.path.realpath(python))]:
+        for candidate in (path, os.path.realpath(path)):
+            if any(candidate == d or candidate.startswith(d + "/") for d in SYSTEM_DIRS):
+                continue
+            if os.path.isdir(candidate) and candidate not in found:
+                found.append(candidate)
+    # a parent bound first, then its children would be redundant
+    return [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]

@@ -1,0 +1,268 @@
+"""The sandbox's warm pool, host side: one long-lived jail per executor
+holding a zygote interpreter (see ``_zygote.py``), the units it makes ahead
+of demand, and the run of one block in one of them.
+
+The host asks the zygote for units over a SOCK_SEQPACKET pair (``unit``,
+with the cgroup.procs files of the cgroups made for that unit) and gets each
+unit's socket back; ``pool_size`` units are kept asked for or ready. A block
+goes straight to a ready unit: a JSON request with its status socket and the
+write ends of its stdout and stderr pipes. The unit writes ``exit N`` on the
+status socket; the host writes ``kill`` (or closes it) to end the block and
+its whole PID namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._cgroups import BlockCgroup
+from .._errors import BackendUnavailableError, ConfigurationError
+from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+
+__all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
+
+ZYGOTE_SOURCE = Path(__file__).with_name("_zygote.py")
+ZYGOTE_INSIDE = "/.execbox-zygote.py"
+START_TIMEOUT_S = 120.0
+KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel)
+
+
+class ZygotePool:
+    """A zygote in a jail and the units it made ahead of demand.
+
+    ``prefix`` is bwrap with its options (the zygote file bound at
+    ZYGOTE_INSIDE); ``config`` what every block shares; ``make_cgroup`` makes
+    the cgroup of one future block (None: no cgroups here)."""
+
+    def __init__(self, prefix: Sequence[str], python: str, env: Mapping[str, str], cwd: str,
+                 config: Mapping[str, Any], *, size: int,
+                 make_cgroup: Callable[[], BlockCgroup | None]) -> None:
+        self.prefix = list(prefix)
+        self.python = python
+        self.env = dict(env)
+        self.cwd = cwd
+        self.config = dict(config)
+        self.size = size
+        self.make_cgroup = make_cgroup
+        self._lock = threading.Lock()
+        self._control: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+        self._asked: deque[BlockCgroup | None] = deque()  # cgroups of units asked for, in order
+        self._ready: deque[tuple[socket.socket, BlockCgroup | None]] = deque()
+
+    def start(self) -> None:
+        with self._lock:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._log = tempfile.TemporaryFile()
+        setenv: list[str] = []
+        for key, value in self.env.items():
+            setenv += ["--setenv", key, value]
+        argv = [*self.prefix, *setenv, "--", self.python, ZYGOTE_INSIDE, str(theirs.fileno()),
+                json.dumps(self.config)]
+        try:
+            self._proc = _spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                                     pass_fds=[theirs.fileno()], cwd=self.cwd, start_new_session=True)
+        finally:
+            theirs.close()
+        ours.settimeout(START_TIMEOUT_S)
+        try:
+            hello = ours.recv(1 << 16)
+        except OSError:
+            hello = b""
+        if hello != b"ready":
+            self._control = ours
+            tail = self._tail()
+            self._stop_locked()
+            if hello.startswith(b"error "):
+                raise ConfigurationError(f"sandbox pool: {hello[6:].decode(errors='replace')} "
+                                         "(check SandboxExecutor(preload=...))")
+            raise BackendUnavailableError("sandbox", f"the sandbox pool did not start: {tail}")
+        ours.settimeout(None)
+        self._control = ours
+        for _ in range(self.size):
+            self._ask()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        if self._control is not None:
+            self._control.close()  # the zygote sees EOF and leaves; its jail dies with it
+            self._control = None
+        for unit, group in self._ready:
+            unit.close()  # the unit's init sees EOF and leaves
+            if group is not None:
+                group.remove()
+        self._ready.clear()
+        for group in self._asked:
+            if group is not None:
+                group.remove()
+        self._asked.clear()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _tail(self) -> str:
+        if self._log is None:
+            return "(no log)"
+        self._log.seek(0)
+        text = self._log.read()[-2000:].decode(errors="replace").strip()
+        return text or f"exit code {self._proc.poll() if self._proc else '?'}"
+
+    def _ask(self) -> None:
+        """Ask the zygote for one more unit (it answers with its socket)."""
+        assert self._control is not None
+        group = self.make_cgroup()
+        fds = group.open_procs() if group is not None else []
+        try:
+            socket.send_fds(self._control, [b"unit"], fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._asked.append(group)
+
+    def _receive(self, block: bool) -> None:
+        assert self._control is not None
+        while self._asked:
+            try:
+                data, fds, _, _ = socket.recv_fds(self._control, 64, 1,
+                                                  0 if block else socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            if not data:
+                raise OSError("the sandbox pool's zygote is gone")
+            self._ready.append((socket.socket(fileno=fds[0]), self._asked.popleft()))
+            block = False
+
+    def take(self) -> tuple[socket.socket, BlockCgroup | None]:
+        """A ready unit (the zygote restarted once if it died)."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    if self._control is None:
+                        self._start_locked()
+                    self._receive(block=not self._ready)
+                    unit = self._ready.popleft()
+                    self._ask()
+                    return unit
+                except (OSError, IndexError) as exc:
+                    tail = self._tail()
+                    self._stop_locked()
+                    if attempt == 2:
+                        raise BackendUnavailableError(
+                            "sandbox", f"the sandbox pool died and could not be restarted: {exc}: {tail}"
+                        ) from exc
+            raise AssertionError("unreachable")
+
+    def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int,
+            cancel: Cancellation | None,
+            on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:
+        """Run one block in a ready unit: its outcome (as ``run_process``
+        gives it) and its cgroup, which the caller removes."""
+        started = time.monotonic()
+        data = json.dumps(request).encode()
+        while True:
+            unit, group = self.take()
+            status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            try:
+                socket.send_fds(unit, [data], [theirs.fileno(), out_w, err_w])
+                break
+            except OSError:  # that unit died while waiting: take another
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                status.close()
+                if group is not None:
+                    group.remove()
+            finally:
+                unit.close()
+                theirs.close()
+                os.close(out_w)
+                os.close(err_w)
+        try:
+            watched = _Unit(status, group)
+            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=started + timeout_s,
+                                                  output_limit=output_limit, cancel=cancel,
+                                                  on_output=on_output)
+        finally:
+            status.close()
+            os.close(out_r)
+            os.close(err_r)
+        code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
+        return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started), group
+
+
+def _spawn_kept(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """Popen from a thread that lives as long as the process: bwrap's
+    --die-with-parent kills the jail when the *thread* that started it ends,
+    and the caller's thread may be a short-lived worker."""
+    box: dict[str, Any] = {}
+    spawned = threading.Event()
+
+    def keep() -> None:
+        try:
+            box["proc"] = subprocess.Popen(argv, **options)
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            spawned.set()
+        if "proc" in box:
+            box["proc"].wait()
+
+    threading.Thread(target=keep, name="execbox-sandbox-pool", daemon=True).start()
+    spawned.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["proc"]
+
+
+class _Unit:
+    """A block running in a unit, as ``watch`` sees it."""
+
+    def __init__(self, status: socket.socket, cgroup: BlockCgroup | None) -> None:
+        self.status = status
+        self.cgroup = cgroup
+        self.exit_fd: int | None = status.fileno()
+        self.code: int | None = None
+
+    def exited(self) -> bool:
+        try:
+            message = self.status.recv(64)
+        except OSError:
+            message = b""
+        if message.startswith(b"exit "):
+            self.code = int(message[5:])
+        return True
+
+    def kill(self) -> None:
+        if self.code is not None:
+            return  # it reported its exit; leaving, it takes its namespace down with it
+        try:
+            self.status.send(b"kill", socket.MSG_NOSIGNAL)
+        except OSError:
+            pass  # the unit is gone, and its namespace with it
+        if self.cgroup is not None:
+            self.cgroup.kill()

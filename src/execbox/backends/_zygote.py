@@ -1,0 +1,308 @@
+"""The sandbox pool's zygote: runs INSIDE the bubblewrap jail, standard
+library only (the jail does not see the execbox package; this file is bound
+in and run as a script).
+
+Start-up: import the ``preload`` modules, say ``ready`` on the control
+socket (fd given in argv). Then, for each ``unit`` message from the host
+(carrying the cgroup.procs files of the cgroups made for it), make a *unit*
+and send its socket back. A unit is made ahead of its block: fresh nested
+user, mount (a private /tmp) and PID namespaces; in them an init (PID 1) and
+the code process (PID 2), already in the block's cgroups, every capability
+dropped, no_new_privs, rlimits and the seccomp filter set, waiting. The host
+sends the block to the unit's socket (a JSON request with the status socket,
+stdout and stderr): the code process runs the Python file in this warm
+interpreter, or execs the program. The init reports ``exit N`` on the status
+socket and leaves, which kills everything left in the namespace; ``kill``
+(or the host closing the socket) makes it leave at once.
+"""
+
+import atexit
+import builtins
+import ctypes
+import gc
+import importlib.machinery
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import threading
+import types
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 4, 38, 22, 24
+SECCOMP_MODE_FILTER = 2
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 0x2, 0x4, 0x1000, 0x4000
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+MAX_FDS = 16
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def write_file(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_namespaces(tmp_bytes, keep):
+    """Nested user, mount and PID namespaces, and a fresh /tmp. ``keep``: the
+    paths under /tmp that must stay visible (the workspace, a venv)."""
+    uid, gid = os.getuid(), os.getgid()
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our /proc/self files ours again, for the id maps
+    held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
+    write_file("/proc/self/setgroups", "deny")
+    write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+    write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    options = f"size={tmp_bytes},mode=1777".encode()
+    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /tmp")
+    for path, fd in held:
+        os.makedirs(path, exist_ok=True)
+        check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+              f"bind {path}")
+        os.close(fd)
+
+
+def drop_privileges(config):
+    for name, value in config["rlimits"].items():
+        limit = getattr(resource, "RLIMIT_" + name)
+        soft, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, value))
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    check(libc.syscall(SYS_CAPSET[os.uname().machine], header, data), "capset")
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    program = bytes.fromhex(config["seccomp"])
+    if program:
+        buffer = ctypes.create_string_buffer(program)
+        fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+def run_python_file(path, argv):
+    """What ``python path`` does with an already-started interpreter."""
+    full = os.path.abspath(path)
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(full)
+    main = types.ModuleType("__main__")
+    main.__file__ = full
+    main.__builtins__ = builtins
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", full)
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        try:
+            with open(full, "rb") as handle:
+                source = handle.read()
+            compiled = compile(source, full, "exec", dont_inherit=True)
+        except BaseException as exc:  # report it as the interpreter would: no frame of ours
+            exc.__traceback__ = None
+            raise
+        exec(compiled, main.__dict__)
+    except SystemExit as exc:
+        code = exit_code_of(exc)
+    except BaseException as exc:
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # without this runner's frame
+        if isinstance(exc, KeyboardInterrupt):
+            code = -signal.SIGINT
+        else:
+            code = 1
+    try:
+        threading._shutdown()
+    except BaseException:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            code = code or 120
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def exit_code_of(exc):
+    value = exc.code
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    try:
+        print(value, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def code_process(config, out_fd, err_fd):
+    """PID 2 of the block's namespace, privileges already dropped: becomes the block."""
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.closerange(3, 1 << 16)
+    os.chdir(config["cwd"])
+    env = config["env"]
+    if not config["inproc"]:
+        for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python, but a program expects the defaults
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        os.execve(config["argv"][0], config["argv"], env)
+    os.environ.clear()
+    os.environ.update(env)
+    if "numpy.random" in sys.modules:  # a forked generator would repeat the zygote's numbers
+        sys.modules["numpy.random"].seed()
+    run_python_file(config["argv"][-1], config["argv"][-1:])
+
+
+def code_main(sock, cgroup_fds, config):
+    """The block's process, made ahead of its block: in its cgroups, every
+    privilege dropped, waiting for the request."""
+    for fd in cgroup_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    os.setsid()
+    drop_privileges(config)
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)
+    if not data:
+        os._exit(0)
+    sock.close()
+    out_fd, err_fd = fds
+    try:
+        code_process({**config, **json.loads(data)}, out_fd, err_fd)
+    except BaseException as exc:
+        os.write(2, f"execbox sandbox: cannot start the block: {exc!r}\n".encode())
+    os._exit(126)
+
+
+def init_main(unit, cgroup_fds, config):
+    """PID 1 of the block's namespace: makes the block's process, hands it
+    its block, reports its exit; when it leaves, the kernel kills whatever is
+    left in the namespace."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        unit.close()
+        ours.close()
+        code_main(theirs, cgroup_fds, config)
+        os._exit(0)
+    theirs.close()
+    for fd in cgroup_fds:
+        os.close(fd)
+    data, fds, _, _ = socket.recv_fds(unit, 1 << 20, MAX_FDS)
+    unit.close()
+    if not data:
+        os._exit(0)  # the pool is closing
+    status_fd, out_fd, err_fd = fds
+    socket.send_fds(ours, [data], [out_fd, err_fd])
+    for fd in (out_fd, err_fd):
+        os.close(fd)
+    ours.close()
+    status = socket.socket(fileno=status_fd)
+    exit_fd = os.pidfd_open(pid)
+    while True:
+        ready, _, _ = select.select([status, exit_fd], [], [])
+        if exit_fd in ready:
+            _, wait_status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(wait_status)
+            try:
+                status.sendall(f"exit {code if code >= 0 else 128 - code}".encode())
+            except OSError:
+                pass
+            os._exit(0)
+        if status in ready:
+            os._exit(137)  # asked to kill (or the host went away): the namespace dies with us
+
+
+class Zygote:
+    def __init__(self, control, config):
+        self.control = control
+        self.config = config
+
+    def make_unit(self, cgroup_fds):
+        """A unit: fresh namespaces, its init and its code process, waiting;
+        the host gets the unit's socket."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                self.control.close()
+                enter_namespaces(self.config["tmp_bytes"], self.config["keep"])
+                if os.fork() == 0:
+                    init_main(theirs, cgroup_fds, self.config)
+            except BaseException as exc:
+                try:
+                    sys.stderr.write(f"execbox sandbox unit failed: {exc!r}\n")
+                except BaseException:
+                    pass
+            os._exit(0)
+        theirs.close()
+        for fd in cgroup_fds:
+            os.close(fd)
+        socket.send_fds(self.control, [b"unit"], [ours.fileno()])
+        ours.close()
+
+    def serve(self):
+        while True:
+            reap()
+            data, fds, _, _ = socket.recv_fds(self.control, 1 << 16, MAX_FDS)
+            if not data:
+                return
+            self.make_unit(fds)
+
+
+def reap():
+    """Collect units' first processes (each leaves once its init is forked)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main():
+    control = socket.socket(fileno=int(sys.argv[1]))
+    config = json.loads(sys.argv[2])
+    del sys.argv[1:]
+    try:
+        for name in config["preload"]:
+            __import__(name)
+    except BaseException as exc:
+        control.send(f"error cannot preload {name!r}: {type(exc).__name__}: {exc}".encode())
+        return
+    # No process of the pool may be read or written through /proc by a block
+    # (the jail's /proc shows the pool's processes: other units wait there).
+    check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+    gc.collect()
+    gc.freeze()  # forked children then do not copy pages just to collect the zygote's objects
+    control.send(b"ready")
+    Zygote(control, config).serve()
+
+
+if __name__ == "__main__":
+    main()
