@@ -87,3 +87,21 @@ def test_unknown_language_is_reported_not_crashed():
     done = execbox("exec", "-l", "cobol", "-c", "DISPLAY 'X'.")
     assert done.returncode == 1
     assert "Unsupported language 'cobol'" in done.stdout
+
+
+def test_the_default_backend_is_the_sandbox():
+    done = execbox("exec", "-c", "import os; print(os.getuid())")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("65534")
+
+
+def test_without_bubblewrap_the_default_says_how_to_get_it(tmp_path):
+    python_dir = os.path.dirname(sys.executable)
+    env = {"PATH": python_dir, "HOME": str(tmp_path)}  # no bwrap on this PATH
+    command = [sys.executable, "-m", "execbox.cli", "exec", "-c", "print(1)"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert "apt-get install bubblewrap" in done.stderr and "--backend local" in done.stderr
+    local = subprocess.run([*command[:4], "--backend", "local", *command[4:]], capture_output=True,
+                           text=True, timeout=60, env=env)
+    assert local.returncode == 0 and local.stdout.strip().endswith("1")

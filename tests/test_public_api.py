@@ -35,6 +35,6 @@ def test_backends_register_through_entry_points():
     assert execbox.get_backend("local") is execbox.LocalExecutor
     ex = execbox.default_executor()
     try:
-        assert isinstance(ex, execbox.Executor)
+        assert isinstance(ex, execbox.SandboxExecutor)
     finally:
         ex.close()

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 GROUP = "execbox.backends"
-DEFAULT_BACKEND = "local"
+DEFAULT_BACKEND = "sandbox"
 # Used when execbox runs from a source tree without installed metadata.
 _BUILTIN = {
     "local": "execbox.backends.local:LocalExecutor",

@@ -29,8 +29,8 @@ ETC_FILES = (
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
 NOBODY = "65534"
-INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or use backend='local' to run "
-                "unisolated")
+INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or run unisolated with "
+                "backend='local' (CLI: --backend local)")
 
 
 def find_bwrap() -> str | None:
@@ -70,7 +70,7 @@ def probe(prefix: Sequence[str]) -> None:
             "sandbox",
             f"bubblewrap could not create a sandbox here ({done.stderr.strip() or done.returncode}): "
             "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
-            "user.max_user_namespaces > 0); use backend='local' to run unisolated",
+            "user.max_user_namespaces > 0); or run unisolated with backend='local' (CLI: --backend local)",
         )
 
 
