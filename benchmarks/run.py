@@ -1,8 +1,9 @@
 """Benchmarks: execbox beside its peers, in one run, on this machine.
 
 Sets up ``.bench-venv`` (execbox plus the peers at pinned versions: AG2's and
-AutoGen's local command-line executors) and measures each subject in its own
-process. Prints a markdown table; writes JSON to benchmarks/results/.
+AutoGen's local command-line executors, llm-sandbox's bubblewrap backend) and
+measures each subject in its own process. Prints a markdown table and the warm
+pool's targets (met or not); writes JSON to benchmarks/results/.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -20,55 +22,154 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".bench-venv"
-PEERS = ["ag2==0.13.4", "autogen-ext==0.7.5", "numpy"]
+PEERS = ["ag2==0.13.4", "autogen-ext==0.7.5", "llm-sandbox==0.3.46", "numpy"]
 RESULTS = ROOT / "benchmarks" / "results"
+SUBJECT_TIMEOUT_S = 1800
+
+FLOOR = "python -c (floor)"
+COLD = "execbox sandbox cold"
+POOL = "execbox sandbox pool"
+POOL_NUMPY = "execbox sandbox pool+preload numpy"
 
 
 def ensure_venv() -> Path:
+    """Create ``.bench-venv`` unless its stamp says it holds these PEERS and
+    this pyproject.toml (execbox is installed editable, but its own
+    dependencies come from pyproject). Any change to either gives a new stamp
+    name, so the venv is rebuilt from scratch (``--clear`` drops old stamps)."""
     python = VENV / "bin" / "python"
-    stamp = VENV / (".installed-" + "-".join(p.replace("==", "_") for p in PEERS))
-    if stamp.exists():
+    key = hashlib.sha256(json.dumps(PEERS).encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    stamp = VENV / f".installed-{key}"
+    if stamp.exists() and python.exists():
         return python
     print(f"setting up {VENV.name} with {', '.join(PEERS)} ...", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     "-e", str(ROOT), *PEERS], check=True)
-    stamp.touch()
+    stamp.write_text("\n".join(PEERS) + "\n")
     return python
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def measure(python: Path, subject: str, iterations: int, calls: int) -> dict:
     env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "VIRTUAL_ENV": str(VENV)}
-    done = subprocess.run([str(python), str(ROOT / "benchmarks" / "subjects.py"), subject,
-                           str(iterations), str(calls)], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        return {"subject": subject, "error": done.stderr.strip().splitlines()[-1:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        done = subprocess.run([str(python), str(ROOT / "benchmarks" / "subjects.py"), subject,
+                               str(iterations), str(calls)], capture_output=True, text=True, env=env,
+                              timeout=SUBJECT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"subject": subject, "error": f"did not finish within {SUBJECT_TIMEOUT_S} s"}
+    try:
+        return json.loads(last_line(done.stdout))
+    except ValueError:
+        why = last_line(done.stderr) or f"exit status {done.returncode}, no report"
+        return {"subject": subject, "error": why}
 
 
-def cell(entry: dict, key: str) -> str:
-    if "error" in entry:
+def wrong(entry: dict) -> int:
+    return entry["n"] - entry["correct"]
+
+
+def cell(entry: dict | None, key: str) -> str:
+    if entry is None or "error" in entry:
         return "error"
-    value = entry[key]
-    wrong = entry["n"] - entry["correct"]
-    return f"{value:.1f}" + (f" ({wrong} wrong)" if wrong else "")
+    if entry.get("na"):
+        return "n/a"
+    text = f"{entry[key]:.1f}"
+    if wrong(entry):
+        text += f" ({wrong(entry)}/{entry['n']} wrong)"
+    return text
+
+
+COLUMNS = [("print", "print(1) median ms", "median_ms"), ("print", "p95 ms", "p95_ms"),
+           ("sh_echo", "sh echo median ms", "median_ms"), ("numpy", "numpy median ms", "median_ms"),
+           ("throughput_2", "2 callers exec/s", "exec_per_s"), ("throughput_8", "8 callers exec/s", "exec_per_s")]
+WORKLOAD_NAMES = {"print": "print(1)", "sh_echo": "sh echo", "numpy": "numpy",
+                  "throughput_2": "2 callers", "throughput_8": "8 callers"}
+
+
+def notes(report: dict) -> str:
+    """The error (the exception's last line) or notes of a row."""
+    if "error" in report and "print" not in report:
+        parts = [f"error: {report['error']}"]
+    else:
+        parts = []
+        for name, label in WORKLOAD_NAMES.items():
+            entry = report.get(name) or {}
+            if "error" in entry:
+                parts.append(f"{label} error: {entry['error']}")
+            elif entry.get("raised"):
+                parts.append(f"{label}: {entry['raised']} calls raised ({entry['errors'][0]})")
+    parts += report.get("notes", [])
+    return "; ".join(parts).replace("|", "\\|").replace("\n", " ")
 
 
 def table(reports: list[dict]) -> str:
-    head = ("| subject | print(1) median ms | p95 ms | sh echo median ms | numpy median ms | "
-            "2 callers exec/s | 8 callers exec/s | host peak MB |")
-    lines = [head, "|" + "---|" * 8]
+    head = "| subject | " + " | ".join(title for _, title, _ in COLUMNS) + " | host peak MB | notes |"
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 3)]
     for r in reports:
-        if "error" in r and "print" not in r:
-            lines.append(f"| {r['subject']} | failed: {r['error']} |" + " |" * 6)
-            continue
-        lines.append(
-            f"| {r['subject']} | {cell(r['print'], 'median_ms')} | {cell(r['print'], 'p95_ms')} | "
-            f"{cell(r['sh_echo'], 'median_ms')} | {cell(r['numpy'], 'median_ms')} | "
-            f"{cell(r['throughput_2'], 'exec_per_s')} | {cell(r['throughput_8'], 'exec_per_s')} | "
-            f"{r['peak_rss_mb']:.0f} |"
-        )
+        cells = [cell(r.get(workload), key) for workload, _, key in COLUMNS]
+        failed = "error" in r and "print" not in r
+        peak = "-" if failed or "peak_rss_mb" not in r else f"{r['peak_rss_mb']:.0f}"
+        lines.append(f"| {r['subject']} | " + " | ".join(cells) + f" | {peak} | {notes(r)} |")
+    return "\n".join(lines)
+
+
+def targets(reports: list[dict]) -> list[dict]:
+    """The warm pool's goals, each met (True), not met (False) or not measured
+    (None, the subject errored) on this run's figures. A latency figure meets
+    its goal only when every output was right; throughput counts correct
+    calls only."""
+    by = {r["subject"]: r for r in reports}
+
+    def entry(subject: str, workload: str) -> dict | None:
+        found = by.get(subject, {}).get(workload)
+        return None if not found or "error" in found or found.get("na") else found
+
+    out = []
+
+    def latency_goal(goal: str, subject: str, workload: str, bound: float, base: dict | None = None) -> None:
+        e = entry(subject, workload)
+        if e is None:
+            out.append({"target": goal, "met": None, "measured": "subject or workload errored"})
+            return
+        figure = e["median_ms"]
+        measured = f"{figure:.1f} ms"
+        if base is not None:
+            measured += f" vs floor {base['median_ms']:.1f} ms + 5 = {bound:.1f} ms"
+        if wrong(e):
+            measured += f", {wrong(e)}/{e['n']} wrong"
+        out.append({"target": goal, "met": figure <= bound and not wrong(e), "measured": measured})
+
+    latency_goal(f"isolated print(1) median ≤ 2 ms ({POOL})", POOL, "print", 2.0)
+    latency_goal(f"numpy median ≤ 5 ms ({POOL_NUMPY})", POOL_NUMPY, "numpy", 5.0)
+    t = entry(POOL, "throughput_8")
+    if t is None:
+        out.append({"target": f"≥ 300 correct exec/s with 8 callers ({POOL})", "met": None,
+                    "measured": "subject or workload errored"})
+    else:
+        measured = f"{t['correct_per_s']:.0f} correct exec/s" + (f", {wrong(t)}/{t['n']} wrong" if wrong(t) else "")
+        out.append({"target": f"≥ 300 correct exec/s with 8 callers ({POOL})",
+                    "met": t["correct_per_s"] >= 300, "measured": measured})
+    base = entry(FLOOR, "print")
+    goal = f"cold print(1) median ≤ floor + 5 ms ({COLD})"
+    if base is None:
+        out.append({"target": goal, "met": None, "measured": "the floor errored"})
+    else:
+        latency_goal(goal, COLD, "print", base["median_ms"] + 5.0, base)
+    return out
+
+
+def render_targets(found: list[dict]) -> str:
+    lines = ["Targets:"]
+    for t in found:
+        status = {True: "met", False: "NOT MET", None: "not measured"}[t["met"]]
+        lines.append(f"- {t['target']}: {status}: {t['measured']}")
     return "\n".join(lines)
 
 
@@ -88,13 +189,19 @@ def main() -> None:
     for subject in SUBJECTS:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
-    rendered = table(reports)
-    print(rendered)
+    found = targets(reports)
+    print(table(reports))
+    print("\nFigures: per-call latency in ms (median, p95) and calls per second with 2 and 8 threads "
+          "sharing one executor. Every output is checked: \"(k/n wrong)\" counts calls whose output "
+          "was not the expected one (or that raised); no note = all n right. n/a = the subject cannot "
+          "run that language; error = the workload could not run (see notes).\n")
+    print(render_targets(found))
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
+        "targets": found,
     }
     (RESULTS / "latest.json").write_text(json.dumps(out, indent=2))
     print(f"\nJSON written to {(RESULTS / 'latest.json').relative_to(ROOT)}", file=sys.stderr)
