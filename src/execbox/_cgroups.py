@@ -139,12 +139,9 @@ class BlockCgroup:
         return False
 
     def remove(self) -> None:
-        """Kill what is left and remove the group (in the background: the
+        """Kill what is left and remove the group, in the background (the
         last processes of a block may take a few ms to be gone)."""
-        for path in self.dirs:
-            if not _rmdir(path):
-                _janitor.put(self)
-                return
+        _janitor.put(self)
 
 
 class _Janitor:
@@ -269,11 +266,29 @@ def _cgroup_mounts() -> dict[str, tuple[Path, str]]:
 
 
 def _make_base(base: Path) -> bool:
+    _remove_stale(base.parent)
     try:
         base.mkdir(exist_ok=True)
     except OSError:
         return False
     return os.access(base, os.W_OK)
+
+
+def _remove_stale(parent: Path) -> None:
+    """Remove the empty groups of execbox processes that died without
+    cleaning up (killed, say)."""
+    try:
+        bases = [p for p in parent.iterdir() if p.name.startswith("execbox-") and p.is_dir()]
+    except OSError:
+        return
+    for base in bases:
+        pid = base.name.removeprefix("execbox-")
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        for child in base.iterdir():
+            if child.is_dir():
+                _rmdir(child)
+        _rmdir(base)
 
 
 def _write(path: Path, value: str) -> None:
@@ -306,6 +321,15 @@ def _rmdir(path: Path, wait_s: float = 0.0) -> bool:
 
 
 def _cleanup(support: CgroupSupport) -> None:
+    while True:  # what the janitor has not got to yet
+        try:
+            group = _janitor._queue.get_nowait()
+        except queue.Empty:
+            break
+        group.kill()
+        for path in group.dirs:
+            if not _rmdir(path, wait_s=0.5):
+                _leftovers.add(path)
     for path in list(_leftovers):
         _rmdir(path, wait_s=0.2)
     for base in set(support.bases.values()):

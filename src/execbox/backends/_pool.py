@@ -60,6 +60,10 @@ class ZygotePool:
         self._log: Any = None
         self._asked: deque[BlockCgroup | None] = deque()  # cgroups of units asked for, in order
         self._ready: deque[tuple[socket.socket, BlockCgroup | None]] = deque()
+        # Replacements are asked for by a thread of their own, off the blocks' path.
+        self._wanted = threading.Semaphore(0)
+        self._closed = False
+        self._refiller: threading.Thread | None = None
 
     def start(self) -> None:
         with self._lock:
@@ -94,11 +98,36 @@ class ZygotePool:
         ours.settimeout(None)
         self._control = ours
         for _ in range(self.size):
-            self._ask()
+            self._ask(self.make_cgroup())
+        if self._refiller is None:
+            self._refiller = threading.Thread(target=self._refill, name="execbox-sandbox-refill", daemon=True)
+            self._refiller.start()
 
     def stop(self) -> None:
         with self._lock:
+            self._closed = True
             self._stop_locked()
+        self._wanted.release()  # wakes the refill thread, which then leaves
+        if self._refiller is not None:
+            self._refiller.join()
+            self._refiller = None
+
+    def _refill(self) -> None:
+        while True:
+            self._wanted.acquire()
+            if self._closed:
+                return
+            group = self.make_cgroup()  # the slow part, outside the lock
+            with self._lock:
+                if self._control is None or self._closed:
+                    if group is not None:
+                        group.remove()
+                    continue
+                try:
+                    self._ask(group)
+                except OSError:
+                    if group is not None:
+                        group.remove()  # the zygote is gone; take() restarts it
 
     def _stop_locked(self) -> None:
         if self._control is not None:
@@ -131,10 +160,9 @@ class ZygotePool:
         text = self._log.read()[-2000:].decode(errors="replace").strip()
         return text or f"exit code {self._proc.poll() if self._proc else '?'}"
 
-    def _ask(self) -> None:
+    def _ask(self, group: BlockCgroup | None) -> None:
         """Ask the zygote for one more unit (it answers with its socket)."""
         assert self._control is not None
-        group = self.make_cgroup()
         fds = group.open_procs() if group is not None else []
         try:
             socket.send_fds(self._control, [b"unit"], fds)
@@ -161,11 +189,15 @@ class ZygotePool:
         with self._lock:
             for attempt in (1, 2):
                 try:
+                    if self._closed:
+                        raise BackendUnavailableError("sandbox", "the sandbox pool is closed")
                     if self._control is None:
                         self._start_locked()
+                    if not self._ready and not self._asked:  # the refill thread lags behind
+                        self._ask(self.make_cgroup())
                     self._receive(block=not self._ready)
                     unit = self._ready.popleft()
-                    self._ask()
+                    self._wanted.release()
                     return unit
                 except (OSError, IndexError) as exc:
                     tail = self._tail()
