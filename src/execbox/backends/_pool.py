@@ -5,10 +5,11 @@ of demand, and the run of one block in one of them.
 The host asks the zygote for units over a SOCK_SEQPACKET pair (``unit``,
 with the cgroup.procs files of the cgroups made for that unit) and gets each
 unit's socket back; ``pool_size`` units are kept asked for or ready. A block
-goes straight to a ready unit: a JSON request with its status socket and the
-write ends of its stdout and stderr pipes. The unit writes ``exit N`` on the
-status socket; the host writes ``kill`` (or closes it) to end the block and
-its whole PID namespace.
+goes straight to a ready unit's code process: a JSON request with its status
+socket and the write ends of its stdout and stderr pipes; the unit's init
+gets the status socket too. The unit writes ``exit N`` on the status socket;
+the host writes ``kill`` (or closes it) to end the block and its whole PID
+namespace.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ZygotePool:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self._asked: deque[BlockCgroup | None] = deque()  # cgroups of units asked for, in order
-        self._ready: deque[tuple[socket.socket, BlockCgroup | None]] = deque()
+        self._ready: deque[tuple[socket.socket, socket.socket, BlockCgroup | None]] = deque()
         # Replacements are asked for by a thread of their own, off the blocks' path.
         self._wanted = threading.Semaphore(0)
         self._closed = False
@@ -133,8 +134,9 @@ class ZygotePool:
         if self._control is not None:
             self._control.close()  # the zygote sees EOF and leaves; its jail dies with it
             self._control = None
-        for unit, group in self._ready:
+        for unit, code, group in self._ready:
             unit.close()  # the unit's init sees EOF and leaves
+            code.close()
             if group is not None:
                 group.remove()
         self._ready.clear()
@@ -175,16 +177,17 @@ class ZygotePool:
         assert self._control is not None
         while self._asked:
             try:
-                data, fds, _, _ = socket.recv_fds(self._control, 64, 1,
+                data, fds, _, _ = socket.recv_fds(self._control, 64, 2,
                                                   0 if block else socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
-            if not data:
+            if not data or len(fds) != 2:
                 raise OSError("the sandbox pool's zygote is gone")
-            self._ready.append((socket.socket(fileno=fds[0]), self._asked.popleft()))
+            unit, code = (socket.socket(fileno=fd) for fd in fds)
+            self._ready.append((unit, code, self._asked.popleft()))
             block = False
 
-    def take(self) -> tuple[socket.socket, BlockCgroup | None]:
+    def take(self) -> tuple[socket.socket, socket.socket, BlockCgroup | None]:
         """A ready unit (the zygote restarted once if it died)."""
         with self._lock:
             for attempt in (1, 2):
@@ -216,12 +219,13 @@ class ZygotePool:
         started = time.monotonic()
         data = json.dumps(request).encode()
         while True:
-            unit, group = self.take()
+            unit, code, group = self.take()
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             try:
-                socket.send_fds(unit, [data], [theirs.fileno(), out_w, err_w])
+                socket.send_fds(code, [data], [theirs.fileno(), out_w, err_w])
+                socket.send_fds(unit, [b"go"], [theirs.fileno()])
                 break
             except OSError:  # that unit died while waiting: take another
                 for fd in (out_r, err_r):
@@ -231,6 +235,7 @@ class ZygotePool:
                     group.remove()
             finally:
                 unit.close()
+                code.close()
                 theirs.close()
                 os.close(out_w)
                 os.close(err_w)

@@ -129,7 +129,7 @@ class SandboxExecutor(LocalExecutor):
             prefix = [bwrap, *jail_args(readonly, **options,
                                         extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
             keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
-            config = {"preload": list(self.preload), "pool_size": self.pool_size, "keep": keep,
+            config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
                       "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._rlimits(),
                       "seccomp": filter_program().hex() if self.seccomp else ""}
             self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
@@ -165,8 +165,7 @@ class SandboxExecutor(LocalExecutor):
         group: BlockCgroup | None = None
         try:
             if self._zygote is not None:
-                request = {"argv": argv, "inproc": python_file, "env": self._inside_env,
-                           "cwd": str(self.workspace.path)}
+                request = {"argv": argv, "inproc": python_file}  # env and cwd: the zygote's
                 outcome, group = self._zygote.run(request, timeout_s=self.limits.timeout_s,
                                                   output_limit=self.limits.max_output_bytes, cancel=cancel,
                                                   on_output=on_output)
