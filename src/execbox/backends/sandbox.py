@@ -25,7 +25,8 @@ from .._languages import runnable_languages
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from .._seccomp import filter_program, supported as seccomp_supported
 from ._base import Capabilities
-from ._jail import INSIDE_PATH, INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, probe
+from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT, empty_netns, find_bwrap, interpreter_dirs,
+                    jail_args, probe, setns_net)
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from .local import LocalExecutor
 
@@ -59,6 +60,8 @@ class SandboxExecutor(LocalExecutor):
     - ``file_size_mb`` (1024): the largest file a block may write (RLIMIT_FSIZE).
     - ``max_open_files`` (1024): RLIMIT_NOFILE.
     - ``seccomp`` (True): deny ptrace, mount, bpf, keyctl, namespaces... .
+    - ``cgroups`` (True): a cgroup per block where the host allows it; False
+      leaves memory to RLIMIT_AS and processes to the timeout.
     - ``hostname``: what the block sees as its host name.
 
     Unset ``Limits.memory_mb`` and ``max_processes`` take the sandbox's
@@ -69,7 +72,8 @@ class SandboxExecutor(LocalExecutor):
 
     def __init__(self, *, pool: bool = True, pool_size: int = 4, preload: Sequence[str] = (),
                  tmp_size_mb: int = 256, file_size_mb: int = 1024, max_open_files: int = 1024,
-                 seccomp: bool = True, hostname: str = "execbox", **options: Any) -> None:
+                 seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
+                 **options: Any) -> None:
         super().__init__(**options)
         for label, value in (("pool_size", pool_size), ("tmp_size_mb", tmp_size_mb),
                              ("file_size_mb", file_size_mb), ("max_open_files", max_open_files)):
@@ -87,16 +91,18 @@ class SandboxExecutor(LocalExecutor):
         self.file_size_mb = file_size_mb
         self.max_open_files = max_open_files
         self.seccomp = seccomp and seccomp_supported()
+        self.cgroups = cgroups
         self.hostname = hostname
         self._prefix: list[str] = []
         self._inside_env: dict[str, str] = {}
         self._zygote: ZygotePool | None = None
         self._cgroups: CgroupSupport | None = None
+        self._netns: int | None = None
 
     @property
     def capabilities(self) -> Capabilities:
         enforced = {"timeout_s", "max_output_bytes", "memory_mb", "network"}
-        if cgroup_support()[0] is not None:
+        if self.cgroups and cgroup_support()[0] is not None:
             enforced |= {"max_processes", "cpus"}
         return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(enforced),
                             languages=runnable_languages(INSIDE_PATH))
@@ -112,12 +118,15 @@ class SandboxExecutor(LocalExecutor):
             raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         super()._start()
         assert self._python is not None
-        self._cgroups = cgroup_support()[0]
+        self._cgroups = cgroup_support()[0] if self.cgroups else None
         readonly = interpreter_dirs(self._python)
         options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
                                        hostname=self.hostname, workspace=str(self.workspace.path))
         self._prefix = [bwrap, *jail_args(readonly, **options)]
         probe(self._prefix)
+        self._netns = None if self.limits.network or self.pool else empty_netns()
+        if self._netns is not None:  # one-shot jails join one empty network namespace
+            self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
         inside = dict(self._child_env)
         for name in ("USER", "LOGNAME"):
             inside.pop(name, None)
@@ -193,8 +202,11 @@ class SandboxExecutor(LocalExecutor):
             os.close(seccomp_w)
             setenv += ["--seccomp", str(seccomp_r)]
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in self._rlimits().items()]
+        netns = self._netns
 
-        def enter() -> None:  # in the child, before bwrap starts: no Python objects made
+        def enter() -> None:  # in the child, before bwrap starts: system calls only
+            if netns is not None and setns_net(netns, CLONE_NEWNET) != 0:
+                os._exit(125)
             for fd in fds:
                 os.write(fd, b"0")
             for which, value in limits:
@@ -205,7 +217,8 @@ class SandboxExecutor(LocalExecutor):
                 [*self._prefix, *setenv, "--", *argv], cwd=str(self.workspace.path),
                 env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}, timeout_s=self.limits.timeout_s,
                 output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output, token=token,
-                preexec=enter, pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else [])],
+                preexec=enter, pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else []),
+                                         *([netns] if netns is not None else [])],
                 also_kill=group.kill if group is not None else None,
             )
         finally:
