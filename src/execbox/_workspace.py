@@ -64,12 +64,6 @@ class Workspace:
     def path(self) -> Path:
         return self._root
 
-    @property
-    def internal_dir(self) -> Path:
-        internal = self._root / INTERNAL_DIR
-        internal.mkdir(exist_ok=True)
-        return internal
-
     def __repr__(self) -> str:
         kind = "temporary" if self._owned else "given"
         return f"Workspace({str(self._root)!r}, {kind})"
@@ -113,13 +107,22 @@ class Workspace:
         return self.write_bytes(relative, text.encode("utf-8"))
 
     def write_bytes(self, relative: str, data: bytes) -> Path:
-        """Write a file inside the workspace; never through a symlink."""
+        """Write a file inside the workspace; never through a symlink (at any
+        level, checked while walking down, so a link swapped in meanwhile by
+        running code is not followed either)."""
         target = self.resolve(relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not _inside(Path(os.path.realpath(target.parent)), self._root):
-            raise PathEscapeError(str(relative), "goes through a symlink that leads outside the workspace")
-        _write_nofollow(target, data)
+        _write_under(self._root, target.relative_to(self._root).parts, data, relative, repair=False)
         return target
+
+    def write_internal(self, relative: str, data: bytes) -> Path:
+        """Write one of execbox's own files (under ``.execbox/``). A link or
+        file that code planted where a folder belongs is removed, not
+        followed."""
+        parts = Path(relative).parts
+        if not parts or parts[0] != INTERNAL_DIR or ".." in parts:
+            raise PathEscapeError(relative, f"is not under {INTERNAL_DIR}/")
+        _write_under(self._root, parts, data, relative, repair=True)
+        return self._root.joinpath(*parts)
 
     # -- caller facets ------------------------------------------------------
 
@@ -132,13 +135,21 @@ class Workspace:
     def download(self, relative: str, dest: str | os.PathLike[str] | None = None) -> bytes:
         """Read a workspace file (refusing symlinks); also copy it to ``dest``."""
         target = self.resolve(relative)
+        *folders, name = target.relative_to(self._root).parts
+        parent = _open_folders(self._root, folders, relative, create=False, repair=False)
         try:
-            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+            # O_NONBLOCK: a FIFO planted by the code must not hang us on open
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise PathEscapeError(relative, "is a symlink") from None
             raise WorkspaceError(f"cannot read {relative!r} in the workspace: {exc.strerror}") from None
+        finally:
+            os.close(parent)
         with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise WorkspaceError(f"{relative!r} is not a regular file (a FIFO, socket or device): "
+                                     "not read")
             data = handle.read()
         if dest is not None:
             Path(dest).write_bytes(data)
@@ -199,12 +210,55 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _write_nofollow(target: Path, data: bytes) -> None:
+def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, *, create: bool,
+                  repair: bool) -> int:
+    """A descriptor of root/folders..., opened one level at a time without
+    following links; missing folders made when ``create``; a link or file in
+    the way removed when ``repair``, else refused."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise PathEscapeError(str(target), "is a symlink; execbox does not write through links") from None
-        raise WorkspaceError(f"cannot write {str(target)!r}: {exc.strerror}") from None
+        for part in folders:
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise WorkspaceError(f"cannot open {given!r} in the workspace: {exc.strerror}") from None
+                if not repair:
+                    raise PathEscapeError(given, f"goes through {part!r}, which is a link or a file") from None
+                os.unlink(part, dir_fd=fd)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, repair: bool) -> None:
+    *folders, name = parts
+    parent = _open_folders(root, folders, given, create=True, repair=repair)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP and repair:
+                os.unlink(name, dir_fd=parent)
+                fd = os.open(name, flags, 0o644, dir_fd=parent)
+            elif exc.errno == errno.ELOOP:
+                raise PathEscapeError(given, "is a symlink; execbox does not write through links") from None
+            else:
+                raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
+    finally:
+        os.close(parent)
     with os.fdopen(fd, "wb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not written")
         handle.write(data)

@@ -248,9 +248,7 @@ class Executor(ABC):
         return outcome.to_block(common)
 
     def _write_internal(self, relative: str, code: str) -> None:
-        path = self.workspace.path / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(code, encoding="utf-8")
+        self.workspace.write_internal(relative, code.encode("utf-8"))
 
     def _unsupported(self, given: str, lang: Language | None) -> str:
         runs = ", ".join(self.capabilities.languages)

@@ -32,6 +32,7 @@ ETC_FILES = (
 )
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
+HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
 NOBODY = "65534"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or run unisolated with "
                 "backend='local' (CLI: --backend local)")
@@ -60,6 +61,13 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         args += ["--ro-bind-try", path, path]
     # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    # bwrap covers /proc/sys only when the directory is writable, and it is not,
+    # but as root the files in it are (the jail's uid maps to the host's root):
+    # core_pattern would run a program of the block's on the host.
+    args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    for path in HIDDEN_PROC:  # kernel keys and their owners: the host root's are listed
+        if os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
     for path in readonly:
         args += ["--ro-bind", path, path]
     for source, inside in extra_readonly:

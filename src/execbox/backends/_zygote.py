@@ -220,8 +220,11 @@ def code_main(sock, cgroup_fds, config):
         os.write(2, f"execbox sandbox: cannot start the block: {exc!r}\n".encode())
         os._exit(126)
     # Report before leaving: the host need not wait for this process's teardown.
-    os.close(1)
-    os.close(2)
+    for fd in (1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # the code closed it itself
     try:
         os.write(status_fd, f"exit {code & 0xFF}".encode())
     except OSError:

@@ -18,7 +18,7 @@ from .._functions import FunctionSet
 from .._languages import PYTHON, Language, Policy, resolve_program, runnable_languages
 from .._models import Limits
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
-from .._workspace import Workspace
+from .._workspace import INTERNAL_DIR, Workspace
 from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
 from ._outcome import Outcome, outcome_to_result
@@ -90,10 +90,9 @@ class LocalExecutor(Executor):
         self._python = self.environment.prepare(self._progress)
         extra: dict[str, str] = dict(self.environment.variables(self._python))
         if self.functions:
-            lib = self.workspace.internal_dir / "lib"
-            lib.mkdir(exist_ok=True)
-            (lib / f"{self.functions.module}.py").write_text(self.functions.source(), encoding="utf-8")
-            extra["PYTHONPATH"] = str(lib)
+            saved = self.workspace.write_internal(f"{INTERNAL_DIR}/lib/{self.functions.module}.py",
+                                                  self.functions.source().encode("utf-8"))
+            extra["PYTHONPATH"] = str(saved.parent)
         self._child_env = child_environment(
             bin_dir=self.environment.bin_dir(self._python), extra=extra, user=self.env,
             inherit=self.inherit_env,

@@ -1,0 +1,163 @@
+"""Host processes: invisible and unreachable; and what a block starts ends
+with it (daemons, stdout holders, stopped processes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import process_alive, wait_dead
+from tests.security.conftest import marked, run_then_healthy
+
+
+@pytest.fixture
+def host_sleeper():
+    proc = subprocess.Popen(["sleep", "30"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_test_process_is_not_signalable(hostile):
+    me = os.getpid()
+    code = (f"import os, signal\nfor sig in (0, signal.SIGTERM):\n    try:\n        os.kill({me}, sig)\n"
+            f"        print('SIGNALLED', sig)\n    except OSError as exc:\n        print('failed', exc.errno)\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert "SIGNALLED" not in result.output
+    assert result.output.count("failed") == 2
+
+
+@pytest.mark.parametrize("how", ["pid", "group", "everyone"])
+def test_host_process_survives_kill_attempts(hostile, host_sleeper, how):
+    pid = host_sleeper.pid
+    code = {
+        "pid": f"import os\nos.kill({pid}, 9)",
+        "group": f"import os\nos.killpg({os.getpgid(pid)}, 9)",
+        "everyone": "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('sent')",
+    }[how]
+    run_then_healthy(hostile, "python", code)
+    assert process_alive(pid)
+    assert process_alive(os.getpid())
+
+
+def test_host_processes_are_invisible_in_proc(hostile):
+    host_init = open("/proc/1/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    code = ("import os\nfor p in sorted(os.listdir('/proc')):\n    if p.isdigit():\n"
+            "        print(p, open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert result.exit_code == 0, result.output
+    seen = [line.split(" ", 1)[1] if " " in line else "" for line in result.output.splitlines()]
+    # only the jail's own: bwrap, and the interpreter (the pool's zygote and units, the block)
+    assert all(c == "" or c.startswith(("/usr/bin/bwrap", hostile._python)) for c in seen), seen
+    assert str(os.getpid()) not in result.output.split()
+    me = open(f"/proc/{os.getpid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    assert me not in result.output
+    if host_init:
+        assert host_init not in result.output
+
+
+def test_ptrace_of_a_host_process_fails(hostile, host_sleeper):
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nPTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
+            f"for pid in ({os.getpid()}, {host_sleeper.pid}):\n"
+            "    for req in (PTRACE_ATTACH, PTRACE_SEIZE):\n"
+            "        r = libc.ptrace(req, pid, 0, 0)\n"
+            "        print('ATTACHED' if r == 0 else 'failed', pid, ctypes.get_errno())\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert "ATTACHED" not in result.output
+    assert result.output.count("failed") == 4
+    status = open(f"/proc/{host_sleeper.pid}/status").read()
+    assert "TracerPid:\t0" in status
+
+
+def test_ptrace_traceme_gives_nothing_outside(hostile, secret):
+    # Being traced by the parent (the jail's init) is harmless; it must not open the host.
+    secret_path, token = secret
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('traceme', libc.ptrace(0, 0, 0, 0))\n"
+            f"try:\n    print(open({str(secret_path)!r}).read())\nexcept OSError as exc:\n    print('failed', exc.errno)\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert token not in result.output
+    assert "failed" in result.output
+
+
+DAEMON = r"""
+import os, sys, time
+MARK = "{marker}"
+if os.fork() == 0:
+    os.setsid()
+    {second_fork}
+    os.execve(sys.executable, [sys.executable, "-c",
+        "import sys, time\nwhile True:\n    open('beat.txt', 'a').write('.')\n    time.sleep(0.1)\n", MARK],
+        {env})
+time.sleep(0.5)
+print("daemon started", flush=True)
+{tail}
+"""
+
+
+@pytest.mark.parametrize("second_fork", [False, True], ids=["setsid", "double-fork"])
+@pytest.mark.parametrize("env", ["inherited", "cleared"])
+@pytest.mark.parametrize("ending", ["exit", "timeout"])
+def test_daemons_do_not_outlive_the_block(hostile, second_fork, env, ending):
+    marker = f"execbox-security-{uuid.uuid4().hex}"
+    code = (DAEMON.replace("{marker}", marker)
+            .replace("{second_fork}", "if os.fork() != 0: os._exit(0)" if second_fork else "pass")
+            # a cleared environment drops the run token execbox looks for
+            .replace("{env}", "dict(os.environ)" if env == "inherited" else "{}")
+            .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+    result = run_then_healthy(hostile, "python", code)
+    assert "daemon started" in result.output
+    assert result.timed_out == (ending == "timeout")
+    beat = hostile.workspace.path / "beat.txt"
+    assert beat.exists()
+    assert wait_dead(marked(marker)) == []
+    size = beat.stat().st_size
+    time.sleep(0.5)
+    assert beat.stat().st_size == size, "a daemon still writes in the workspace"
+
+
+@pytest.mark.parametrize("code", [
+    "sleep 100 &\necho started",
+    "(sleep 100; echo late) &\necho started",
+    "nohup sleep 100 >/dev/null 2>&1 &\nsetsid sleep 100 &\necho started",
+], ids=["background", "subshell", "nohup-setsid"])
+def test_a_background_child_does_not_hold_the_block(hostile, code):
+    result = run_then_healthy(hostile, "sh", code)
+    assert result.exit_code == 0, result.output
+    assert "started" in result.output
+    assert not result.timed_out
+
+
+def test_closing_stdout_and_stderr_early(hostile):
+    code = "import os, time\nprint('bye', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(1)\nopen('done.txt', 'w').write('x')\n"
+    result = run_then_healthy(hostile, "python", code)
+    assert "bye" in result.output
+    assert not result.timed_out
+    assert result.exit_code == 0
+    assert (hostile.workspace.path / "done.txt").exists()
+
+
+def test_closed_pipes_and_endless_loop_still_time_out(hostile):
+    result = run_then_healthy(hostile, "python", "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n")
+    assert result.timed_out
+    assert result.exit_code == 124
+
+
+def test_stopping_itself_ends_by_timeout(hostile):
+    result = run_then_healthy(hostile, "python", "import os, signal\nprint('stopping', flush=True)\n"
+                                                  "os.kill(os.getpid(), signal.SIGSTOP)\nprint('resumed')")
+    assert "stopping" in result.output
+    assert "resumed" not in result.output
+    assert result.timed_out and result.exit_code == 124
+
+
+def test_signal_storm_inside_the_jail(hostile, host_sleeper):
+    code = ("import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):\n"
+            "    for target in (1, -1, 0):\n        try:\n            os.kill(target, sig)\n"
+            "        except OSError:\n            pass\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert result.exit_code != 0 or result.timed_out  # it killed itself
+    assert process_alive(host_sleeper.pid)
