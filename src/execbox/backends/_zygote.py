@@ -60,17 +60,22 @@ def write_file(path, text):
         os.close(fd)
 
 
-def enter_namespaces(tmp_bytes, keep):
-    """Nested user, mount and PID namespaces, and a fresh /tmp. ``keep``: the
-    paths under /tmp that must stay visible (the workspace, a venv)."""
+def enter_user_namespace():
+    """The zygote's own nested user namespace, made once: in it the zygote
+    and the units it forks may make mount and PID namespaces (the jail's
+    dropped every capability). Code processes drop these capabilities too."""
     uid, gid = os.getuid(), os.getgid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID), "unshare")
-    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our /proc/self files ours again, for the id maps
-    held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
+    check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
     write_file("/proc/self/setgroups", "deny")
     write_file("/proc/self/uid_map", f"{uid} {uid} 1")
     write_file("/proc/self/gid_map", f"{gid} {gid} 1")
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def enter_namespaces(tmp_bytes, keep):
+    """A unit's mount and PID namespaces, and a fresh /tmp. ``keep``: the
+    paths under /tmp that must stay visible (the workspace, a venv)."""
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
     options = f"size={tmp_bytes},mode=1777".encode()
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /tmp")
     for path, fd in held:
@@ -321,6 +326,11 @@ def main():
     control = socket.socket(fileno=int(sys.argv[1]))
     config = json.loads(sys.argv[2])
     del sys.argv[1:]
+    try:
+        enter_user_namespace()
+    except OSError as exc:
+        control.send(f"failed {exc}".encode())
+        return
     try:
         for name in config["preload"]:
             __import__(name)
