@@ -210,12 +210,20 @@ class Calls:
         return out
 
 
-def latency(run: Runner, language: str, code: str, expect: str, iterations: int) -> dict:
+# Paced: an idle gap before each call, as between an agent's model turns (the
+# back-to-back figure shows sustained load; a pool refills during the gap).
+PACE_S = 0.02
+
+
+def latency(run: Runner, language: str, code: str, expect: str, iterations: int,
+            pause_s: float = 0.0) -> dict:
     warmup = Calls()
     for _ in range(3):
         warmup.call(run, language, code, expect)
     calls, times = Calls(), []
     for _ in range(iterations):
+        if pause_s:
+            time.sleep(pause_s)
         started = time.perf_counter()
         calls.call(run, language, code, expect)
         times.append((time.perf_counter() - started) * 1000)
@@ -259,6 +267,7 @@ def measure(subject: str, iterations: int, calls: int) -> dict:
             report[name] = latency(run, language, code, expect, iterations)
         except NotSupported:
             report[name] = {"na": True}
+    report["print_paced"] = latency(run, "python", "print(1)", "1", iterations, pause_s=PACE_S)
     for callers in (2, 8):
         report[f"throughput_{callers}"] = throughput(run, callers, calls)
     return report
