@@ -44,6 +44,21 @@ def wait_dead(pids: list[int], timeout: float = 3.0) -> list[int]:
     return alive
 
 
+def marked(marker: str) -> list[int]:
+    """Host pids (other than ours) whose command line carries ``marker``
+    (pids inside a PID namespace mean nothing out here, command lines do)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(name))
+    return found
+
+
 @pytest.fixture
 def require_component():
     return require

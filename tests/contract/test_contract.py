@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from execbox import CodeBlock, ExecutorClosedError, Limits, NoCodeBlocksError
-from tests.conftest import wait_dead
+from tests.conftest import marked, wait_dead
 
 PY = "python"
 
@@ -95,21 +95,6 @@ def test_timeout_keeps_partial_output(make_executor):
     assert result.error is not None and result.error.name == "Timeout"
 
 
-def _marked(marker: str) -> list[int]:
-    """Host pids whose command line carries ``marker`` (pids inside a PID
-    namespace mean nothing out here, command lines do)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = open(f"/proc/{name}/cmdline", "rb").read()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(name))
-    return found
-
-
 DESCENDANTS = r"""
 import os, subprocess, sys, time
 MARK = "{marker}"
@@ -141,7 +126,7 @@ def test_no_descendant_survives(make_executor, ending):
     for name in ("grandchild.up", "daemon.up", "holder.up"):
         assert (executor.workspace.path / name).exists(), name
     assert result.exit_code == (124 if ending == "timeout" else 0)
-    assert wait_dead(_marked(marker)) == []
+    assert wait_dead(marked(marker)) == []
     assert result.duration_s < 12
 
 
@@ -253,10 +238,10 @@ def test_async_cancel_kills_the_block(executor):
     async def scenario() -> float:
         task = asyncio.create_task(executor.arun(py(code)))
         for _ in range(200):
-            if _marked(marker):
+            if marked(marker):
                 break
             await asyncio.sleep(0.05)
-        assert _marked(marker), "the block never started"
+        assert marked(marker), "the block never started"
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -264,7 +249,7 @@ def test_async_cancel_kills_the_block(executor):
         return time.monotonic() - started
 
     elapsed = asyncio.run(scenario())
-    assert wait_dead(_marked(marker)) == []
+    assert wait_dead(marked(marker)) == []
     assert elapsed < 5
     assert executor.run(py("print('still works')")).output == "still works\n"
 

@@ -9,7 +9,6 @@ ordinary code.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -69,17 +68,3 @@ def run_then_healthy(executor: Executor, language: str, code: str) -> ExecutionR
     assert healthy.exit_code == 0, f"the executor did not survive:\n{healthy.output}"
     assert healthy.output == "42\n", f"the executor did not survive:\n{healthy.output}"
     return result
-
-
-def marked(marker: str) -> list[int]:
-    """Host pids whose command line carries ``marker``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                cmdline = open(f"/proc/{name}/cmdline", "rb").read()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(name))
-    return found

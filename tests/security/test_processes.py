@@ -11,7 +11,8 @@ import uuid
 import pytest
 
 from tests.conftest import process_alive, wait_dead
-from tests.security.conftest import marked, run_then_healthy
+from tests.conftest import marked
+from tests.security.conftest import run_then_healthy
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import uuid
 import pytest
 
 from tests.conftest import wait_dead
-from tests.security.conftest import LIMITS, marked, run_then_healthy
+from tests.conftest import marked
+from tests.security.conftest import LIMITS, run_then_healthy
 
 pytestmark = pytest.mark.timeout(180)
 
