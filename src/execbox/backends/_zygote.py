@@ -85,24 +85,34 @@ def enter_namespaces(tmp_bytes, keep):
         os.close(fd)
 
 
-def drop_privileges(config):
-    for name, value in config["rlimits"].items():
-        limit = getattr(resource, "RLIMIT_" + name)
-        soft, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (value, value))
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()
-    check(libc.syscall(SYS_CAPSET[os.uname().machine], header, data), "capset")
-    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    program = bytes.fromhex(config["seccomp"])
-    if program:
-        buffer = ctypes.create_string_buffer(program)
-        fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+class Privileges:
+    """What a code process drops, prepared once in the zygote: made in each
+    fork, the ctypes objects cost ~0.5 ms of type creation."""
+
+    def __init__(self, config):
+        self.rlimits = []
+        for name, value in config["rlimits"].items():
+            limit = getattr(resource, "RLIMIT_" + name)
+            hard = resource.getrlimit(limit)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            self.rlimits.append((limit, value))
+        self.cap_header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        self.cap_data = (ctypes.c_uint32 * 6)()
+        self.capset = SYS_CAPSET[os.uname().machine]
+        program = bytes.fromhex(config["seccomp"])
+        self.filter = ctypes.create_string_buffer(program) if program else None
+        self.fprog = SockFprog(len(program) // 8, ctypes.addressof(self.filter)) if program else None
+
+    def drop(self):
+        for limit, value in self.rlimits:
+            resource.setrlimit(limit, (value, value))
+        for cap in range(64):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                break
+        check(libc.syscall(self.capset, self.cap_header, self.cap_data), "capset")
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        if self.fprog is not None:
+            check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0), "seccomp")
 
 
 def run_python_file(path, argv):
@@ -176,8 +186,9 @@ print(f"{f(1)!r}", file=sys.stderr) if False else None
 
 
 def warm_up():
-    """Run the compiler once while waiting: a fresh fork pays page faults on
-    its first compile (~1.5 ms here), and that now happens before the block."""
+    """Run the compiler once: in the zygote, its first use initialises state
+    (~2 ms); in a code process waiting for its block, the page faults of a
+    fork's first compile (~1.5 ms) then happen before the block."""
     compile(WARM_UP, "<warm-up>", "exec", dont_inherit=True)
 
 
@@ -195,7 +206,7 @@ def code_main(sock, cgroup_fds, config):
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 1 << 16)
         os.chdir(config["cwd"])
-        drop_privileges(config)
+        config["privileges"].drop()
         warm_up()
         failed = None
     except BaseException as exc:  # told to the block's output once it comes
@@ -273,31 +284,43 @@ class Zygote:
     def __init__(self, control, config):
         self.control = control
         self.config = config
+        # where make_unit returns to after making a unit's namespaces
+        self.home_mnt = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        self.home_pid = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def make_unit(self, cgroup_fds):
         """A unit: fresh namespaces, its init and its code process, waiting;
-        the host gets the unit's socket."""
+        the host gets the unit's two sockets (its init's, its code's).
+
+        The zygote makes the unit's mount and PID namespaces itself, forks
+        the unit's init into them, and steps back into its own: no process
+        in between (see ``main``)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code_ours, code_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                ours.close()
-                code_ours.close()
-                self.control.close()
-                enter_namespaces(self.config["tmp_bytes"], self.config["keep"])
-                if os.fork() == 0:
-                    init_main(theirs, code_theirs, cgroup_fds, self.config)
-            except BaseException as exc:
+        try:
+            enter_namespaces(self.config["tmp_bytes"], self.config["keep"])
+            pid = os.fork()
+            if pid == 0:
                 try:
-                    sys.stderr.write(f"execbox sandbox unit failed: {exc!r}\n")
-                except BaseException:
-                    pass
-            os._exit(1)
-        theirs.close()
-        code_theirs.close()
-        for fd in cgroup_fds:
-            os.close(fd)
+                    ours.close()
+                    code_ours.close()
+                    self.control.close()
+                    os.close(self.home_mnt)
+                    os.close(self.home_pid)
+                    init_main(theirs, code_theirs, cgroup_fds, self.config)
+                except BaseException as exc:
+                    try:
+                        sys.stderr.write(f"execbox sandbox unit failed: {exc!r}\n")
+                    except BaseException:
+                        pass
+                os._exit(1)
+        finally:
+            check(libc.setns(self.home_mnt, CLONE_NEWNS), "setns back to the zygote's mounts")
+            check(libc.setns(self.home_pid, CLONE_NEWPID), "setns back to the zygote's PID namespace")
+            theirs.close()
+            code_theirs.close()
+            for fd in cgroup_fds:
+                os.close(fd)
         socket.send_fds(self.control, [b"unit"], [ours.fileno(), code_ours.fileno()])
         ours.close()
         code_ours.close()
@@ -312,7 +335,7 @@ class Zygote:
 
 
 def reap():
-    """Collect units' first processes (each leaves once its init is forked)."""
+    """Collect units' inits that have left."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -340,6 +363,16 @@ def main():
     # No process of the pool may be read or written through /proc by a block
     # (the jail's /proc shows the pool's processes: other units wait there).
     check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+    # A mount and a PID namespace of the zygote's own (owned by its user
+    # namespace), so that it may step into a unit's namespaces and back.
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    pid = os.fork()
+    if pid:  # this process only waits; the zygote is the child, PID 1 of its namespace
+        control.close()
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    config["privileges"] = Privileges(config)
+    warm_up()
     gc.collect()
     gc.freeze()  # forked children then do not copy pages just to collect the zygote's objects
     control.send(b"ready")
