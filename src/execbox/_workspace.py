@@ -218,27 +218,34 @@ def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, 
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for part in folders:
-            if create:
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            try:
-                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise WorkspaceError(f"cannot open {given!r} in the workspace: {exc.strerror}") from None
-                if not repair:
-                    raise PathEscapeError(given, f"goes through {part!r}, which is a link or a file") from None
-                os.unlink(part, dir_fd=fd)
-                os.mkdir(part, 0o755, dir_fd=fd)
-                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            child = _open_folder(fd, part, given, create=create, repair=repair)
             os.close(fd)
             fd = child
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_folder(parent: int, part: str, given: str, *, create: bool, repair: bool) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    for _ in range(3):  # code running meanwhile may swap things in: a few tries, then give up
+        try:
+            return os.open(part, flags, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                raise WorkspaceError(f"cannot open {given!r} in the workspace: no folder {part!r}") from None
+            try:
+                os.mkdir(part, 0o755, dir_fd=parent)
+            except FileExistsError:
+                pass
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise WorkspaceError(f"cannot open {given!r} in the workspace: {exc.strerror}") from None
+            if not repair:
+                raise PathEscapeError(given, f"goes through {part!r}, which is a link or a file") from None
+            os.unlink(part, dir_fd=parent)
+    raise WorkspaceError(f"cannot open {given!r} in the workspace: {part!r} keeps changing")
 
 
 def _write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, repair: bool) -> None:
