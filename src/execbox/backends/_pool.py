@@ -199,9 +199,7 @@ class ZygotePool:
                     if not self._ready and not self._asked:  # the refill thread lags behind
                         self._ask(self.make_cgroup())
                     self._receive(block=not self._ready)
-                    unit = self._ready.popleft()
-                    self._wanted.release()
-                    return unit
+                    return self._ready.popleft()  # run() asks for its replacement when done
                 except (OSError, IndexError) as exc:
                     tail = self._tail()
                     self._stop_locked()
@@ -233,6 +231,7 @@ class ZygotePool:
                 status.close()
                 if group is not None:
                     group.remove()
+                self._wanted.release()
             finally:
                 unit.close()
                 code.close()
@@ -248,6 +247,9 @@ class ZygotePool:
             status.close()
             os.close(out_r)
             os.close(err_r)
+            # Only now: making the replacement (a fork, namespaces) would
+            # compete with this block for the CPU.
+            self._wanted.release()
         code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
         return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started), group
 
