@@ -26,9 +26,15 @@ def _sandbox(workspace: Workspace, limits: Limits) -> Executor:
     return SandboxExecutor(workspace=workspace, limits=limits)
 
 
+def _sandbox_oneshot(workspace: Workspace, limits: Limits) -> Executor:
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    return SandboxExecutor(workspace=workspace, limits=limits, pool=False)
+
+
 BACKENDS: dict[str, Factory] = {
     "local": _local,
-    "sandbox": _sandbox,
+    "sandbox": _sandbox,  # the warm pool, its default
+    "sandbox-oneshot": _sandbox_oneshot,
 }
 
 
