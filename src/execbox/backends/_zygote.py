@@ -2,14 +2,15 @@
 library only (the jail does not see the execbox package; this file is bound
 in and run as a script).
 
-Start-up: import the ``preload`` modules, say ``ready`` on the control
-socket (fd given in argv). Then, for each ``unit`` message from the host
-(carrying the cgroup.procs files of the cgroups made for it), make a *unit*
-and send its two sockets back. A unit is made ahead of its block: fresh
-nested user, mount (a private /tmp) and PID namespaces; in them an init
-(PID 1) and the code process (PID 2), already in the block's cgroups, every
-capability dropped, no_new_privs, rlimits and the seccomp filter set, warmed
-up, waiting. The host sends the block straight to the code process (a JSON
+Start-up: enter a user namespace of its own (nested in the jail's; in it
+the zygote may make namespaces), import the ``preload`` modules, become PID 1
+of a PID namespace of its own, say ``ready`` on the control socket (fd given
+in argv). Then, for each ``unit`` message from the host (carrying the
+cgroup.procs files of the cgroups made for it), make a *unit* and send its
+two sockets back. A unit is made ahead of its block: fresh mount (a private
+/tmp) and PID namespaces; in them an init (PID 1) and the code process
+(PID 2), already in the block's cgroups, every capability dropped,
+no_new_privs, rlimits and the seccomp filter set, warmed up, waiting. The host sends the block straight to the code process (a JSON
 request with the status socket, stdout and stderr), which runs the Python
 file in this warm interpreter or execs the program, and the status socket to
 the init. Whoever sees the end first reports ``exit N`` on the status socket
