@@ -32,6 +32,7 @@ from .backends import (
     get_backend,
 )
 from .backends.local import LocalExecutor
+from .backends.jupyter import JupyterExecutor
 from .backends.sandbox import SandboxExecutor
 from .environments import Environment, SystemPython, Venv
 
@@ -59,6 +60,7 @@ __all__ = [
     "NoCodeBlocksError",
     "PathEscapeError",
     "SandboxExecutor",
+    "JupyterExecutor",
     "SystemPython",
     "UnenforcedLimitWarning",
     "Venv",

@@ -139,6 +139,7 @@ class BlockResult:
     stderr: str = ""
     error: ErrorInfo | None = None
     code_file: str | None = None
+    displays: tuple[Display, ...] = ()
     duration_s: float = 0.0
     timed_out: bool = False
     truncated: bool = False

@@ -268,14 +268,15 @@ class _Child:
             os.close(self.exit_fd)
 
 
-def kill_marked(token: str, born_after: int = 0, rounds: int = 5) -> int:
+def kill_marked(token: str, born_after: int = 0, rounds: int = 5, spare: int = 0) -> int:
     """SIGKILL every process whose environment holds ``TOKEN_VAR=token``.
 
     Only processes with a pid above ``born_after`` (the run's first process)
     are read, unless the kernel's pid counter has wrapped since, in which case
     all are (a run would need to go through the whole pid space twice to
     slip past this). Repeats while it finds some (a forking process may add more
-    between two scans). Returns how many it killed."""
+    between two scans). ``spare``: a pid left alive (a kernel that carries
+    the token for its blocks). Returns how many it killed."""
     needle = f"{TOKEN_VAR}={token}".encode()
     me = os.getpid()
     floor = born_after if _last_pid() >= born_after else 0
@@ -283,7 +284,7 @@ def kill_marked(token: str, born_after: int = 0, rounds: int = 5) -> int:
     for _ in range(rounds):
         found = 0
         for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) < floor or int(name) == me:
+            if not name.isdigit() or int(name) < floor or int(name) in (me, spare):
                 continue
             try:  # os-level calls: this scan runs after every block
                 fd = os.open(f"/proc/{name}/environ", os.O_RDONLY)

@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from execbox import Executor, Limits, LocalExecutor, SandboxExecutor, Workspace
+import importlib.util
+
+from execbox import Executor, JupyterExecutor, Limits, LocalExecutor, SandboxExecutor, Workspace
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 
@@ -31,10 +33,17 @@ def _sandbox_oneshot(workspace: Workspace, limits: Limits) -> Executor:
     return SandboxExecutor(workspace=workspace, limits=limits, pool=False)
 
 
+def _jupyter(workspace: Workspace, limits: Limits) -> Executor:
+    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
+    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
+    return JupyterExecutor(workspace=workspace, limits=limits)
+
+
 BACKENDS: dict[str, Factory] = {
     "local": _local,
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
+    "jupyter": _jupyter,  # stateful: where that changes an expectation, the test says so
 }
 
 

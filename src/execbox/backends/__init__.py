@@ -27,6 +27,7 @@ DEFAULT_BACKEND = "sandbox"
 _BUILTIN = {
     "local": "execbox.backends.local:LocalExecutor",
     "sandbox": "execbox.backends.sandbox:SandboxExecutor",
+    "jupyter": "execbox.backends.jupyter:JupyterExecutor",
 }
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._failures import explain_failure
-from .._models import BlockResult, ErrorInfo, Limits
+from .._models import BlockResult, Display, ErrorInfo, Limits
 from .._process import ProcessOutcome
 
 __all__ = ["Outcome", "outcome_to_result"]
@@ -25,11 +25,13 @@ class Outcome:
     duration_s: float
     timed_out: bool
     truncated: bool
+    displays: tuple[Display, ...] = field(default=())
 
     def to_block(self, common: dict[str, Any]) -> BlockResult:
         return BlockResult(**common, status=self.status, exit_code=self.exit_code,  # type: ignore[arg-type]
                            output=self.output, stdout=self.stdout, stderr=self.stderr, error=self.error,
-                           duration_s=self.duration_s, timed_out=self.timed_out, truncated=self.truncated)
+                           displays=self.displays, duration_s=self.duration_s, timed_out=self.timed_out,
+                           truncated=self.truncated)
 
 
 def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) -> Outcome:

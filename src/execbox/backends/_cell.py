@@ -1,0 +1,142 @@
+"""Running one piece of code in a Jupyter kernel and reading its messages
+(the Jupyter messaging protocol: execute_request on shell, outputs on
+iopub until the kernel is idle again).
+
+Streams go to the bounded capture like every backend's output;
+``execute_result`` and ``display_data`` become displays: images (PNG, JPEG,
+SVG) and HTML are saved as files in the workspace's output folder, text and
+JSON are kept inline; an ``error`` becomes the block's error, its traceback
+without ANSI colours.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import queue
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._models import Display, ErrorInfo
+from .._output import Capture
+from .._process import Cancellation, OutputCallback
+
+__all__ = ["CellOutcome", "run_cell"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+POLL_S = 0.05
+SAVED = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html"}
+BINARY = {"image/png", "image/jpeg"}
+_names = itertools.count(1)
+
+SaveFile = Callable[[str, bytes], str]  # (suggested name, data) -> workspace-relative path
+
+
+@dataclass
+class CellOutcome:
+    status: str  # ok | error | timeout | cancelled | died
+    capture: Capture
+    error: ErrorInfo | None = None
+    displays: list[Display] = field(default_factory=list)
+    user_expressions: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, cancel: Cancellation | None,
+             on_output: OutputCallback | None, save: SaveFile, prefix: str,
+             user_expressions: dict[str, str] | None = None) -> CellOutcome:
+    """Execute ``code``; return when the kernel is idle again, the deadline
+    passes, ``cancel`` is set, or the kernel dies (checked every 50 ms).
+    On a deadline or a cancel the caller interrupts the kernel."""
+    started = time.monotonic()
+    client = kernel.client
+    msg_id = client.execute(code, silent=False, store_history=True, allow_stdin=False,
+                            user_expressions=user_expressions or {})
+    out = CellOutcome("ok", Capture(output_limit))
+    idle = replied = False
+    while not (idle and replied):
+        if cancel is not None and cancel.is_set():
+            out.status = "cancelled"
+            break
+        if time.monotonic() >= deadline:
+            out.status = "timeout"
+            break
+        try:
+            msg = client.get_iopub_msg(timeout=POLL_S)
+        except queue.Empty:
+            if not replied:
+                replied = _reply(client, msg_id, out)
+            if not kernel.alive():
+                out.status = "died"
+                break
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            name = "stderr" if content.get("name") == "stderr" else "stdout"
+            _feed(out, name, content.get("text", ""), on_output)
+        elif kind in ("execute_result", "display_data"):
+            _display(out, content.get("data", {}), save, prefix, on_output)
+        elif kind == "error":
+            out.status = "error"
+            traceback = _ANSI.sub("", "\n".join(content.get("traceback", [])))
+            out.error = ErrorInfo(content.get("ename", "Error"), content.get("evalue", ""), traceback)
+            _feed(out, "stderr", traceback + "\n", on_output)
+        elif kind == "status" and content.get("execution_state") == "idle":
+            idle = True
+        if idle and not replied:
+            _reply(client, msg_id, out, wait=1.0)
+            replied = True  # idle means done, with its reply or without
+    out.duration_s = time.monotonic() - started
+    return out
+
+
+def _reply(client: Any, msg_id: str, out: CellOutcome, wait: float = 0.0) -> bool:
+    """Read shell replies; True once ours came (it carries user_expressions)."""
+    end = time.monotonic() + wait
+    while True:
+        try:
+            reply = client.get_shell_msg(timeout=max(0.0, end - time.monotonic()) or 0.001)
+        except queue.Empty:
+            return False
+        if reply["parent_header"].get("msg_id") == msg_id:
+            expressions = reply["content"].get("user_expressions", {})
+            for key, value in expressions.items():
+                if value.get("status") == "ok":
+                    out.user_expressions[key] = value.get("data", {}).get("text/plain")
+            return True
+
+
+def _feed(out: CellOutcome, stream: str, text: str, on_output: OutputCallback | None) -> None:
+    if not text:
+        return
+    out.capture.feed(stream, text.encode("utf-8", "replace"))
+    if on_output is not None:
+        on_output(stream, text)
+
+
+def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str,
+             on_output: OutputCallback | None) -> None:
+    saved_any = False
+    for mime, suffix in SAVED.items():
+        if mime not in data:
+            continue
+        raw = data[mime]
+        payload = base64.b64decode(raw) if mime in BINARY else (raw if isinstance(raw, str) else "".join(raw)).encode()
+        path = save(f"{prefix}_{next(_names)}{suffix}", payload)
+        out.displays.append(Display(mime, path=path))
+        _feed(out, "stdout", f"[{mime} saved to {path}]\n", on_output)
+        saved_any = True
+    if "application/json" in data:
+        out.displays.append(Display("application/json", data=json.dumps(data["application/json"])))
+    text = data.get("text/plain")
+    if text is not None:
+        text = text if isinstance(text, str) else "".join(text)
+        out.displays.append(Display("text/plain", data=text))
+        if not saved_any:
+            _feed(out, "stdout", text + "\n", on_output)

@@ -1,0 +1,238 @@
+"""The Jupyter backend: stateful blocks in a kernel (variables, imports and
+loaded data stay between blocks until ``restart()``).
+
+This first part runs a local kernel (``_kernel.LocalKernel``, jupyter_client
+directly, no server). Python blocks run as cells; ``sh`` / ``bash`` blocks
+run as a subprocess of the kernel with their output streamed into the cell.
+A timeout or a cancel interrupts the kernel and keeps its state; if the
+interrupt does not take within a few seconds, the kernel is restarted and
+the result says the state was lost. A kernel that dies is noticed within
+50 ms, restarted, and reported. Processes a block starts are killed when it
+ends, like every backend. Calls to one kernel are serialized.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._failures import timeout_note
+from .._languages import Language, Policy, resolve_program
+from .._models import ErrorInfo, Limits
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, kill_marked, new_token
+from .._workspace import Workspace
+from ..environments import Environment, SystemPython
+from ._base import Capabilities, Executor
+from ._cell import CellOutcome, run_cell
+from ._kernel import LocalKernel, kernel_descendants, kill_pid
+from ._outcome import Outcome
+from .local import child_environment
+
+__all__ = ["JupyterExecutor"]
+
+INTERRUPT_GRACE_S = 3.0
+OUTPUT_DIR = "outputs"
+# Run once in each new kernel, silently: outputs of both streams sent as they
+# come (ipykernel batches each stream for 0.2 s, which reorders them), and no
+# "To exit: use 'exit'" warning after sys.exit (shown once, so runs differed).
+KERNEL_SETUP = """
+import sys as __execbox_sys, warnings as __execbox_warnings
+for __execbox_stream in (__execbox_sys.stdout, __execbox_sys.stderr):
+    if hasattr(__execbox_stream, "flush_interval"):
+        __execbox_stream.flush_interval = 0.001
+__execbox_warnings.filterwarnings("ignore", message="To exit: use")
+del __execbox_sys, __execbox_warnings, __execbox_stream
+"""
+SHELL_HELPER = r'''
+def __execbox_shell(path, program):
+    import os, selectors, signal, subprocess, sys
+    proc = subprocess.Popen([program, path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, sys.stdout)
+        sel.register(proc.stderr, selectors.EVENT_READ, sys.stderr)
+        left = 2
+        try:
+            while left:
+                for key, _ in sel.select():
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        left -= 1
+                        continue
+                    key.data.write(data.decode("utf-8", "replace"))
+                    key.data.flush()
+            return proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+'''
+
+
+class JupyterExecutor(Executor):
+    """Run blocks in a Jupyter kernel that keeps state between them.
+
+    - ``environment``: the Python whose ipykernel runs (``SystemPython()`` by
+      default; a ``Venv(packages=["ipykernel", ...])`` works too).
+    - ``kernel_name``: another installed kernel spec instead.
+    - ``env``: extra environment variables of the kernel.
+    """
+
+    name = "jupyter"
+
+    def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
+                 limits: Limits | None = None, environment: Environment | None = None,
+                 kernel_name: str | None = None, env: Mapping[str, str] | None = None,
+                 execution_policies: Mapping[str, Policy | bool] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
+                         silence_pip=False)
+        self.environment = environment or SystemPython()
+        self.kernel_name = kernel_name
+        self.env = dict(env or {})
+        self._progress = progress
+        self._kernel: LocalKernel | None = None
+        self._cell_lock = threading.Lock()
+        self._child_env: dict[str, str] = {}
+        self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
+
+    @property
+    def capabilities(self) -> Capabilities:
+        path = self._child_env.get("PATH") or os.environ.get("PATH", "")
+        shells = tuple(s for s in ("sh", "bash") if resolve_program(s, path))
+        return Capabilities(backend=self.name, isolated=False, stateful=True,
+                            enforced=frozenset({"timeout_s", "max_output_bytes"}),
+                            languages=("python", *shells))
+
+    def _start(self) -> None:
+        python = self.environment.prepare(self._progress)
+        env = child_environment(bin_dir=self.environment.bin_dir(python),
+                                extra=self.environment.variables(python), user={}, inherit=False)
+        env.pop("MPLBACKEND", None)  # the kernel's inline backend turns plots into images
+        env.update(self.env)
+        env[TOKEN_VAR] = self._token
+        self._child_env = env
+        kernel = LocalKernel(python=python, cwd=str(self.workspace.path), env=self._child_env,
+                             kernel_name=self.kernel_name)
+        kernel.start()
+        kernel.client.execute(KERNEL_SETUP, silent=True, store_history=False)
+        self._kernel = kernel
+
+    def _stop(self) -> None:
+        with self._cell_lock:  # a running cell (cancelled by now) finishes first
+            if self._kernel is not None:
+                self._kernel.stop()
+                self._kernel = None
+
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        code = (self.workspace.path / code_path).read_text(encoding="utf-8")
+        expressions: dict[str, str] = {}
+        if language.name != "python":
+            code = f"{SHELL_HELPER}\n__execbox_rc = __execbox_shell({code_path!r}, {language.name!r})\n"
+            expressions = {"rc": "__execbox_rc"}
+        with self._cell_lock:
+            kernel = self._kernel
+            assert kernel is not None
+            if kernel.restarted:
+                kernel.client.execute(KERNEL_SETUP, silent=True, store_history=False)
+                kernel.restarted = False
+            # the block's file, as a file run would say (no reply waited for: the kernel goes in order)
+            kernel.client.execute(f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True,
+                                  store_history=False)
+            outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
+                               output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
+                               save=self._save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
+                               user_expressions=expressions)
+            note = self._settle(kernel, outcome)
+            if kernel.pid:  # no process a block started outlives it (daemons carry the token)
+                for pid in kernel_descendants(kernel.pid):
+                    kill_pid(pid)
+                kill_marked(self._token, born_after=kernel.pid, spare=kernel.pid)
+        return _to_outcome(language.name, outcome, note, self.limits)
+
+    def _settle(self, kernel: LocalKernel, outcome: CellOutcome) -> str:
+        """After a timeout, a cancel or a death: get the kernel usable again;
+        the note for the output."""
+        if outcome.status in ("timeout", "cancelled"):
+            kernel.interrupt()
+            if _wait_idle(kernel, INTERRUPT_GRACE_S):
+                return "The kernel was interrupted; its state (variables, imports) is kept."
+            kernel.restart()
+            return "The kernel did not stop on interrupt and was restarted: its state is lost."
+        if outcome.status == "died":
+            code = kernel.exit_code()
+            kernel.restart()
+            how = f"exit code {code}" if code is not None and code >= 0 else f"signal {-(code or 9)}"
+            outcome.error = ErrorInfo("KernelDied", f"the kernel died ({how})")
+            return (f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
+                    "variables and imports of earlier blocks are lost.")
+        return ""
+
+    def _save(self, name: str, data: bytes) -> str:
+        relative = f"{OUTPUT_DIR}/{name}"
+        self.workspace.write_bytes(relative, data)
+        return relative
+
+
+def _wait_idle(kernel: LocalKernel, grace: float) -> bool:
+    """Drain iopub until the kernel says idle (after an interrupt)."""
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        try:
+            msg = kernel.client.get_iopub_msg(timeout=0.05)
+        except Exception:  # noqa: BLE001 - queue.Empty, or a closed channel
+            if not kernel.alive():
+                return False
+            continue
+        if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+            while True:  # the interrupted cell's reply, so the next cell's is not confused
+                try:
+                    kernel.client.get_shell_msg(timeout=0.2)
+                except Exception:  # noqa: BLE001 - queue.Empty
+                    return True
+    return False
+
+
+def _to_outcome(language: str, cell: CellOutcome, note: str, limits: Limits) -> Outcome:
+    cap = cell.capture
+    output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
+    if note:
+        output = (output if not output or output.endswith("\n") else output + "\n") + note + "\n"
+    displays = tuple(cell.displays)
+    common: dict[str, Any] = dict(duration_s=cell.duration_s, truncated=cap.truncated, displays=displays)
+    if cell.status == "timeout":
+        why = timeout_note(limits)
+        output = output.removesuffix(note + "\n") + why + " " + note + "\n"
+        return Outcome("timeout", 124, output, stdout, stderr, ErrorInfo("Timeout", why), timed_out=True,
+                       **common)
+    if cell.status == "cancelled":
+        return Outcome("cancelled", 130, output, stdout, stderr, ErrorInfo("Cancelled", note),
+                       timed_out=False, **common)
+    if cell.status == "died":
+        return Outcome("failed", 137, output, stdout, stderr, cell.error, timed_out=False, **common)
+    if cell.status == "error":
+        error = cell.error
+        if error is not None and error.name == "SystemExit":
+            code = _int(error.value, default=1)
+            if code == 0:
+                return Outcome("ok", 0, output, stdout, stderr, None, timed_out=False, **common)
+            return Outcome("failed", code, output, stdout, stderr, error, timed_out=False, **common)
+        return Outcome("failed", 1, output, stdout, stderr, error, timed_out=False, **common)
+    rc = _int(cell.user_expressions.get("rc", "0"), default=0)
+    if rc != 0:
+        code = 128 - rc if rc < 0 else rc
+        return Outcome("failed", code, output, stdout, stderr, ErrorInfo("ExitStatus", f"exit code {code}"),
+                       timed_out=False, **common)
+    return Outcome("ok", 0, output, stdout, stderr, None, timed_out=False, **common)
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return default
