@@ -268,8 +268,11 @@ class _Child:
             os.close(self.exit_fd)
 
 
-def kill_marked(token: str, born_after: int = 0, rounds: int = 5, spare: int = 0) -> int:
-    """SIGKILL every process whose environment holds ``TOKEN_VAR=token``.
+def kill_marked(token: str, born_after: int = 0, rounds: int = 5, spare: int = 0,
+                descendants_of: int = 0) -> int:
+    """SIGKILL every process whose environment holds ``TOKEN_VAR=token`` and,
+    with ``descendants_of``, every process below that pid (parent links: one
+    that cleared its environment but never left the tree).
 
     Only processes with a pid above ``born_after`` (the run's first process)
     are read, unless the kernel's pid counter has wrapped since, in which case
@@ -282,30 +285,49 @@ def kill_marked(token: str, born_after: int = 0, rounds: int = 5, spare: int = 0
     floor = born_after if _last_pid() >= born_after else 0
     killed = 0
     for _ in range(rounds):
+        # read everything before killing: a killed parent's children are reparented
+        tree = {descendants_of} if descendants_of else set()
+        victims = []
+        pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+        for pid in pids:  # ascending: a parent comes before the children it made
+            if pid < floor or pid in (me, spare):
+                continue
+            if tree and _parent(pid) in tree:
+                tree.add(pid)
+                victims.append(pid)
+            elif needle in _read_proc(pid, "environ"):
+                victims.append(pid)
         found = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) < floor or int(name) in (me, spare):
-                continue
-            try:  # os-level calls: this scan runs after every block
-                fd = os.open(f"/proc/{name}/environ", os.O_RDONLY)
-            except OSError:
-                continue
+        for pid in victims:
             try:
-                environ = _read_all(fd)
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
-            if needle in environ:
-                try:
-                    os.kill(int(name), signal.SIGKILL)
-                    found += 1
-                except (ProcessLookupError, PermissionError):
-                    pass
+                os.kill(pid, signal.SIGKILL)
+                found += 1
+            except (ProcessLookupError, PermissionError):
+                pass
         killed += found
         if not found:
             break
     return killed
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    """/proc/<pid>/<name>, or b"" if it cannot be read (os-level calls: this
+    runs after every block)."""
+    try:
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        return _read_all(fd)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _parent(pid: int) -> int:
+    fields = _read_proc(pid, "stat").rsplit(b")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else 0
 
 
 def _last_pid() -> int:

@@ -27,7 +27,7 @@ from .._workspace import Workspace
 from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell
-from ._kernel import LocalKernel, kernel_descendants, kill_pid
+from ._kernel import LocalKernel
 from ._outcome import Outcome
 from .local import child_environment
 
@@ -150,9 +150,7 @@ class JupyterExecutor(Executor):
                                user_expressions=expressions)
             note = self._settle(kernel, outcome)
             if kernel.pid:  # no process a block started outlives it (daemons carry the token)
-                for pid in kernel_descendants(kernel.pid):
-                    kill_pid(pid)
-                kill_marked(self._token, born_after=kernel.pid, spare=kernel.pid)
+                kill_marked(self._token, born_after=kernel.pid, spare=kernel.pid, descendants_of=kernel.pid)
         return _to_outcome(language.name, outcome, note, self.limits)
 
     def _settle(self, kernel: LocalKernel, outcome: CellOutcome) -> str:
