@@ -1,5 +1,6 @@
-"""The Jupyter backend with a real local kernel: state, rich outputs,
-timeouts that keep state, a dying kernel, shell blocks, clean shutdown."""
+"""The Jupyter backend with real kernels, jailed (the default) and local:
+state, rich outputs, timeouts that keep state, a dying kernel, shell blocks,
+clean shutdown, and the jail's isolation and limits."""
 
 from __future__ import annotations
 
@@ -7,16 +8,37 @@ import importlib.util
 
 import pytest
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
 from execbox import CodeBlock, JupyterExecutor, Limits
+from execbox.backends.sandbox import find_bwrap
 from tests.conftest import process_alive, require, wait_dead
 
 
-@pytest.fixture
-def jupyter(tmp_path):
+def require_jupyter(kernel: str = "local") -> None:
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=5)) as executor:
-        yield executor
+    if kernel == "sandbox":
+        require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+
+
+@pytest.fixture(params=["sandbox", "local"])
+def jupyter(request, tmp_path):
+    require_jupyter(request.param)
+    with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=5), kernel=request.param) as ex:
+        yield ex
+
+
+@pytest.fixture
+def jailed(tmp_path):
+    require_jupyter("sandbox")
+    with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=10, memory_mb=200),
+                         kernel="sandbox") as ex:
+        yield ex
 
 
 def py(code: str) -> CodeBlock:
@@ -89,12 +111,82 @@ def test_restart_clears_state(jupyter):
     assert jupyter.run(py("print('gone' in globals())")).output == "False\n"
 
 
-def test_close_leaves_no_kernel(tmp_path):
-    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
-    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    ex = JupyterExecutor(workspace=tmp_path / "ws")
+@pytest.mark.parametrize("kernel", ["sandbox", "local"])
+def test_close_leaves_no_kernel(tmp_path, kernel):
+    require_jupyter(kernel)
+    ex = JupyterExecutor(workspace=tmp_path / "ws", kernel=kernel)
     ex.run(py("import subprocess; p = subprocess.Popen(['sleep', '60'])"))
     pid = ex._kernel.pid
     assert pid is not None and process_alive(pid)
     ex.close()
     assert wait_dead([pid]) == []
+
+
+@pytest.mark.parametrize("kernel", ["sandbox", "local"])
+def test_a_killed_host_leaves_no_kernel(tmp_path, kernel):
+    require_jupyter(kernel)
+    host = textwrap.dedent(f"""
+        import sys, time
+        from execbox import JupyterExecutor
+        ex = JupyterExecutor(workspace={str(tmp_path / "ws")!r}, kernel={kernel!r})
+        ex.start()
+        print(ex._kernel.pid, flush=True)
+        time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", host], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(proc.stdout.readline())
+        assert process_alive(pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert wait_dead([pid], timeout=10) == []  # ipykernel polls its parent every second
+
+
+def test_the_default_kernel_is_jailed_where_bubblewrap_works(tmp_path):
+    require_jupyter("sandbox")
+    ex = JupyterExecutor(workspace=tmp_path / "ws")
+    assert ex.kernel == "sandbox" and ex.capabilities.isolated and ex.capabilities.stateful
+    assert JupyterExecutor(workspace=tmp_path / "ws2", kernel="local").capabilities.isolated is False
+
+
+def test_the_jailed_kernel_is_isolated_and_keeps_state(jailed, tmp_path):
+    secret = tmp_path / "secret.txt"  # beside the workspace, on the host
+    secret.write_text("host only")
+    assert jailed.run(py("import os, socket\nseen = (os.getuid(), socket.gethostname())")).exit_code == 0
+    result = jailed.run(py(f"print(seen)\nprint(os.path.exists({str(secret)!r}))"))
+    assert result.output == "(65534, 'execbox')\nFalse\n", result.output
+    denied = jailed.run(py("open('/usr/evil', 'w')"))
+    assert denied.exit_code == 1 and denied.error.name == "OSError" and "Read-only" in denied.error.value
+    net = jailed.run(py("import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=2)"))
+    assert net.exit_code == 1 and net.error.name in ("OSError", "TimeoutError")
+    assert "network" in jailed.capabilities.enforced
+
+
+def test_the_jailed_kernel_writes_only_its_workspace(jailed):
+    result = jailed.run(py("open('made.txt', 'w').write('x')\nimport os\nprint(os.getcwd())"))
+    assert result.output == f"{jailed.workspace.path}\n" and "made.txt" in result.files
+    assert (jailed.workspace.path / "made.txt").read_text() == "x"
+
+
+def test_a_daemon_started_by_a_cell_is_killed_when_the_cell_ends(jailed):
+    code = ("import subprocess\n"
+            "subprocess.Popen(['sh', '-c', '(setsid sleep 300 &) ; sleep 300 &'])\n"
+            "import time; time.sleep(0.3)")
+    assert jailed.run(py(code)).exit_code == 0
+    listing = ("import os\n"
+               "def state(p):\n"
+               "    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+               "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and state(p) != 'Z'))")
+    pids = eval(jailed.run(py(listing)).output)  # noqa: S307 - our own printed list
+    assert len(pids) == 2, f"only the jail's init and the kernel should be left (zombies aside): {pids}"
+
+
+def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
+    from execbox._cgroups import cgroup_support
+    require("cgroups", cgroup_support()[0] is not None, "run as root or with a delegated cgroup")
+    jailed.run(py("lost = 1"))
+    result = jailed.run(py("hog = bytearray(400 * 1024 * 1024)\nhog[::4096] = b'x' * len(hog[::4096])"))
+    assert result.exit_code == 137 and result.error is not None and result.error.name == "MemoryLimit"
+    assert "memory limit 200 MB exceeded" in result.output
+    assert jailed.run(py("print('lost' in globals())")).output == "False\n"

@@ -36,14 +36,22 @@ def _sandbox_oneshot(workspace: Workspace, limits: Limits) -> Executor:
 def _jupyter(workspace: Workspace, limits: Limits) -> Executor:
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    return JupyterExecutor(workspace=workspace, limits=limits)
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")
+
+
+def _jupyter_local(workspace: Workspace, limits: Limits) -> Executor:
+    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
+    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
+    return JupyterExecutor(workspace=workspace, limits=limits, kernel="local")
 
 
 BACKENDS: dict[str, Factory] = {
     "local": _local,
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
-    "jupyter": _jupyter,  # stateful: where that changes an expectation, the test says so
+    "jupyter": _jupyter,  # the sandboxed kernel, its default; stateful: where that changes
+    "jupyter-local": _jupyter_local,  # an expectation, the test says so
 }
 
 

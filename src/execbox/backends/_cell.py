@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import queue
 import re
 import time
 from collections.abc import Callable
@@ -24,11 +23,13 @@ from typing import Any
 from .._models import Display, ErrorInfo
 from .._output import Capture
 from .._process import Cancellation, OutputCallback
+from ._channels import execute
 
-__all__ = ["CellOutcome", "run_cell"]
+__all__ = ["CellOutcome", "run_cell", "wait_done"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 POLL_S = 0.05
+REPLY_GRACE_S = 1.0
 SAVED = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html"}
 BINARY = {"image/png", "image/jpeg"}
 _names = itertools.count(1)
@@ -44,39 +45,49 @@ class CellOutcome:
     displays: list[Display] = field(default_factory=list)
     user_expressions: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    msg_id: str = ""
 
 
 def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, cancel: Cancellation | None,
              on_output: OutputCallback | None, save: SaveFile, prefix: str,
              user_expressions: dict[str, str] | None = None) -> CellOutcome:
-    """Execute ``code``; return when the kernel is idle again, the deadline
-    passes, ``cancel`` is set, or the kernel dies (checked every 50 ms).
-    On a deadline or a cancel the caller interrupts the kernel."""
+    """Execute ``code``; return when the kernel is idle again and has
+    replied, the deadline passes, ``cancel`` is set, or the kernel dies
+    (checked whenever nothing came for 50 ms). On a deadline or a cancel the
+    caller interrupts the kernel (``wait_done`` then waits for the cell)."""
     started = time.monotonic()
-    client = kernel.client
-    msg_id = client.execute(code, silent=False, store_history=True, allow_stdin=False,
-                            user_expressions=user_expressions or {})
-    out = CellOutcome("ok", Capture(output_limit))
+    channels = kernel.channels
+    msg_id = execute(channels, code, user_expressions=user_expressions)
+    out = CellOutcome("ok", Capture(output_limit), msg_id=msg_id)
     idle = replied = False
+    idle_at = 0.0
     while not (idle and replied):
+        now = time.monotonic()
         if cancel is not None and cancel.is_set():
             out.status = "cancelled"
             break
-        if time.monotonic() >= deadline:
+        if now >= deadline:
             out.status = "timeout"
             break
-        try:
-            msg = client.get_iopub_msg(timeout=POLL_S)
-        except queue.Empty:
-            if not replied:
-                replied = _reply(client, msg_id, out)
+        if idle and now - idle_at > REPLY_GRACE_S:
+            break  # idle means done; a reply lost on the way only takes the user expressions
+        got = channels.recv(min(POLL_S, max(0.0, deadline - now)))
+        if got is None:
             if not kernel.alive():
                 out.status = "died"
                 break
             continue
-        if msg["parent_header"].get("msg_id") != msg_id:
+        channel, msg = got
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
             continue
-        kind, content = msg["msg_type"], msg["content"]
+        content = msg["content"]
+        if channel == "shell":
+            replied = True
+            for key, value in content.get("user_expressions", {}).items():
+                if value.get("status") == "ok":
+                    out.user_expressions[key] = value.get("data", {}).get("text/plain")
+            continue
+        kind = msg["msg_type"]
         if kind == "stream":
             name = "stderr" if content.get("name") == "stderr" else "stdout"
             _feed(out, name, content.get("text", ""), on_output)
@@ -88,28 +99,30 @@ def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, canc
             out.error = ErrorInfo(content.get("ename", "Error"), content.get("evalue", ""), traceback)
             _feed(out, "stderr", traceback + "\n", on_output)
         elif kind == "status" and content.get("execution_state") == "idle":
-            idle = True
-        if idle and not replied:
-            _reply(client, msg_id, out, wait=1.0)
-            replied = True  # idle means done, with its reply or without
+            idle, idle_at = True, time.monotonic()
     out.duration_s = time.monotonic() - started
     return out
 
 
-def _reply(client: Any, msg_id: str, out: CellOutcome, wait: float = 0.0) -> bool:
-    """Read shell replies; True once ours came (it carries user_expressions)."""
-    end = time.monotonic() + wait
-    while True:
-        try:
-            reply = client.get_shell_msg(timeout=max(0.0, end - time.monotonic()) or 0.001)
-        except queue.Empty:
-            return False
-        if reply["parent_header"].get("msg_id") == msg_id:
-            expressions = reply["content"].get("user_expressions", {})
-            for key, value in expressions.items():
-                if value.get("status") == "ok":
-                    out.user_expressions[key] = value.get("data", {}).get("text/plain")
+def wait_done(kernel: Any, msg_id: str, grace: float) -> bool:
+    """After an interrupt: True once the cell ``msg_id`` is over (the kernel
+    idle for it, or its reply came), its remaining messages read."""
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        got = kernel.channels.recv(POLL_S)
+        if got is None:
+            if not kernel.alive():
+                return False
+            continue
+        channel, msg = got
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        if channel == "shell" or (msg["msg_type"] == "status"
+                                  and msg["content"].get("execution_state") == "idle"):
+            while kernel.channels.recv(0.02) is not None:  # the other of the two
+                pass
             return True
+    return False
 
 
 def _feed(out: CellOutcome, stream: str, text: str, on_output: OutputCallback | None) -> None:

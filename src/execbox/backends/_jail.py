@@ -18,11 +18,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import BackendUnavailableError
 
 __all__ = ["INSIDE_PATH", "INSTALL_HINT", "empty_netns", "find_bwrap", "interpreter_dirs", "jail_args",
-           "probe", "setns_net"]
+           "probe", "setns_net", "spawn_kept"]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (
@@ -44,9 +45,10 @@ def find_bwrap() -> str | None:
 
 def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
               workspace: str, extra_readonly: Sequence[tuple[str, str]] = (),
-              joined_netns: bool = False) -> list[str]:
+              joined_netns: bool = False, writable: Sequence[str] = ()) -> list[str]:
     """bwrap's options (without the command). ``extra_readonly``: (host path,
-    path inside) pairs bound read-only. ``joined_netns``: bwrap starts inside
+    path inside) pairs bound read-only; ``writable``: more host paths bound
+    read-write at the same place (a kernel's socket folder). ``joined_netns``: bwrap starts inside
     an empty network namespace already (``empty_netns``) instead of making one."""
     args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
@@ -72,6 +74,8 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         args += ["--ro-bind", path, path]
     for source, inside in extra_readonly:
         args += ["--ro-bind", source, inside]
+    for path in writable:
+        args += ["--bind", path, path]
     args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
     return args
 
@@ -148,3 +152,27 @@ def interpreter_dirs(python: str) -> list[str]:
                 found.append(candidate)
     # a parent bound first, then its children would be redundant
     return [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]
+
+
+def spawn_kept(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """Popen from a thread that lives as long as the process: bwrap's
+    --die-with-parent kills the jail when the *thread* that started it ends,
+    and the caller's thread may be a short-lived worker."""
+    box: dict[str, Any] = {}
+    spawned = threading.Event()
+
+    def keep() -> None:
+        try:
+            box["proc"] = subprocess.Popen(argv, **options)
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            spawned.set()
+        if "proc" in box:
+            box["proc"].wait()
+
+    threading.Thread(target=keep, name="execbox-jail-keeper", daemon=True).start()
+    spawned.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["proc"]

@@ -29,6 +29,7 @@ from typing import Any
 from .._cgroups import BlockCgroup
 from .._errors import BackendUnavailableError, ConfigurationError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from ._jail import spawn_kept
 
 __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
 
@@ -79,7 +80,7 @@ class ZygotePool:
         argv = [*self.prefix, *setenv, "--", self.python, ZYGOTE_INSIDE, str(theirs.fileno()),
                 json.dumps(self.config)]
         try:
-            self._proc = _spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                      pass_fds=[theirs.fileno()], cwd=self.cwd, start_new_session=True)
         finally:
             theirs.close()
@@ -252,30 +253,6 @@ class ZygotePool:
             self._wanted.release()
         code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
         return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started), group
-
-
-def _spawn_kept(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-    """Popen from a thread that lives as long as the process: bwrap's
-    --die-with-parent kills the jail when the *thread* that started it ends,
-    and the caller's thread may be a short-lived worker."""
-    box: dict[str, Any] = {}
-    spawned = threading.Event()
-
-    def keep() -> None:
-        try:
-            box["proc"] = subprocess.Popen(argv, **options)
-        except BaseException as exc:  # handed to the caller
-            box["error"] = exc
-        finally:
-            spawned.set()
-        if "proc" in box:
-            box["proc"].wait()
-
-    threading.Thread(target=keep, name="execbox-sandbox-pool", daemon=True).start()
-    spawned.wait()
-    if "error" in box:
-        raise box["error"]
-    return box["proc"]
 
 
 class _Unit:

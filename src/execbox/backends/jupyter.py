@@ -1,8 +1,9 @@
 """The Jupyter backend: stateful blocks in a kernel (variables, imports and
 loaded data stay between blocks until ``restart()``).
 
-This first part runs a local kernel (``_kernel.LocalKernel``, jupyter_client
-directly, no server). Python blocks run as cells; ``sh`` / ``bash`` blocks
+Where the kernel runs is chosen with ``kernel``: ``"sandbox"`` (the default
+where bubblewrap works: ipykernel in the sandbox's jail, ``_sandbox_kernel``),
+``"local"`` (a plain kernel process, ``_kernel``). Python blocks run as cells; ``sh`` / ``bash`` blocks
 run as a subprocess of the kernel with their output streamed into the cell.
 A timeout or a cancel interrupts the kernel and keeps its state; if the
 interrupt does not take within a few seconds, the kernel is restarted and
@@ -13,23 +14,31 @@ ends, like every backend. Calls to one kernel are serialized.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._cgroups import cgroup_support
+from .._errors import BackendUnavailableError, ConfigurationError
 from .._failures import timeout_note
 from .._languages import Language, Policy, resolve_program
 from .._models import ErrorInfo, Limits
-from .._process import TOKEN_VAR, Cancellation, OutputCallback, kill_marked, new_token
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._workspace import Workspace
 from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
-from ._cell import CellOutcome, run_cell
+from ._cell import CellOutcome, run_cell, wait_done
+from ._channels import execute
+from ._jail import INSIDE_PATH, find_bwrap, probe
 from ._kernel import LocalKernel
 from ._outcome import Outcome
+from ._sandbox_kernel import JailSettings, SandboxKernel
 from .local import child_environment
+from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["JupyterExecutor"]
 
@@ -78,7 +87,12 @@ class JupyterExecutor(Executor):
 
     - ``environment``: the Python whose ipykernel runs (``SystemPython()`` by
       default; a ``Venv(packages=["ipykernel", ...])`` works too).
-    - ``kernel_name``: another installed kernel spec instead.
+    - ``kernel``: where the kernel runs. ``"sandbox"``: inside the sandbox
+      backend's jail (no network unless ``Limits(network=True)``, the
+      workspace the only writable host path, memory/process/CPU limits by
+      cgroup); the default where bubblewrap works, else ``"local"`` with a
+      warning. ``"local"``: a plain process of this user.
+    - ``kernel_name``: another installed kernel spec (local kernels only).
     - ``env``: extra environment variables of the kernel.
     """
 
@@ -86,27 +100,36 @@ class JupyterExecutor(Executor):
 
     def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
                  limits: Limits | None = None, environment: Environment | None = None,
-                 kernel_name: str | None = None, env: Mapping[str, str] | None = None,
+                 kernel: str | None = None, kernel_name: str | None = None,
+                 env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
                  progress: Callable[[str], None] | None = None) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=False)
+        if kernel not in (None, "sandbox", "local"):
+            raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox' or 'local'")
+        if kernel_name and kernel == "sandbox":
+            raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self.environment = environment or SystemPython()
+        self.kernel = kernel or ("local" if kernel_name else _default_kernel())
         self.kernel_name = kernel_name
         self.env = dict(env or {})
         self._progress = progress
-        self._kernel: LocalKernel | None = None
+        self._kernel: LocalKernel | SandboxKernel | None = None
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
 
     @property
     def capabilities(self) -> Capabilities:
-        path = self._child_env.get("PATH") or os.environ.get("PATH", "")
+        sandboxed = self.kernel == "sandbox"
+        path = INSIDE_PATH if sandboxed else self._child_env.get("PATH") or os.environ.get("PATH", "")
         shells = tuple(s for s in ("sh", "bash") if resolve_program(s, path))
-        return Capabilities(backend=self.name, isolated=False, stateful=True,
-                            enforced=frozenset({"timeout_s", "max_output_bytes"}),
-                            languages=("python", *shells))
+        enforced = {"timeout_s", "max_output_bytes"}
+        if sandboxed:
+            enforced |= {"network"} | ({"memory_mb", "max_processes", "cpus"} if cgroup_support()[0] else set())
+        return Capabilities(backend=self.name, isolated=sandboxed, stateful=True,
+                            enforced=frozenset(enforced), languages=("python", *shells))
 
     def _start(self) -> None:
         python = self.environment.prepare(self._progress)
@@ -116,11 +139,25 @@ class JupyterExecutor(Executor):
         env.update(self.env)
         env[TOKEN_VAR] = self._token
         self._child_env = env
-        kernel = LocalKernel(python=python, cwd=str(self.workspace.path), env=self._child_env,
-                             kernel_name=self.kernel_name)
+        kernel = self._new_kernel(python)
         kernel.start()
-        kernel.client.execute(KERNEL_SETUP, silent=True, store_history=False)
+        execute(kernel.channels, KERNEL_SETUP, silent=True)
         self._kernel = kernel
+
+    def _new_kernel(self, python: str) -> LocalKernel | SandboxKernel:
+        cwd = str(self.workspace.path)
+        if self.kernel == "local":
+            return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
+        inside = {k: v for k, v in self._child_env.items() if k not in ("USER", "LOGNAME")}
+        inside.update({"HOME": "/tmp", "TMPDIR": "/tmp",
+                       "PATH": f"{self.environment.bin_dir(python)}:{INSIDE_PATH}"})
+        inside.update(self.env)
+        limits = self.limits
+        settings = JailSettings(network=bool(limits.network), memory_mb=limits.memory_mb or default_memory_mb(),
+                                max_processes=limits.max_processes or DEFAULT_MAX_PROCESSES, cpus=limits.cpus,
+                                rlimits=(("NOFILE", 1024), ("FSIZE", 1 << 30), ("CORE", 0)))
+        return SandboxKernel(python=python, cwd=cwd, env=inside, settings=settings,
+                             cgroups=cgroup_support()[0])
 
     def _stop(self) -> None:
         with self._cell_lock:  # a running cell (cancelled by now) finishes first
@@ -139,32 +176,35 @@ class JupyterExecutor(Executor):
             kernel = self._kernel
             assert kernel is not None
             if kernel.restarted:
-                kernel.client.execute(KERNEL_SETUP, silent=True, store_history=False)
+                execute(kernel.channels, KERNEL_SETUP, silent=True)
                 kernel.restarted = False
-            # the block's file, as a file run would say (no reply waited for: the kernel goes in order)
-            kernel.client.execute(f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True,
-                                  store_history=False)
+            if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
+                execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
             outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
                                output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
                                save=self._save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
                                user_expressions=expressions)
             note = self._settle(kernel, outcome)
-            if kernel.pid:  # no process a block started outlives it (daemons carry the token)
-                kill_marked(self._token, born_after=kernel.pid, spare=kernel.pid, descendants_of=kernel.pid)
+            kernel.kill_strays()  # no process a block started outlives it
         return _to_outcome(language.name, outcome, note, self.limits)
 
-    def _settle(self, kernel: LocalKernel, outcome: CellOutcome) -> str:
+    def _settle(self, kernel: LocalKernel | SandboxKernel, outcome: CellOutcome) -> str:
         """After a timeout, a cancel or a death: get the kernel usable again;
         the note for the output."""
         if outcome.status in ("timeout", "cancelled"):
             kernel.interrupt()
-            if _wait_idle(kernel, INTERRUPT_GRACE_S):
+            if wait_done(kernel, outcome.msg_id, INTERRUPT_GRACE_S):
                 return "The kernel was interrupted; its state (variables, imports) is kept."
             kernel.restart()
             return "The kernel did not stop on interrupt and was restarted: its state is lost."
         if outcome.status == "died":
             code = kernel.exit_code()
+            memory = kernel.memory_exceeded()
             kernel.restart()
+            if memory:
+                why = f"memory limit {self.limits.memory_mb or default_memory_mb()} MB exceeded (Limits.memory_mb)"
+                outcome.error = ErrorInfo("MemoryLimit", f"the kernel was killed: {why}")
+                return f"The kernel was killed: {why}. It was restarted; variables and imports are lost."
             how = f"exit code {code}" if code is not None and code >= 0 else f"signal {-(code or 9)}"
             outcome.error = ErrorInfo("KernelDied", f"the kernel died ({how})")
             return (f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
@@ -177,23 +217,26 @@ class JupyterExecutor(Executor):
         return relative
 
 
-def _wait_idle(kernel: LocalKernel, grace: float) -> bool:
-    """Drain iopub until the kernel says idle (after an interrupt)."""
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        try:
-            msg = kernel.client.get_iopub_msg(timeout=0.05)
-        except Exception:  # noqa: BLE001 - queue.Empty, or a closed channel
-            if not kernel.alive():
-                return False
-            continue
-        if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-            while True:  # the interrupted cell's reply, so the next cell's is not confused
-                try:
-                    kernel.client.get_shell_msg(timeout=0.2)
-                except Exception:  # noqa: BLE001 - queue.Empty
-                    return True
-    return False
+def _default_kernel() -> str:
+    """"sandbox" where bubblewrap can make a jail here, else "local" (warned)."""
+    reason = _sandbox_unavailable()
+    if reason is None:
+        return "sandbox"
+    warnings.warn(f"JupyterExecutor: {reason}; the kernel runs unisolated as this user "
+                  "(pass kernel='local' to say so, or install bubblewrap)", stacklevel=3)
+    return "local"
+
+
+@functools.lru_cache(maxsize=1)
+def _sandbox_unavailable() -> str | None:
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    try:
+        probe([bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/"])
+    except BackendUnavailableError as exc:
+        return str(exc)
+    return None
 
 
 def _to_outcome(language: str, cell: CellOutcome, note: str, limits: Limits) -> Outcome:

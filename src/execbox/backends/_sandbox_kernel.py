@@ -1,0 +1,212 @@
+"""Where a Jupyter kernel runs: ipykernel inside the sandbox backend's
+bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
+
+- The jail is the sandbox's (``_jail.jail_args``): read-only system and
+  interpreter, the workspace as the only writable host path, a private /tmp,
+  no network unless ``Limits(network=True)``, the seccomp filter, rlimits.
+- The kernel talks over IPC sockets in a private host folder bound into the
+  jail; a signal from the host cannot reach into the jail's PID namespace
+  cleanly, so interrupts go as messages on the control channel.
+- JPY_PARENT_PID is not passed (the host's pid means nothing inside the
+  jail, and ipykernel would exit at once); bwrap's --die-with-parent ends the
+  jail with the host instead, started from a thread that lives as long as the
+  process (``spawn_kept``).
+- The whole jail runs in one cgroup (memory, processes, CPU) when the host
+  allows it: a kernel killed for memory is reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._cgroups import BlockCgroup, CgroupSupport
+from .._errors import BackendUnavailableError
+from .._seccomp import filter_program
+from ._channels import ZmqChannels, wait_ready
+from ._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
+from ._kernel import INSTALL_HINT as JUPYTER_HINT
+from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
+
+__all__ = ["JailSettings", "SandboxKernel"]
+
+# threads of ipykernel and the two bwrap processes count against a v1 pids limit
+KERNEL_TASKS = 32
+
+
+@dataclass(frozen=True)
+class JailSettings:
+    """How the kernel's jail is made (the sandbox executor's options)."""
+
+    network: bool = False
+    tmp_size_mb: int = 256
+    hostname: str = "execbox"
+    seccomp: bool = True
+    rlimits: tuple[tuple[str, int], ...] = ()
+    memory_mb: int | None = None
+    max_processes: int | None = None
+    cpus: float | None = None
+
+
+class SandboxKernel:
+    """One jailed kernel and a blocking client for it."""
+
+    def __init__(self, *, python: str, cwd: str, env: Mapping[str, str], settings: JailSettings,
+                 cgroups: CgroupSupport | None) -> None:
+        self.python = python
+        self.cwd = cwd
+        self.env = dict(env)
+        self.settings = settings
+        self.cgroups = cgroups
+        self.channels: ZmqChannels | None = None
+        self.restarted = False
+        self.pid: int | None = None  # the kernel's pid on this host
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._group: BlockCgroup | None = None
+        self._runtime = ""
+        self._readonly: list[str] | None = None
+
+    def start(self) -> None:
+        bwrap = find_bwrap()
+        if bwrap is None:
+            raise BackendUnavailableError("jupyter", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        try:
+            from jupyter_client.connect import write_connection_file
+        except ImportError as exc:
+            raise BackendUnavailableError("jupyter", f"jupyter_client is not installed: {JUPYTER_HINT}") from exc
+        if self._readonly is None:
+            self._readonly = interpreter_dirs(self.python)
+        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
+        connection, info = write_connection_file(os.path.join(self._runtime, "kernel.json"), transport="ipc",
+                                              ip=os.path.join(self._runtime, "ipc"),
+                                              key=os.urandom(32).hex().encode())
+        s = self.settings
+        argv = [bwrap, *jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
+                                  hostname=s.hostname, workspace=self.cwd, writable=[self._runtime])]
+        for key, value in self.env.items():
+            argv += ["--setenv", key, value]
+        seccomp_r = -1
+        if s.seccomp:
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, filter_program())
+            os.close(seccomp_w)
+            argv += ["--seccomp", str(seccomp_r)]
+        argv += ["--", self.python, *KERNEL_ARGS, connection]
+        self._group = self._make_group()
+        fds = self._group.open_procs() if self._group is not None else []
+        limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in s.rlimits]
+
+        def enter() -> None:  # in the child, before bwrap starts: system calls only
+            for fd in fds:
+                os.write(fd, b"0")
+            for which, value in limits:
+                resource.setrlimit(which, (value, value))
+
+        log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
+        try:
+            self._proc = spawn_kept(argv, cwd=self.cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=enter,
+                                    pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else [])])
+        finally:
+            log.close()
+            for fd in (*fds, seccomp_r):
+                if fd >= 0:
+                    os.close(fd)
+        self.channels = ZmqChannels(dict(info))
+        try:
+            wait_ready(self.channels, self.alive, READY_TIMEOUT_S,
+                       lambda: f"exit code {self.exit_code()}: {self._log_tail()} "
+                               f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}")
+            self.pid = self._kernel_pid()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _make_group(self) -> BlockCgroup | None:
+        if self.cgroups is None:
+            return None
+        s = self.settings
+        return self.cgroups.create(memory_mb=s.memory_mb, cpus=s.cpus,
+                                   max_processes=(s.max_processes + KERNEL_TASKS) if s.max_processes else None)
+
+    def _kernel_pid(self) -> int | None:
+        """bwrap, its init in the jail, then the kernel: the interpreter below both."""
+        assert self._proc is not None
+        for pid in kernel_descendants(self._proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if b"ipykernel_launcher" in argv[:3]:  # bwrap's own argv holds it further on
+                return pid
+        return None
+
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self._runtime, "kernel.log"), "rb") as handle:
+                return handle.read()[-2000:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def memory_exceeded(self) -> bool:
+        return self._group is not None and self._group.oom_killed()
+
+    def interrupt(self) -> None:
+        """As a message on the control channel (interrupt_mode "message")."""
+        if self.channels is not None:
+            self.channels.send("control", "interrupt_request", {})
+
+    def kill_strays(self) -> None:
+        """Every process in the jail but the kernel: what the last cell
+        started, and orphans (reparented to the jail's init). Walks the
+        children lists down from the init, not all of /proc."""
+        if self._proc is None or self.pid is None:
+            return
+        inits = [p for p in kernel_children(self._proc.pid)]
+        for _ in range(5):
+            todo = [c for init in inits for c in kernel_children(init) if c != self.pid]
+            todo += kernel_children(self.pid)
+            if not todo:
+                return
+            while todo:
+                pid = todo.pop()
+                todo.extend(kernel_children(pid))
+                kill_pid(pid)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+        self.restarted = True
+
+    def stop(self) -> None:
+        if self.channels is not None:
+            self.channels.close()
+            self.channels = None
+        if self._proc is not None:
+            kill_pid(self._proc.pid)  # bwrap dies; --die-with-parent takes the jail with it
+            if self._group is not None:
+                self._group.kill()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self._proc = None
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
+        self.pid = None
+        if self._runtime:
+            shutil.rmtree(self._runtime, ignore_errors=True)
