@@ -6,7 +6,7 @@ EXPECTED = {
     "LANGUAGES", "BackendUnavailableError", "BlockResult", "Capabilities", "CodeBlock",
     "ConfigurationError", "Display", "Environment", "EnvironmentSetupError", "ErrorInfo",
     "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
-    "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "SystemPython",
+    "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
     "UnenforcedLimitWarning", "Venv", "Workspace", "WorkspaceError", "__version__",
     "backend_names", "canonical_language", "create_executor", "default_executor",
     "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",

@@ -32,7 +32,7 @@ from .backends import (
     get_backend,
 )
 from .backends.local import LocalExecutor
-from .backends.jupyter import JupyterExecutor
+from .backends.jupyter import JupyterConnectionInfo, JupyterExecutor, LocalJupyterServer
 from .backends.sandbox import SandboxExecutor
 from .environments import Environment, SystemPython, Venv
 
@@ -60,7 +60,9 @@ __all__ = [
     "NoCodeBlocksError",
     "PathEscapeError",
     "SandboxExecutor",
+    "JupyterConnectionInfo",
     "JupyterExecutor",
+    "LocalJupyterServer",
     "SystemPython",
     "UnenforcedLimitWarning",
     "Venv",

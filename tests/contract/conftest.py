@@ -12,7 +12,8 @@ import pytest
 
 import importlib.util
 
-from execbox import Executor, JupyterExecutor, Limits, LocalExecutor, SandboxExecutor, Workspace
+from execbox import (Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
+                     Workspace)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 
@@ -46,12 +47,24 @@ def _jupyter_local(workspace: Workspace, limits: Limits) -> Executor:
     return JupyterExecutor(workspace=workspace, limits=limits, kernel="local")
 
 
+_servers: list[LocalJupyterServer] = []
+
+
+def _jupyter_gateway(workspace: Workspace, limits: Limits) -> Executor:
+    found = all(importlib.util.find_spec(m) for m in ("kernel_gateway", "websocket", "ipykernel"))
+    require("kernel gateway", found, "pip install 'execbox[gateway]' (./dev.sh does)")
+    if not _servers:  # one server for the session, as users share one (stopped at exit)
+        _servers.append(LocalJupyterServer().start())
+    return JupyterExecutor(workspace=workspace, limits=limits, kernel=_servers[0])
+
+
 BACKENDS: dict[str, Factory] = {
     "local": _local,
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
     "jupyter": _jupyter,  # the sandboxed kernel, its default; stateful: where that changes
     "jupyter-local": _jupyter_local,  # an expectation, the test says so
+    "jupyter-gateway": _jupyter_gateway,
 }
 
 

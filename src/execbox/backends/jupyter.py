@@ -3,7 +3,10 @@ loaded data stay between blocks until ``restart()``).
 
 Where the kernel runs is chosen with ``kernel``: ``"sandbox"`` (the default
 where bubblewrap works: ipykernel in the sandbox's jail, ``_sandbox_kernel``),
-``"local"`` (a plain kernel process, ``_kernel``). Python blocks run as cells; ``sh`` / ``bash`` blocks
+``"local"`` (a plain kernel process, ``_kernel``), or a Jupyter Kernel Gateway
+(``JupyterConnectionInfo`` or ``LocalJupyterServer``, ``_gateway``). How a
+cell is run does not depend on it (``_cell`` over ``_channels``). Python
+blocks run as cells; ``sh`` / ``bash`` blocks
 run as a subprocess of the kernel with their output streamed into the cell.
 A timeout or a cancel interrupts the kernel and keeps its state; if the
 interrupt does not take within a few seconds, the kernel is restarted and
@@ -33,6 +36,8 @@ from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell, wait_done
 from ._channels import execute
+from ._gateway import GatewayKernel, JupyterConnectionInfo
+from ._gateway_server import LocalJupyterServer
 from ._jail import INSIDE_PATH, find_bwrap, probe
 from ._kernel import LocalKernel
 from ._outcome import Outcome
@@ -40,7 +45,9 @@ from ._sandbox_kernel import JailSettings, SandboxKernel
 from .local import child_environment
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
-__all__ = ["JupyterExecutor"]
+__all__ = ["JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
+
+Kernel = LocalKernel | SandboxKernel | GatewayKernel
 
 INTERRUPT_GRACE_S = 3.0
 OUTPUT_DIR = "outputs"
@@ -56,9 +63,9 @@ __execbox_warnings.filterwarnings("ignore", message="To exit: use")
 del __execbox_sys, __execbox_warnings, __execbox_stream
 """
 SHELL_HELPER = r'''
-def __execbox_shell(path, program):
+def __execbox_shell(argv):
     import os, selectors, signal, subprocess, sys
-    proc = subprocess.Popen([program, path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, sys.stdout)
@@ -92,7 +99,10 @@ class JupyterExecutor(Executor):
       workspace the only writable host path, memory/process/CPU limits by
       cgroup); the default where bubblewrap works, else ``"local"`` with a
       warning. ``"local"``: a plain process of this user.
-    - ``kernel_name``: another installed kernel spec (local kernels only).
+      A ``JupyterConnectionInfo`` (a Kernel Gateway anywhere) or a
+      ``LocalJupyterServer`` (started here if it is not running): a kernel
+      of this executor's own on that server.
+    - ``kernel_name``: another installed kernel spec (local or gateway kernels).
     - ``env``: extra environment variables of the kernel.
     """
 
@@ -100,14 +110,17 @@ class JupyterExecutor(Executor):
 
     def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
                  limits: Limits | None = None, environment: Environment | None = None,
-                 kernel: str | None = None, kernel_name: str | None = None,
+                 kernel: str | JupyterConnectionInfo | LocalJupyterServer | None = None,
+                 kernel_name: str | None = None,
                  env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
                  progress: Callable[[str], None] | None = None) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=False)
-        if kernel not in (None, "sandbox", "local"):
-            raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox' or 'local'")
+        if not isinstance(kernel, (JupyterConnectionInfo, LocalJupyterServer)) and kernel not in (
+                None, "sandbox", "local"):
+            raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
+                                     "a JupyterConnectionInfo or a LocalJupyterServer")
         if kernel_name and kernel == "sandbox":
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self.environment = environment or SystemPython()
@@ -115,7 +128,7 @@ class JupyterExecutor(Executor):
         self.kernel_name = kernel_name
         self.env = dict(env or {})
         self._progress = progress
-        self._kernel: LocalKernel | SandboxKernel | None = None
+        self._kernel: Kernel | None = None
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
@@ -141,11 +154,19 @@ class JupyterExecutor(Executor):
         self._child_env = env
         kernel = self._new_kernel(python)
         kernel.start()
-        execute(kernel.channels, KERNEL_SETUP, silent=True)
+        execute(kernel.channels, self._setup_code(kernel), silent=True)
         self._kernel = kernel
 
-    def _new_kernel(self, python: str) -> LocalKernel | SandboxKernel:
+    def _setup_code(self, kernel: Kernel) -> str:
+        if isinstance(kernel, GatewayKernel) and kernel.shares_files:  # a server's kernel starts in its folder
+            return f"{KERNEL_SETUP}\nimport os as __execbox_os\n__execbox_os.chdir({str(self.workspace.path)!r})\n"
+        return KERNEL_SETUP
+
+    def _new_kernel(self, python: str) -> Kernel:
         cwd = str(self.workspace.path)
+        if isinstance(self.kernel, (JupyterConnectionInfo, LocalJupyterServer)):
+            info = self.kernel if isinstance(self.kernel, JupyterConnectionInfo) else self.kernel.connection_info
+            return GatewayKernel(info, kernel_name=self.kernel_name, env=self.env, token=self._token)
         if self.kernel == "local":
             return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
         inside = {k: v for k, v in self._child_env.items() if k not in ("USER", "LOGNAME")}
@@ -170,13 +191,16 @@ class JupyterExecutor(Executor):
         code = (self.workspace.path / code_path).read_text(encoding="utf-8")
         expressions: dict[str, str] = {}
         if language.name != "python":
-            code = f"{SHELL_HELPER}\n__execbox_rc = __execbox_shell({code_path!r}, {language.name!r})\n"
+            # the block's file where the kernel sees our files, else its text
+            shared = not isinstance(self._kernel, GatewayKernel) or self._kernel.shares_files
+            argv = [language.name, code_path] if shared else [language.name, "-c", code]
+            code = f"{SHELL_HELPER}\n__execbox_rc = __execbox_shell({argv!r})\n"
             expressions = {"rc": "__execbox_rc"}
         with self._cell_lock:
             kernel = self._kernel
             assert kernel is not None
             if kernel.restarted:
-                execute(kernel.channels, KERNEL_SETUP, silent=True)
+                execute(kernel.channels, self._setup_code(kernel), silent=True)
                 kernel.restarted = False
             if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
                 execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
@@ -188,7 +212,7 @@ class JupyterExecutor(Executor):
             kernel.kill_strays()  # no process a block started outlives it
         return _to_outcome(language.name, outcome, note, self.limits)
 
-    def _settle(self, kernel: LocalKernel | SandboxKernel, outcome: CellOutcome) -> str:
+    def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
         """After a timeout, a cancel or a death: get the kernel usable again;
         the note for the output."""
         if outcome.status in ("timeout", "cancelled"):
@@ -205,7 +229,8 @@ class JupyterExecutor(Executor):
                 why = f"memory limit {self.limits.memory_mb or default_memory_mb()} MB exceeded (Limits.memory_mb)"
                 outcome.error = ErrorInfo("MemoryLimit", f"the kernel was killed: {why}")
                 return f"The kernel was killed: {why}. It was restarted; variables and imports are lost."
-            how = f"exit code {code}" if code is not None and code >= 0 else f"signal {-(code or 9)}"
+            how = ("no exit status: on a server" if code is None
+                   else f"exit code {code}" if code >= 0 else f"signal {-code}")
             outcome.error = ErrorInfo("KernelDied", f"the kernel died ({how})")
             return (f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
                     "variables and imports of earlier blocks are lost.")
