@@ -190,3 +190,29 @@ def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
     assert result.exit_code == 137 and result.error is not None and result.error.name == "MemoryLimit"
     assert "memory limit 200 MB exceeded" in result.output
     assert jailed.run(py("print('lost' in globals())")).output == "False\n"
+
+
+@pytest.mark.parametrize("kernel", ["sandbox", "local"])
+def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
+    require_jupyter(kernel)
+    import time
+    first = JupyterExecutor(kernel=kernel, pool_size=1)
+    first.run(py("mine = 1"))
+    for _ in range(600):  # the pool fills behind the first executor
+        second = JupyterExecutor(kernel=kernel, pool_size=1)
+        if second._kernel is not None:
+            break
+        second.close()
+        time.sleep(0.1)
+    try:
+        assert second._kernel is not None, "a warm kernel was handed over at construction"
+        assert second.workspace.path != first.workspace.path
+        result = second.run(py("import os\nprint(os.getcwd(), 'mine' in globals())"))
+        assert result.output == f"{second.workspace.path} False\n"
+        assert second._kernel.pid != first._kernel.pid
+        path = second.workspace.path
+    finally:
+        second.close()
+        first.close()
+    assert not path.exists(), "the warm kernel's workspace is the executor's, removed on close"
+    assert JupyterExecutor(kernel=kernel, pool_size=0)._kernel is None

@@ -42,6 +42,7 @@ from ._jail import INSIDE_PATH, find_bwrap, probe
 from ._kernel import LocalKernel
 from ._outcome import Outcome
 from ._sandbox_kernel import JailSettings, SandboxKernel
+from ._warm import warm_pool
 from .local import child_environment
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
@@ -104,6 +105,12 @@ class JupyterExecutor(Executor):
       of this executor's own on that server.
     - ``kernel_name``: another installed kernel spec (local or gateway kernels).
     - ``env``: extra environment variables of the kernel.
+    - ``pool_size`` (1): kernels of this configuration kept started ahead
+      of demand, for executors made without a ``workspace`` (a warm kernel
+      comes with the temporary workspace it was started in). The first such
+      executor starts its own kernel and the pool fills behind it; later ones
+      run their first block at once. Local and sandboxed kernels of the
+      default environment only; 0 turns it off.
     """
 
     name = "jupyter"
@@ -114,9 +121,11 @@ class JupyterExecutor(Executor):
                  kernel_name: str | None = None,
                  env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, pool_size: int = 1) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=False)
+        if not isinstance(pool_size, int) or pool_size < 0:
+            raise ConfigurationError(f"JupyterExecutor(pool_size={pool_size!r}) must be a whole number >= 0")
         if not isinstance(kernel, (JupyterConnectionInfo, LocalJupyterServer)) and kernel not in (
                 None, "sandbox", "local"):
             raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
@@ -132,6 +141,22 @@ class JupyterExecutor(Executor):
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
+        if workspace is None and pool_size and environment is None and kernel_name is None \
+                and self.kernel in ("sandbox", "local"):
+            key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
+            options = dict(limits=self.limits, kernel=self.kernel, env=self.env, pool_size=0)
+            donor = warm_pool(key, lambda: _started(options), _close, pool_size).take()
+            if donor is not None:
+                self._adopt(donor)
+
+    def _adopt(self, donor: JupyterExecutor) -> None:
+        """Take over a pooled executor's started kernel and its workspace."""
+        self.workspace.close()  # ours, temporary and still empty
+        self.workspace, self._owns_workspace = donor.workspace, True
+        self._token, self._child_env, self._kernel = donor._token, donor._child_env, donor._kernel
+        donor._kernel, donor._owns_workspace = None, False
+        donor.close()
+        self._started = True
 
     @property
     def capabilities(self) -> Capabilities:
@@ -240,6 +265,16 @@ class JupyterExecutor(Executor):
         relative = f"{OUTPUT_DIR}/{name}"
         self.workspace.write_bytes(relative, data)
         return relative
+
+
+def _started(options: dict[str, Any]) -> JupyterExecutor:
+    executor = JupyterExecutor(**options)
+    executor.start()
+    return executor
+
+
+def _close(executor: JupyterExecutor) -> None:
+    executor.close()
 
 
 def _default_kernel() -> str:
