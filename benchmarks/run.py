@@ -22,7 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".bench-venv"
-PEERS = ["ag2==0.13.4", "autogen-ext==0.7.5", "llm-sandbox==0.3.46", "numpy"]
+PEERS = ["ag2[jupyter-executor]==0.13.4", "autogen-ext[jupyter-executor,docker]==0.7.5", "llm-sandbox==0.3.46",
+         "numpy"]
+EXECBOX_EXTRAS = "[gateway]"  # the Jupyter subjects need the kernel gateway
 RESULTS = ROOT / "benchmarks" / "results"
 SUBJECT_TIMEOUT_S = 1800
 
@@ -38,14 +40,15 @@ def ensure_venv() -> Path:
     dependencies come from pyproject). Any change to either gives a new stamp
     name, so the venv is rebuilt from scratch (``--clear`` drops old stamps)."""
     python = VENV / "bin" / "python"
-    key = hashlib.sha256(json.dumps(PEERS).encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([PEERS, EXECBOX_EXTRAS]).encode()
+                         + (ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
     stamp = VENV / f".installed-{key}"
     if stamp.exists() and python.exists():
         return python
     print(f"setting up {VENV.name} with {', '.join(PEERS)} ...", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "-e", str(ROOT), *PEERS], check=True)
+                    "-e", f"{ROOT}{EXECBOX_EXTRAS}", *PEERS], check=True)
     stamp.write_text("\n".join(PEERS) + "\n")
     return python
 
@@ -180,6 +183,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
+    parser.add_argument("--only", choices=["all", "blocks", "jupyter"], default="all",
+                        help="the one-shot executors' table, the Jupyter table, or both")
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
@@ -187,24 +192,32 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
 
-    reports = []
-    for subject in SUBJECTS:
+    reports: list[dict] = []
+    jupyter: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "jupyter"):
+        import jupyter_table
+        jupyter = jupyter_table.run(python, args.iterations)
+    for subject in (SUBJECTS if args.only in ("all", "blocks") else []):
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
-    found = targets(reports)
-    print(table(reports))
-    print("\nFigures: per-call latency in ms (median, p95; back to back, and paced: 20 ms idle before "
-          "each call, as between an agent's turns) and calls per second with 2 and 8 threads "
-          "sharing one executor. Every output is checked: \"(k/n wrong)\" counts calls whose output "
-          "was not the expected one (or that raised); no note = all n right. n/a = the subject cannot "
-          "run that language; error = the workload could not run (see notes).\n")
-    print(render_targets(found))
+    found = targets(reports) if reports else []
+    if reports:
+        print(table(reports))
+        print("\nFigures: per-call latency in ms (median, p95; back to back, and paced: 20 ms idle before "
+              "each call, as between an agent's turns) and calls per second with 2 and 8 threads "
+              "sharing one executor. Every output is checked: \"(k/n wrong)\" counts calls whose output "
+              "was not the expected one (or that raised); no note = all n right. n/a = the subject cannot "
+              "run that language; error = the workload could not run (see notes).\n")
+        print(render_targets(found) + "\n")
+    if jupyter[2]:
+        print(jupyter[2])
+        print(render_targets(jupyter[1]))
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
-        "targets": found,
+        "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
     }
     (RESULTS / "latest.json").write_text(json.dumps(out, indent=2))
     print(f"\nJSON written to {(RESULTS / 'latest.json').relative_to(ROOT)}", file=sys.stderr)

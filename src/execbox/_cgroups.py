@@ -105,6 +105,13 @@ class BlockCgroup:
                 pass
         return sorted(found)
 
+    def pids_current(self) -> int:
+        """Tasks (threads included) in the group: what a pids limit counts."""
+        try:
+            return int((self.by_controller["pids"] / "pids.current").read_text())
+        except (OSError, ValueError, KeyError):
+            return 0
+
     def kill(self) -> None:
         """SIGKILL every process in the group (repeated: a forking process
         may add more between two reads; the pids limit bounds that)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from execbox import CodeBlock, ExecutionResult, Executor, Limits, SandboxExecutor, Workspace
+from execbox import CodeBlock, ExecutionResult, Executor, JupyterExecutor, Limits, SandboxExecutor, Workspace
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 
@@ -24,6 +24,8 @@ Factory = Callable[[Workspace, Limits], Executor]
 MODES: dict[str, Factory] = {
     "pool": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits),  # the default
     "oneshot": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, pool=False),
+    # the jailed Jupyter kernel: one kernel lives through every block
+    "jupyter": lambda ws, limits: JupyterExecutor(workspace=ws, limits=limits, kernel="sandbox"),
 }
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=64)

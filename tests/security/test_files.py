@@ -133,7 +133,7 @@ def test_cannot_write_outside_the_workspace(hostile, target):
     try:
         result = run_then_healthy(hostile, "python", f"open({target!r}, 'w').write('pwned')\nprint('wrote')")
         assert result.exit_code != 0, result.output
-        assert "wrote" not in result.output
+        assert "wrote" not in result.stdout
         assert not os.path.exists(target)
     finally:
         if os.path.exists(target):

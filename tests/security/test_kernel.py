@@ -43,7 +43,7 @@ def test_namespaces_are_not_the_hosts(hostile):
 ])
 def test_becoming_root_fails(hostile, call):
     result = run_then_healthy(hostile, "python", f"import os\n{call}\nprint('BECAME', os.getuid(), os.geteuid())")
-    assert "BECAME" not in result.output
+    assert "BECAME" not in result.stdout
     assert result.error is not None and result.error.name in ("PermissionError", "OSError"), result.output
 
 

@@ -4,6 +4,7 @@ with it (daemons, stdout holders, stopped processes)."""
 from __future__ import annotations
 
 import os
+import sys
 import subprocess
 import time
 import uuid
@@ -53,7 +54,8 @@ def test_host_processes_are_invisible_in_proc(hostile):
     assert result.exit_code == 0, result.output
     seen = [line.split(" ", 1)[1] if " " in line else "" for line in result.output.splitlines()]
     # only the jail's own: bwrap, and the interpreter (the pool's zygote and units, the block)
-    assert all(c == "" or c.startswith(("/usr/bin/bwrap", hostile._python)) for c in seen), seen
+    python = getattr(hostile, "_python", None) or os.path.realpath(sys.executable)
+    assert all(c == "" or c.startswith(("/usr/bin/bwrap", python, sys.executable)) for c in seen), seen
     assert str(os.getpid()) not in result.output.split()
     me = open(f"/proc/{os.getpid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
     assert me not in result.output

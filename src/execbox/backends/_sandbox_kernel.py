@@ -124,6 +124,7 @@ class SandboxKernel:
                        lambda: f"exit code {self.exit_code()}: {self._log_tail()} "
                                f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}")
             self.pid = self._kernel_pid()
+            self._budget_processes()
         except BaseException:
             self.stop()
             raise
@@ -134,6 +135,15 @@ class SandboxKernel:
         s = self.settings
         return self.cgroups.create(memory_mb=s.memory_mb, cpus=s.cpus,
                                    max_processes=(s.max_processes + KERNEL_TASKS) if s.max_processes else None)
+
+    def _budget_processes(self) -> None:
+        """Blocks get ``max_processes`` on top of what the jail holds once
+        the kernel is up (bwrap, its init and the kernel's threads), the
+        kernel counting as the blocks' own interpreter."""
+        s = self.settings
+        if self._group is not None and s.max_processes:
+            held = self._group.pids_current()
+            self._group.set_limits(None, s.max_processes - 1 + held, None)
 
     def _kernel_pid(self) -> int | None:
         """bwrap, its init in the jail, then the kernel: the interpreter below both."""

@@ -1,0 +1,84 @@
+"""The stateful part of the benchmarks: runs jupyter_subjects.py once per
+subject (each in its own process), renders the table and the Jupyter
+backend's targets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TIMEOUT_S = 900
+LOCAL = "execbox jupyter (local kernel)"
+JAILED = "execbox jupyter (jailed kernel)"
+GATEWAY = "execbox jupyter (local gateway)"
+
+
+def measure_all(python: Path, iterations: int, env: dict[str, str]) -> list[dict]:
+    from jupyter_subjects import SUBJECTS  # noqa: PLC0415 - the worker's list, one place
+
+    reports = []
+    for subject in SUBJECTS:
+        print(f"measuring {subject} ...", file=__import__("sys").stderr)
+        try:
+            done = subprocess.run([str(python), str(HERE / "jupyter_subjects.py"), subject, str(iterations)],
+                                  capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            reports.append(json.loads(lines[-1]) if lines else
+                           {"subject": subject, "error": (done.stderr.strip().splitlines() or ["no report"])[-1]})
+        except subprocess.TimeoutExpired:
+            reports.append({"subject": subject, "error": f"did not finish within {TIMEOUT_S} s"})
+    return reports
+
+
+def _fig(report: dict, key: str, field: str = "median_ms") -> str:
+    entry = report.get(key)
+    if not entry:
+        return "error" if "error" in report else "-"
+    text = f"{entry[field]:.1f}"
+    return text if entry.get("correct", True) else text + " (wrong)"
+
+
+def table(reports: list[dict]) -> str:
+    lines = ["| subject | x = 1 median ms | x = 1 p95 ms | kernel start median ms | start p95 ms "
+             "| new executor's first call median ms | notes |", "|---|---|---|---|---|---|---|"]
+    for r in reports:
+        note = r.get("error", "").replace("|", "\\|")
+        lines.append(f"| {r['subject']} | {_fig(r, 'x1')} | {_fig(r, 'x1', 'p95_ms')} | {_fig(r, 'start')} "
+                     f"| {_fig(r, 'start', 'p95_ms')} | {_fig(r, 'first_call')} | {note} |")
+    return "\n".join(lines)
+
+
+def targets(reports: list[dict]) -> list[dict]:
+    by = {r["subject"]: r for r in reports}
+    out = []
+
+    def goal(text: str, subject: str, key: str, bound: float) -> None:
+        entry = by.get(subject, {}).get(key)
+        if not entry:
+            out.append({"target": text, "met": None, "measured": "subject errored"})
+            return
+        ok = entry["median_ms"] <= bound and entry.get("correct", True)
+        out.append({"target": text, "met": ok, "measured": f"{entry['median_ms']:.1f} ms"})
+
+    goal(f"stateful x = 1 ≤ 3 ms, local kernel ({LOCAL})", LOCAL, "x1", 3.0)
+    goal(f"stateful x = 1 ≤ 3 ms, jailed kernel ({JAILED})", JAILED, "x1", 3.0)
+    goal(f"stateful x = 1 ≤ 5 ms through a local gateway ({GATEWAY})", GATEWAY, "x1", 5.0)
+    goal(f"kernel start ≤ 500 ms ({LOCAL})", LOCAL, "start", 500.0)
+    goal(f"kernel start ≤ 500 ms ({JAILED})", JAILED, "start", 500.0)
+    goal(f"first call of a new executor ≤ 20 ms, warm pool ({JAILED})", JAILED, "first_call", 20.0)
+    goal(f"first call of a new executor ≤ 20 ms, warm pool ({LOCAL})", LOCAL, "first_call", 20.0)
+    return out
+
+
+def run(python: Path, iterations: int) -> tuple[list[dict], list[dict], str]:
+    env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    reports = measure_all(python, iterations, env)
+    found = targets(reports)
+    text = (table(reports) + "\n\nFigures in ms: x = 1 is a warm round trip on a kept kernel (state checked "
+            "after); kernel start is a new executor until its first result (execbox without its warm "
+            "pool; the gateway rows' first start includes the server's); the first-call column is "
+            "execbox's warm pool handing a started kernel to a new executor.\n")
+    return reports, found, text
