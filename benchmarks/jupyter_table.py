@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TIMEOUT_S = 900
+TIMEOUT_S = 300  # a peer that hangs (seen: AG2 gateway executor) is reported, not waited for
 LOCAL = "execbox jupyter (local kernel)"
 JAILED = "execbox jupyter (jailed kernel)"
 GATEWAY = "execbox jupyter (local gateway)"

@@ -16,10 +16,11 @@ with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
 from __future__ import annotations
 
 import errno
+import os
 import platform
 import struct
 
-__all__ = ["DENIED", "filter_program", "supported"]
+__all__ = ["DENIED", "filter_fd", "filter_program", "supported"]
 
 DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -107,3 +108,12 @@ def filter_program(machine: str | None = None) -> bytes:
         (_RET, 0, 0, _ALLOW),
     ]
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def filter_fd() -> int:
+    """The read end of a pipe holding the filter program (for bwrap's
+    ``--seccomp FD``); the caller passes it to the child and closes it."""
+    read, write = os.pipe()
+    os.write(write, filter_program())
+    os.close(write)
+    return read

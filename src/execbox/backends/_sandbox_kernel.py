@@ -28,7 +28,7 @@ from typing import Any
 
 from .._cgroups import BlockCgroup, CgroupSupport
 from .._errors import BackendUnavailableError
-from .._seccomp import filter_program
+from .._seccomp import filter_fd
 from ._channels import ZmqChannels, wait_ready
 from ._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
@@ -91,11 +91,8 @@ class SandboxKernel:
                                   hostname=s.hostname, workspace=self.cwd, writable=[self._runtime])]
         for key, value in self.env.items():
             argv += ["--setenv", key, value]
-        seccomp_r = -1
-        if s.seccomp:
-            seccomp_r, seccomp_w = os.pipe()
-            os.write(seccomp_w, filter_program())
-            os.close(seccomp_w)
+        seccomp_r = filter_fd() if s.seccomp else -1
+        if seccomp_r >= 0:
             argv += ["--seccomp", str(seccomp_r)]
         argv += ["--", self.python, *KERNEL_ARGS, connection]
         self._group = self._make_group()

@@ -23,7 +23,7 @@ from .._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from .._errors import BackendUnavailableError, ConfigurationError
 from .._languages import runnable_languages
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from .._seccomp import filter_program, supported as seccomp_supported
+from .._seccomp import filter_fd, filter_program, supported as seccomp_supported
 from ._base import Capabilities
 from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT, empty_netns, find_bwrap, interpreter_dirs,
                     jail_args, probe, setns_net)
@@ -195,11 +195,8 @@ class SandboxExecutor(LocalExecutor):
         for key, value in {**self._inside_env, TOKEN_VAR: token}.items():
             setenv += ["--setenv", key, value]
         fds = group.open_procs() if group is not None else []
-        seccomp_r = -1
-        if self.seccomp:
-            seccomp_r, seccomp_w = os.pipe()
-            os.write(seccomp_w, filter_program())
-            os.close(seccomp_w)
+        seccomp_r = filter_fd() if self.seccomp else -1
+        if seccomp_r >= 0:
             setenv += ["--seccomp", str(seccomp_r)]
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in self._rlimits().items()]
         netns = self._netns
