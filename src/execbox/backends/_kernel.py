@@ -39,7 +39,7 @@ def _kernel_manager_class() -> Any:
 
 
 class LocalKernel:
-    """One kernel process on this machine and a blocking client for it."""
+    """One kernel process on this machine and its channels."""
 
     def __init__(self, *, python: str, cwd: str, env: Mapping[str, str], kernel_name: str | None = None) -> None:
         self.python = python

@@ -55,7 +55,7 @@ class JailSettings:
 
 
 class SandboxKernel:
-    """One jailed kernel and a blocking client for it."""
+    """One jailed kernel and its channels."""
 
     def __init__(self, *, python: str, cwd: str, env: Mapping[str, str], settings: JailSettings,
                  cgroups: CgroupSupport | None) -> None:
@@ -182,7 +182,7 @@ class SandboxKernel:
         children lists down from the init, not all of /proc."""
         if self._proc is None or self.pid is None:
             return
-        inits = [p for p in kernel_children(self._proc.pid)]
+        inits = kernel_children(self._proc.pid)
         for _ in range(5):
             todo = [c for init in inits for c in kernel_children(init) if c != self.pid]
             todo += kernel_children(self.pid)
