@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import BackendUnavailableError, ExecboxError
-from .._process import TOKEN_VAR, kill_marked
+from .._process import TOKEN_VAR
 from ._channels import execute, wait_ready
+from ._kernel import kill_started_by
 
 __all__ = ["GatewayKernel", "JupyterConnectionInfo", "WebSocketChannels"]
 
@@ -231,8 +232,7 @@ class GatewayKernel:
     def kill_strays(self) -> None:
         """What the last cell started, for a server on this machine (a
         remote server's processes are its own to manage)."""
-        if self.pid and self.token:
-            kill_marked(self.token, born_after=self.pid, spare=self.pid, descendants_of=self.pid)
+        kill_started_by(self.pid, self.token)
 
     def restart(self) -> None:
         """A fresh kernel process (state lost), on the same kernel id."""

@@ -13,17 +13,18 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import BackendUnavailableError
 
 __all__ = ["INSIDE_PATH", "INSTALL_HINT", "empty_netns", "find_bwrap", "interpreter_dirs", "jail_args",
-           "probe", "setns_net", "spawn_kept"]
+           "inside_environment", "jail_rlimits", "probe", "setns_net", "spawn_kept"]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (
@@ -33,6 +34,8 @@ ETC_FILES = (
 )
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_OPEN_FILES = 1024
+DEFAULT_FILE_SIZE_MB = 1024
 HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
 NOBODY = "65534"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or run unisolated with "
@@ -78,6 +81,30 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         args += ["--bind", path, path]
     args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
     return args
+
+
+def inside_environment(env: Mapping[str, str], bin_dir: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of code in the jail: the executor's, without the host
+    user's name, with /tmp as home and the interpreter's bin first on PATH;
+    ``extra`` (the user's variables) last."""
+    inside = {k: v for k, v in env.items() if k not in ("USER", "LOGNAME")}
+    inside.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PATH": f"{bin_dir}:{INSIDE_PATH}"})
+    inside.update(extra)
+    return inside
+
+
+def jail_rlimits(open_files: int, file_size_mb: int, address_space_mb: int | None = None) -> dict[str, int]:
+    """rlimits of jailed code (name without RLIMIT_ -> value), each at most
+    the current hard limit (an unprivileged process cannot raise one).
+    ``address_space_mb``: RLIMIT_AS, where no memory cgroup stands in."""
+    limits = {"NOFILE": open_files, "FSIZE": file_size_mb << 20, "CORE": 0}
+    if address_space_mb is not None:
+        limits["AS"] = address_space_mb << 20
+    for name, value in limits.items():
+        hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[1]
+        if hard != resource.RLIM_INFINITY:
+            limits[name] = min(value, hard)
+    return limits
 
 
 CLONE_NEWNET = 0x40000000

@@ -21,7 +21,7 @@ from .._errors import BackendUnavailableError
 from .._process import TOKEN_VAR, kill_marked
 from ._channels import ZmqChannels, wait_ready
 
-__all__ = ["KERNEL_ARGS", "LocalKernel", "kernel_children", "kernel_descendants", "kill_pid"]
+__all__ = ["KERNEL_ARGS", "LocalKernel", "kernel_children", "kernel_descendants", "kill_pid", "kill_started_by"]
 
 INSTALL_HINT = "pip install 'execbox[jupyter]' (jupyter_client and ipykernel)"
 READY_TIMEOUT_S = 60.0
@@ -100,9 +100,7 @@ class LocalKernel:
     def kill_strays(self) -> None:
         """Every process the last cell started (they carry the executor's
         token in their environment, or descend from the kernel)."""
-        pid, token = self.pid, self.env.get(TOKEN_VAR)
-        if pid and token:
-            kill_marked(token, born_after=pid, spare=pid, descendants_of=pid)
+        kill_started_by(self.pid, self.env.get(TOKEN_VAR))
 
     def restart(self) -> None:
         """A fresh kernel (state lost)."""
@@ -133,21 +131,12 @@ class LocalKernel:
 
 
 def kernel_descendants(pid: int) -> list[int]:
-    """Pids of every process below ``pid`` (by parent links), deepest last."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(name))
+    """Pids of every process below ``pid``, parents before their children
+    (walked down the children lists, not read from all of /proc)."""
     found: list[int] = []
     todo = [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
+        for child in kernel_children(todo.pop()):
             found.append(child)
             todo.append(child)
     return found
@@ -167,6 +156,14 @@ def kernel_children(pid: int) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def kill_started_by(pid: int | None, token: str | None) -> None:
+    """Kill what the kernel ``pid`` started for its cells: processes that
+    carry the executor's ``token`` in their environment (daemons that left
+    the tree), and every process below the kernel. The kernel is spared."""
+    if pid and token:
+        kill_marked(token, born_after=pid, spare=pid, descendants_of=pid)
 
 
 def kill_pid(pid: int) -> None:

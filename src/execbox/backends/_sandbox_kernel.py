@@ -179,18 +179,15 @@ class SandboxKernel:
     def kill_strays(self) -> None:
         """Every process in the jail but the kernel: what the last cell
         started, and orphans (reparented to the jail's init). Walks the
-        children lists down from the init, not all of /proc."""
+        children lists down from bwrap, not all of /proc."""
         if self._proc is None or self.pid is None:
             return
-        inits = kernel_children(self._proc.pid)
-        for _ in range(5):
-            todo = [c for init in inits for c in kernel_children(init) if c != self.pid]
-            todo += kernel_children(self.pid)
-            if not todo:
+        keep = {self.pid, *kernel_children(self._proc.pid)}  # the kernel, and the jail's init above it
+        for _ in range(5):  # a forking process may add more between two walks
+            strays = [p for p in kernel_descendants(self._proc.pid) if p not in keep]
+            if not strays:
                 return
-            while todo:
-                pid = todo.pop()
-                todo.extend(kernel_children(pid))
+            for pid in strays:
                 kill_pid(pid)
 
     def restart(self) -> None:

@@ -38,7 +38,8 @@ from ._cell import CellOutcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._gateway_server import LocalJupyterServer
-from ._jail import INSIDE_PATH, find_bwrap, probe
+from ._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
+                    jail_rlimits, probe)
 from ._kernel import LocalKernel
 from ._outcome import Outcome
 from ._sandbox_kernel import JailSettings, SandboxKernel
@@ -244,14 +245,12 @@ class JupyterExecutor(Executor):
             return GatewayKernel(info, kernel_name=self.kernel_name, env=self.env, token=self._token)
         if self.kernel == "local":
             return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
-        inside = {k: v for k, v in self._child_env.items() if k not in ("USER", "LOGNAME")}
-        inside.update({"HOME": "/tmp", "TMPDIR": "/tmp",
-                       "PATH": f"{self.environment.bin_dir(python)}:{INSIDE_PATH}"})
-        inside.update(self.env)
+        inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
         limits = self.limits
+        rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
         settings = JailSettings(network=bool(limits.network), memory_mb=limits.memory_mb or default_memory_mb(),
                                 max_processes=limits.max_processes or DEFAULT_MAX_PROCESSES, cpus=limits.cpus,
-                                rlimits=(("NOFILE", 1024), ("FSIZE", 1 << 30), ("CORE", 0)))
+                                rlimits=tuple(rlimits.items()))
         return SandboxKernel(python=python, cwd=cwd, env=inside, settings=settings,
                              cgroups=cgroup_support()[0])
 

@@ -25,8 +25,9 @@ from .._languages import runnable_languages
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from .._seccomp import filter_fd, filter_program, supported as seccomp_supported
 from ._base import Capabilities
-from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT, empty_netns, find_bwrap, interpreter_dirs,
-                    jail_args, probe, setns_net)
+from ._jail import (CLONE_NEWNET, DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, INSTALL_HINT,
+                    empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
+                    probe, setns_net)
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from .local import LocalExecutor
 
@@ -71,7 +72,8 @@ class SandboxExecutor(LocalExecutor):
     name = "sandbox"
 
     def __init__(self, *, pool: bool = True, pool_size: int = 4, preload: Sequence[str] = (),
-                 tmp_size_mb: int = 256, file_size_mb: int = 1024, max_open_files: int = 1024,
+                 tmp_size_mb: int = 256, file_size_mb: int = DEFAULT_FILE_SIZE_MB,
+                 max_open_files: int = DEFAULT_OPEN_FILES,
                  seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
                  **options: Any) -> None:
         super().__init__(**options)
@@ -127,12 +129,7 @@ class SandboxExecutor(LocalExecutor):
         self._netns = None if self.limits.network or self.pool else empty_netns()
         if self._netns is not None:  # one-shot jails join one empty network namespace
             self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
-        inside = dict(self._child_env)
-        for name in ("USER", "LOGNAME"):
-            inside.pop(name, None)
-        inside.update({"HOME": "/tmp", "TMPDIR": "/tmp",
-                       "PATH": f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"})
-        inside.update(self.env)
+        inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
         self._inside_env = inside
         if self.pool:
             prefix = [bwrap, *jail_args(readonly, **options,
@@ -152,14 +149,9 @@ class SandboxExecutor(LocalExecutor):
         super()._stop()
 
     def _rlimits(self) -> dict[str, int]:
-        limits = {"NOFILE": self.max_open_files, "FSIZE": self.file_size_mb << 20, "CORE": 0}
-        if self._cgroups is None:  # no memory cgroup: the address space is the next best thing
-            limits["AS"] = self.memory_mb << 20
-        for name, value in limits.items():  # an unprivileged process cannot raise a hard limit
-            hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[1]
-            if hard != resource.RLIM_INFINITY:
-                limits[name] = min(value, hard)
-        return limits
+        # no memory cgroup: the address space is the next best thing
+        return jail_rlimits(self.max_open_files, self.file_size_mb,
+                            self.memory_mb if self._cgroups is None else None)
 
     def _make_cgroup(self) -> BlockCgroup | None:
         if self._cgroups is None:
