@@ -59,6 +59,25 @@ def marked(marker: str) -> list[int]:
     return found
 
 
+def docker_problem() -> str | None:
+    """Why the docker backend cannot run here (None: it can)."""
+    try:
+        from execbox._docker_engine import docker_client
+        from execbox.images import base_tag
+
+        client = docker_client()
+    except Exception as exc:  # noqa: BLE001 - the reason is the message
+        return str(exc)
+    if not client.images.list(name=base_tag().split(":")[0]):
+        return "the base image is not built: execbox images build (./dev.sh test does)"
+    return None
+
+
+def require_docker() -> None:
+    problem = docker_problem()
+    require("docker", problem is None, problem or "")
+
+
 @pytest.fixture
 def require_component():
     return require

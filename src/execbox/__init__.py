@@ -31,10 +31,11 @@ from .backends import (
     default_executor,
     get_backend,
 )
+from .backends.docker import DockerExecutor
 from .backends.local import LocalExecutor
-from .backends.jupyter import JupyterConnectionInfo, JupyterExecutor, LocalJupyterServer
+from .backends.jupyter import DockerJupyterServer, JupyterConnectionInfo, JupyterExecutor, LocalJupyterServer
 from .backends.sandbox import SandboxExecutor
-from .environments import Environment, SystemPython, Venv
+from .environments import DockerPython, Environment, SystemPython, Venv
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,9 @@ __all__ = [
     "CodeBlock",
     "ConfigurationError",
     "Display",
+    "DockerExecutor",
+    "DockerJupyterServer",
+    "DockerPython",
     "Environment",
     "EnvironmentSetupError",
     "ErrorInfo",

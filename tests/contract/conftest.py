@@ -12,10 +12,10 @@ import pytest
 
 import importlib.util
 
-from execbox import (Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
+from execbox import (DockerExecutor, Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
                      Workspace)
 from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require
+from tests.conftest import require, require_docker
 
 Factory = Callable[..., Executor]
 
@@ -58,7 +58,13 @@ def _jupyter_gateway(workspace: Workspace, limits: Limits) -> Executor:
     return JupyterExecutor(workspace=workspace, limits=limits, kernel=_servers[0])
 
 
+def _docker(workspace: Workspace, limits: Limits) -> Executor:
+    require_docker()
+    return DockerExecutor(workspace=workspace, limits=limits)
+
+
 BACKENDS: dict[str, Factory] = {
+    "docker": _docker,
     "local": _local,
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,

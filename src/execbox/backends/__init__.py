@@ -28,6 +28,7 @@ _BUILTIN = {
     "local": "execbox.backends.local:LocalExecutor",
     "sandbox": "execbox.backends.sandbox:SandboxExecutor",
     "jupyter": "execbox.backends.jupyter:JupyterExecutor",
+    "docker": "execbox.backends.docker:DockerExecutor",
 }
 
 

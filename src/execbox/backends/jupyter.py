@@ -37,6 +37,7 @@ from ._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
+from ._docker_jupyter import DockerJupyterServer
 from ._gateway_server import LocalJupyterServer
 from ._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
                     jail_rlimits, probe)
@@ -47,7 +48,10 @@ from ._warm import warm_pool
 from .local import child_environment
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
-__all__ = ["JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
+__all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
+
+# Kernel Gateways execbox starts: each has a ``connection_info``.
+SERVERS = (LocalJupyterServer, DockerJupyterServer)
 
 Kernel = LocalKernel | SandboxKernel | GatewayKernel
 
@@ -167,7 +171,7 @@ class JupyterExecutor(Executor):
 
     def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
                  limits: Limits | None = None, environment: Environment | None = None,
-                 kernel: str | JupyterConnectionInfo | LocalJupyterServer | None = None,
+                 kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer | None = None,
                  kernel_name: str | None = None,
                  env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
@@ -176,10 +180,9 @@ class JupyterExecutor(Executor):
                          silence_pip=False)
         if not isinstance(pool_size, int) or pool_size < 0:
             raise ConfigurationError(f"JupyterExecutor(pool_size={pool_size!r}) must be a whole number >= 0")
-        if not isinstance(kernel, (JupyterConnectionInfo, LocalJupyterServer)) and kernel not in (
-                None, "sandbox", "local"):
+        if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (None, "sandbox", "local"):
             raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
-                                     "a JupyterConnectionInfo or a LocalJupyterServer")
+                                     "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer")
         if kernel_name and kernel == "sandbox":
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self.environment = environment or SystemPython()
@@ -240,7 +243,7 @@ class JupyterExecutor(Executor):
 
     def _new_kernel(self, python: str) -> Kernel:
         cwd = str(self.workspace.path)
-        if isinstance(self.kernel, (JupyterConnectionInfo, LocalJupyterServer)):
+        if isinstance(self.kernel, (JupyterConnectionInfo, *SERVERS)):
             info = self.kernel if isinstance(self.kernel, JupyterConnectionInfo) else self.kernel.connection_info
             return GatewayKernel(info, kernel_name=self.kernel_name, env=self.env, token=self._token)
         if self.kernel == "local":

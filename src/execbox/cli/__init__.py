@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _languages, _run
+from . import _images, _languages, _run
 
 __all__ = ["build_parser", "main"]
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _run.register(commands)
     _languages.register(commands)
+    _images.register(commands)
     return parser
 
 

@@ -1,7 +1,8 @@
 """Python environments a block runs in: the system interpreter or a venv."""
 
 from ._base import Environment, Progress
+from ._docker import DockerPython
 from ._system import SystemPython
 from ._venv import Venv
 
-__all__ = ["Environment", "Progress", "SystemPython", "Venv"]
+__all__ = ["DockerPython", "Environment", "Progress", "SystemPython", "Venv"]

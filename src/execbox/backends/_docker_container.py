@@ -1,0 +1,215 @@
+"""The container an executor runs its blocks in: hardened settings mapped
+from ``Limits``, the user's overrides merged with a warning, and the
+clean-up of containers whose owner process has died.
+
+No I/O in ``container_settings``; the rest talks to the engine.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import threading
+import warnings
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._errors import ConfigurationError
+from .._models import Limits
+
+__all__ = [
+    "KEEPALIVE",
+    "WORKDIR",
+    "container_settings",
+    "container_user",
+    "hand_over",
+    "merge_overrides",
+    "normalize_volumes",
+    "owner_label",
+    "reap_orphans",
+    "track",
+]
+
+WORKDIR = "/workspace"
+KEEPALIVE = ["sleep", "infinity"]
+NOBODY = "65534:65534"
+LABEL_OWNER = "org.execbox.owner"
+LABEL_KEEP = "org.execbox.keep"
+# processes of ours in the container besides the block: init, keep-alive, wrapper
+OVERHEAD_PROCESSES = 3
+
+
+def container_user() -> str:
+    """Who blocks run as: the host user when it is not root (so files in the
+    workspace stay theirs), else nobody."""
+    uid = os.getuid()
+    return f"{uid}:{os.getgid()}" if uid != 0 else NOBODY
+
+
+def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb: int, max_processes: int,
+                       user: str, env: Mapping[str, str], volumes: Mapping[str, dict[str, str]],
+                       tmp_size_mb: int, open_files: int, file_size_mb: int, runtime: str | None,
+                       device_requests: list[Any] | None, auto_remove: bool, name: str | None,
+                       keep: bool) -> dict[str, Any]:
+    """Keyword arguments for ``containers.create``: hardened by default."""
+    from docker.types import Ulimit  # type: ignore[import-untyped]
+
+    settings: dict[str, Any] = {
+        "image": image,
+        "command": list(KEEPALIVE),
+        "init": True,  # the engine's init reaps orphans; the keep-alive is its first child
+        "detach": True,
+        "working_dir": WORKDIR,
+        "user": user,
+        "environment": dict(env),
+        "volumes": {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes},
+        "network_mode": "bridge" if limits.network else "none",
+        "mem_limit": f"{memory_mb}m",
+        "memswap_limit": f"{memory_mb}m",  # no swap on top
+        "pids_limit": max_processes + OVERHEAD_PROCESSES,
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size_mb}m,mode=1777"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "ulimits": [Ulimit(name="nofile", soft=open_files, hard=open_files),
+                    Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024)],
+        "auto_remove": auto_remove,
+        "labels": {LABEL_OWNER: owner_label(), **({LABEL_KEEP: "1"} if keep else {})},
+        "stop_signal": "SIGKILL",
+    }
+    if limits.cpus is not None:
+        settings["nano_cpus"] = int(limits.cpus * 1e9)
+    if runtime:
+        settings["runtime"] = runtime
+    if device_requests:
+        settings["device_requests"] = list(device_requests)
+    if name:
+        settings["name"] = name
+    return settings
+
+
+def merge_overrides(settings: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``container_create_kwargs`` on top of ours; a warning names each of
+    our settings it replaces (the hardening ones matter)."""
+    if not overrides:
+        return settings
+    replaced = sorted(k for k in overrides if k in settings and overrides[k] != settings[k])
+    if replaced:
+        warnings.warn(
+            f"container_create_kwargs replaces execbox's settings {', '.join(replaced)}: "
+            "the container is less confined than the defaults if these loosen them",
+            UserWarning, stacklevel=5)
+    return {**settings, **overrides}
+
+
+def normalize_volumes(volumes: Mapping[str, Any] | Iterable[str] | None) -> dict[str, dict[str, str]]:
+    """Docker SDK style {host: {"bind": path, "mode": "ro"}} or {host: path},
+    or "host:container[:mode]" strings; host paths made absolute."""
+    found: dict[str, dict[str, str]] = {}
+    if volumes is None:
+        return found
+    if isinstance(volumes, Mapping):
+        items = list(volumes.items())
+    else:
+        items = []
+        for spec in volumes:
+            parts = str(spec).split(":")
+            if len(parts) not in (2, 3):
+                raise ConfigurationError(f"volume {spec!r}: write it as 'host_path:container_path[:ro|rw]'")
+            items.append((parts[0], {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}))
+    for host, target in items:
+        if isinstance(target, str):
+            target = {"bind": target, "mode": "rw"}
+        if not isinstance(target, Mapping) or "bind" not in target:
+            raise ConfigurationError(f"volume {host!r}: give the container path as {{'bind': '/data', 'mode': 'ro'}}")
+        if target.get("mode", "rw") not in ("ro", "rw"):
+            raise ConfigurationError(f"volume {host!r}: mode must be 'ro' or 'rw', got {target.get('mode')!r}")
+        if target["bind"].rstrip("/") == WORKDIR:
+            raise ConfigurationError(f"volume {host!r}: {WORKDIR} is where the workspace is mounted; pick another path")
+        found[os.path.abspath(os.path.expanduser(host))] = {"bind": target["bind"], "mode": target.get("mode", "rw")}
+    return found
+
+
+def hand_over(root: str, paths: Iterable[str] = ()) -> None:
+    """When blocks run as nobody (the host user is root), give nobody the
+    workspace folder, or the given paths in it and the folders leading to
+    them, so that blocks can write where execbox wrote."""
+    if os.getuid() != 0:
+        return
+    uid, gid = (int(part) for part in NOBODY.split(":"))
+    targets = [root] if not paths else []
+    for relative in paths:
+        parts = relative.split(os.sep)
+        targets += [os.path.join(root, *parts[: i + 1]) for i in range(len(parts))]
+    for path in targets:
+        try:
+            os.lchown(path, uid, gid)
+        except OSError:
+            pass
+
+
+def owner_label() -> str:
+    """This process, as host:pid:start time (a reused pid does not match)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "?"
+
+
+_reaped: set[int] = set()
+_reap_lock = threading.Lock()
+
+
+def reap_orphans(client: Any) -> None:
+    """Remove, once per process and engine, the containers of execbox
+    executors whose owning process on this host has died (a SIGKILLed host
+    cannot stop its containers)."""
+    with _reap_lock:
+        if id(client) in _reaped:
+            return
+        _reaped.add(id(client))
+    host = socket.gethostname()
+    try:
+        containers = client.containers.list(all=True, filters={"label": LABEL_OWNER})
+    except Exception:  # noqa: BLE001 - clean-up is best effort
+        return
+    try:
+        networks = client.networks.list(filters={"label": LABEL_OWNER})
+    except Exception:  # noqa: BLE001
+        networks = []
+    for thing in [*containers, *networks]:  # containers first: a network in use cannot go
+        labels = thing.attrs.get("Labels") or thing.attrs.get("Config", {}).get("Labels") or {}
+        owner_host, _, rest = labels.get(LABEL_OWNER, "").partition(":")
+        pid, _, started = rest.partition(":")
+        if owner_host != host or labels.get(LABEL_KEEP) or not pid.isdigit():
+            continue
+        if _start_time(int(pid)) == started:
+            continue  # its owner lives
+        try:
+            thing.remove(**({"force": True} if thing in containers else {}))
+        except Exception:  # noqa: BLE001
+            pass
+
+
+_live: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def track(executor: Any) -> None:
+    """Stop the executor's container when the interpreter exits."""
+    _live.add(executor)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for executor in list(_live):
+        try:
+            executor.close()
+        except Exception:  # noqa: BLE001 - at exit, nothing to report to
+            pass

@@ -1,0 +1,273 @@
+"""The docker backend: one long-lived, hardened container per executor and a
+``docker exec`` per block, through the Docker SDK against a real engine.
+
+The workspace is bind-mounted at /workspace. By default the container has
+no network, memory/pids limits (CPU when asked), a read-only root with a
+tmpfs /tmp, a non-root user, no capabilities and no-new-privileges. A
+timeout kills everything the block started inside the container; the
+container is killed before the workspace is touched on ``close()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .._docker_engine import docker_client, ensure_image, unreachable, engine_address
+from .._errors import BackendUnavailableError, ConfigurationError
+from .._languages import LANGUAGES, PYTHON, Language, Policy
+from .._models import ErrorInfo, Limits
+from .._process import Cancellation, OutputCallback
+from .._workspace import Workspace
+from ..environments import Progress
+from ..environments._docker import DockerPython
+from ._base import Capabilities, Executor
+from ._docker_container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
+                                normalize_volumes, reap_orphans, track)
+from ._docker_exec import ContainerGone, memory_kills, run_exec
+from ._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
+from ._outcome import Outcome, outcome_to_result
+from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
+
+__all__ = ["DockerExecutor"]
+
+# What a block's environment always has in the container.
+BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8",
+            "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
+# image id -> programs found in it (one probe per image per process)
+_programs: dict[str, frozenset[str]] = {}
+_PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
+
+
+class DockerExecutor(Executor):
+    """Run blocks in a Docker container kept running for the executor's life.
+
+    - ``image`` (or ``environment=DockerPython(...)``): what to run; default
+      execbox's base image (Debian + Python), built locally when missing.
+    - ``runtime``: an engine runtime such as ``"runsc"`` (gVisor).
+    - ``env``: variables for every block; ``pass_env``: names of host
+      variables to pass through (a missing one is warned about).
+    - ``volumes``: extra mounts; ``device_requests``: GPUs
+      (``docker.types.DeviceRequest``).
+    - ``auto_remove``: remove the container once stopped (default);
+      ``stop_container=False`` leaves it running after ``close()``.
+    - ``user``: who blocks run as (default: the host user, or nobody when
+      the host user is root).
+    - ``container_create_kwargs``: passed to the SDK's ``containers.create``
+      on top of execbox's settings (a warning names each one replaced).
+    """
+
+    name = "docker"
+
+    def __init__(
+        self,
+        *,
+        image: str | None = None,
+        environment: DockerPython | None = None,
+        runtime: str | None = None,
+        env: Mapping[str, str] | None = None,
+        pass_env: Sequence[str] = (),
+        volumes: Mapping[str, Any] | Iterable[str] | None = None,
+        device_requests: Sequence[Any] | None = None,
+        auto_remove: bool | None = None,
+        stop_container: bool | None = None,
+        container_name: str | None = None,
+        user: str | None = None,
+        container_create_kwargs: Mapping[str, Any] | None = None,
+        tmp_size_mb: int = 256,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        execution_policies: Mapping[str, Policy | bool] | None = None,
+        silence_pip: bool = True,
+        progress: Progress | None = None,
+    ) -> None:
+        if environment is not None and not isinstance(environment, DockerPython):
+            raise ConfigurationError(
+                f"DockerExecutor(environment=...) takes a DockerPython, not {type(environment).__name__} "
+                "(a Venv or SystemPython lives on this machine: use the local or sandbox backend)")
+        if environment is not None and image is not None:
+            raise ConfigurationError("DockerExecutor: give image= or environment=DockerPython(image=...), not both")
+        for key, value in (env or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ConfigurationError(f"env maps str to str; got {key!r}: {value!r}")
+        if isinstance(pass_env, str):
+            raise ConfigurationError("pass_env takes a list of variable names, not one string")
+        if not (isinstance(tmp_size_mb, int) and tmp_size_mb > 0):
+            raise ConfigurationError(f"tmp_size_mb must be a positive whole number, got {tmp_size_mb!r}")
+        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
+                         silence_pip=silence_pip)
+        self.environment = environment or DockerPython(image)
+        self.runtime = runtime
+        self.env = dict(env or {})
+        self.pass_env = tuple(pass_env)
+        self.volumes = normalize_volumes(volumes if volumes is not None else self.environment.volumes)
+        self.device_requests = list(device_requests or [])
+        self.auto_remove = self.environment.cleanup_container if auto_remove is None else auto_remove
+        self.stop_container = (not self.environment.keep_container_running) if stop_container is None \
+            else stop_container
+        self.container_name = container_name
+        self.user = user or container_user()
+        self.container_create_kwargs = dict(container_create_kwargs or {})
+        self.tmp_size_mb = tmp_size_mb
+        self._progress = progress
+        self._client: Any = None
+        self._container_id: str | None = None
+        self._image: str | None = None
+        self._oom_seen = 0
+        self._container_lock = threading.Lock()
+
+    @property
+    def container_id(self) -> str | None:
+        """The running container's id (None before ``start()``)."""
+        return self._container_id
+
+    @property
+    def capabilities(self) -> Capabilities:
+        found = _programs.get(self._image or "", frozenset({"python3", "sh", "bash"}))
+        languages = tuple(lang.name for lang in LANGUAGES if lang.command and
+                          ("python3" if lang.command[0] == PYTHON else lang.command[0]) in found)
+        return Capabilities(backend=self.name, isolated=True, stateful=False,
+                            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb", "max_processes",
+                                                "cpus", "network"}),
+                            languages=languages)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._client = docker_client()
+        reap_orphans(self._client)
+        self._image = self.environment.build(self._progress)
+        self._start_container()
+        track(self)
+
+    def _start_container(self) -> None:
+        import docker  # type: ignore[import-untyped]
+
+        env = {**BASE_ENV, **self._passed_env(), **self.env}
+        settings = container_settings(
+            image=self._image or "", workspace=str(self.workspace.path), limits=self.limits,
+            memory_mb=self.limits.memory_mb or default_memory_mb(),
+            max_processes=self.limits.max_processes or DEFAULT_MAX_PROCESSES,
+            user=self.user, env=env, volumes=self.volumes, tmp_size_mb=self.tmp_size_mb,
+            open_files=DEFAULT_OPEN_FILES, file_size_mb=DEFAULT_FILE_SIZE_MB, runtime=self.runtime,
+            device_requests=self.device_requests, auto_remove=self.auto_remove, name=self.container_name,
+            keep=not self.stop_container)
+        settings = merge_overrides(settings, self.container_create_kwargs)
+        hand_over(str(self.workspace.path))
+        try:
+            container = self._client.containers.run(**settings)
+        except docker.errors.ImageNotFound:
+            ensure_image(self._client, settings["image"])  # raises the "build it" error
+            container = self._client.containers.run(**settings)
+        except docker.errors.APIError as exc:
+            raise BackendUnavailableError("docker", _explain_start(exc, self.runtime)) from None
+        except docker.errors.DockerException as exc:
+            raise unreachable(engine_address(), exc) from None
+        self._container_id = container.id
+        self._oom_seen = 0
+        if container.image.id not in _programs:
+            out = container.exec_run(["/bin/sh", "-c", _PROBE])
+            _programs[container.image.id] = frozenset(out.output.decode().split())
+        _programs[self._image or ""] = _programs[container.image.id]
+
+    def _stop(self) -> None:
+        container_id, self._container_id = self._container_id, None
+        if container_id is None or not self.stop_container:
+            return
+        self._kill_container(container_id)
+
+    def _kill_container(self, container_id: str) -> None:
+        """Kill the container and wait until it no longer runs."""
+        import docker  # type: ignore[import-untyped]
+
+        try:
+            self._client.api.kill(container_id)
+            self._client.api.wait(container_id, timeout=30, condition="not-running")
+        except docker.errors.NotFound:
+            pass  # already gone (auto_remove)
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: not running
+                raise
+        except Exception:  # noqa: BLE001 - the wait may race the removal
+            pass
+
+    def _passed_env(self) -> dict[str, str]:
+        found = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        missing = [name for name in self.pass_env if name not in os.environ]
+        if missing:
+            warnings.warn(f"pass_env: {', '.join(missing)} not set on this machine, so not passed to the "
+                          "container; set them or use env={...}", UserWarning, stacklevel=5)
+        return found
+
+    # -- running ----------------------------------------------------------------
+
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        assert language.command is not None
+        program = "python3" if language.command[0] == PYTHON else language.command[0]
+        argv = [program, *language.command[1:], code_path]
+        hand_over(str(self.workspace.path), [os.path.normpath(code_path)])
+        note = ""
+        with self._container_lock:
+            if self._container_id is None:
+                self._start_container()
+            container_id = self._container_id
+        assert container_id is not None
+        try:
+            outcome = self._run(container_id, argv, cancel, on_output)
+        except ContainerGone as gone:
+            note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
+                    "Files in /tmp and running processes were lost; the workspace was kept.\n")
+            with self._container_lock:
+                if self._container_id == container_id:
+                    self._start_container()
+                container_id = self._container_id
+            assert container_id is not None
+            outcome = self._run(container_id, argv, cancel, on_output)
+        result = outcome_to_result(language.name, outcome, self.limits)
+        if outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
+            result = self._after_kill(language, outcome, result, container_id)
+        if note:
+            result.output = note + result.output
+        return result
+
+    def _run(self, container_id: str, argv: list[str], cancel: Cancellation,
+             on_output: OutputCallback | None) -> Any:
+        return run_exec(self._client, container_id, argv, env={}, workdir=WORKDIR,
+                        timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
+                        cancel=cancel, on_output=on_output,
+                        kill_container=lambda: self._kill_container(container_id))
+
+    def _after_kill(self, language: Language, outcome: Any, result: Outcome, container_id: str) -> Outcome:
+        """A SIGKILLed block: the memory limit, or the container's death."""
+        kills = memory_kills(self._client, container_id)
+        if kills is not None and kills > self._oom_seen:
+            self._oom_seen = kills
+            outcome.memory_exceeded_mb = self.limits.memory_mb or default_memory_mb()
+            return outcome_to_result(language.name, outcome, self.limits)
+        if kills is None and not self._running(container_id):
+            with self._container_lock:
+                if self._container_id == container_id:
+                    self._container_id = None  # the next block starts a new one
+            note = ("the container stopped while the block ran (killed from outside, or its init died); "
+                    "a new container starts with the next block")
+            result.error = ErrorInfo("ContainerDied", note)
+            result.output += note + ".\n"
+        return result
+
+    def _running(self, container_id: str) -> bool:
+        try:
+            return bool(self._client.api.inspect_container(container_id)["State"]["Running"])
+        except Exception:  # noqa: BLE001 - gone is not running
+            return False
+
+
+def _explain_start(exc: Any, runtime: str | None) -> str:
+    text = str(exc.explanation or exc)
+    if runtime and "runtime" in text.lower():
+        return (f"the engine has no runtime {runtime!r} ({text}): register it in the daemon's "
+                "configuration (scripts/docker-engine.sh registers runsc), or leave runtime unset")
+    return f"the container could not be started: {text}"
