@@ -1,5 +1,5 @@
 # Shortcuts; dev.sh does the work (and needs nothing but bash on a fresh machine).
-.PHONY: run test bench setup
+.PHONY: run test bench setup docker
 run:
 	./dev.sh run
 test:
@@ -8,3 +8,5 @@ bench:
 	./dev.sh bench
 setup:
 	./dev.sh setup
+docker:
+	./dev.sh docker

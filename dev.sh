@@ -4,6 +4,7 @@
 #   ./dev.sh run     run the example model reply on the default backend
 #   ./dev.sh test    the whole test suite (extra arguments go to pytest)
 #   ./dev.sh bench   the benchmarks, side by side with the peers
+#   ./dev.sh docker  start the Docker engine and build the images
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -39,6 +40,21 @@ setup_venv() {
     touch "$stamp"
 }
 
+setup_docker() {
+    # The engine (installed and started when missing), then the images the
+    # tests and benchmarks use; each is built once (content-addressed tags).
+    scripts/docker-engine.sh
+    local images=(
+        ""                               # the base: Debian + Python
+        "--package matplotlib"           # DockerPython(pip_packages=["matplotlib"])
+        "--jupyter --package matplotlib" # DockerJupyterServer(packages=["matplotlib"])
+    )
+    for args in "${images[@]}"; do
+        # shellcheck disable=SC2086
+        .venv/bin/execbox images build $args >/dev/null
+    done
+}
+
 job=${1:-}
 shift || true
 case "$job" in
@@ -46,13 +62,15 @@ case "$job" in
         install_system_packages; setup_venv
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
-        install_system_packages; setup_venv
+        install_system_packages; setup_venv; setup_docker
         exec .venv/bin/python -m pytest "$@" ;;
     bench)
-        install_system_packages; setup_venv
+        install_system_packages; setup_venv; setup_docker
         exec .venv/bin/python benchmarks/run.py "$@" ;;
     setup)
         install_system_packages; setup_venv ;;
+    docker)
+        install_system_packages; setup_venv; setup_docker ;;
     *)
-        say "usage: ./dev.sh run|test|bench|setup"; exit 2 ;;
+        say "usage: ./dev.sh run|test|bench|setup|docker"; exit 2 ;;
 esac

@@ -1,11 +1,13 @@
 """Benchmarks: execbox beside its peers, in one run, on this machine.
 
 Sets up ``.bench-venv`` (execbox plus the peers at pinned versions: AG2's and
-AutoGen's local command-line executors, llm-sandbox's bubblewrap backend) and
-measures each subject in its own process. Prints a markdown table and the warm
-pool's targets (met or not); writes JSON to benchmarks/results/.
+AutoGen's local command-line executors, AG2's Jupyter and Docker executors,
+llm-sandbox's bubblewrap backend) and measures each subject in its own
+process. Prints markdown tables (one-shot blocks, Jupyter, Docker) with their
+targets (met or not); writes JSON to benchmarks/results/.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
+                                [--only all|blocks|jupyter|docker]
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".bench-venv"
-PEERS = ["ag2[jupyter-executor]==0.13.4", "autogen-ext[jupyter-executor,docker]==0.7.5", "llm-sandbox==0.3.46",
-         "numpy"]
-EXECBOX_EXTRAS = "[gateway]"  # the Jupyter subjects need the kernel gateway
+PEERS = ["ag2[jupyter-executor,docker]==0.13.4", "autogen-ext[jupyter-executor,docker]==0.7.5",
+         "llm-sandbox==0.3.46", "numpy"]
+EXECBOX_EXTRAS = "[gateway,docker]"  # the Jupyter subjects need the kernel gateway, Docker ones the SDK
 RESULTS = ROOT / "benchmarks" / "results"
 SUBJECT_TIMEOUT_S = 1800
 
@@ -183,8 +185,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
-    parser.add_argument("--only", choices=["all", "blocks", "jupyter"], default="all",
-                        help="the one-shot executors' table, the Jupyter table, or both")
+    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker"], default="all",
+                        help="the one-shot executors' table, the Jupyter table, the Docker table, or all")
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
@@ -197,6 +199,10 @@ def main() -> None:
     if args.only in ("all", "jupyter"):
         import jupyter_table
         jupyter = jupyter_table.run(python, args.iterations)
+    docker: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "docker"):
+        import docker_table
+        docker = docker_table.run(python, quick=args.quick)
     for subject in (SUBJECTS if args.only in ("all", "blocks") else []):
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -212,12 +218,16 @@ def main() -> None:
     if jupyter[2]:
         print(jupyter[2])
         print(render_targets(jupyter[1]))
+    if docker[2]:
+        print(("\n" if jupyter[2] or reports else "") + docker[2])
+        print(render_targets(docker[1]))
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
         "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
+        "docker_reports": docker[0], "docker_targets": docker[1],
     }
     (RESULTS / "latest.json").write_text(json.dumps(out, indent=2))
     print(f"\nJSON written to {(RESULTS / 'latest.json').relative_to(ROOT)}", file=sys.stderr)

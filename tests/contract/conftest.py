@@ -63,8 +63,18 @@ def _docker(workspace: Workspace, limits: Limits) -> Executor:
     return DockerExecutor(workspace=workspace, limits=limits)
 
 
+def _docker_gvisor(workspace: Workspace, limits: Limits) -> Executor:
+    require_docker()
+    from execbox._docker_engine import docker_client
+
+    require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
+            "scripts/docker-engine.sh registers runsc with the engine")
+    return DockerExecutor(workspace=workspace, limits=limits, runtime="runsc")
+
+
 BACKENDS: dict[str, Factory] = {
-    "docker": _docker,
+    "docker": _docker,  # runc
+    "docker-gvisor": _docker_gvisor,
     "local": _local,
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,

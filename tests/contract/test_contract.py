@@ -226,11 +226,19 @@ def test_async_run_matches_sync(executor):
     block = py("import sys\nprint('x')\nprint('y', file=sys.stderr)\nsys.exit(2)")
     sync = executor.run(block)
     asynchronous = asyncio.run(executor.arun(block))
-    for field in ("exit_code", "output", "stdout", "stderr", "error", "timed_out", "files"):
+    for field in ("exit_code", "stdout", "stderr", "error", "timed_out", "files"):
         assert getattr(sync, field) == getattr(asynchronous, field), field
+    if executor.name == "docker":
+        # the engine copies stdout and stderr in two goroutines: writes to the
+        # two streams microseconds apart can arrive in either order
+        assert sorted(sync.output.splitlines()) == sorted(asynchronous.output.splitlines())
+    else:
+        assert sync.output == asynchronous.output
 
 
 def test_async_cancel_kills_the_block(executor):
+    if getattr(executor, "runtime", None) == "runsc":
+        pytest.skip("gVisor's processes are not visible from the host; the same path is checked under runc")
     marker = f"execbox-cancel-{uuid.uuid4().hex}"
     code = ("import os, sys, time\nopen('up', 'w').write('1')\n"
             f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])")

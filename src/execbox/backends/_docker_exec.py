@@ -11,22 +11,22 @@ timeout or a cancellation the same killer runs in an exec of its own; if
 even that cannot start (a fork bomb has used up the pids limit), the
 container itself is killed.
 
-The engine multiplexes stdout and stderr on one socket; a pump thread
-splits it into two pipes so that the shared ``watch`` loop (deadline,
-cancellation, bounded capture) does the rest.
+The engine multiplexes stdout and stderr on one socket, in order; it is
+read on the calling thread, so the interleaving survives.
 """
 
 from __future__ import annotations
 
-import os
+import codecs
+import selectors
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, watch
+from .._output import Capture
+from .._process import DRAIN_GRACE_S, TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 
 __all__ = ["KILLER", "ContainerGone", "memory_kills", "run_exec"]
 
@@ -114,16 +114,17 @@ def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[s
     except docker.errors.NotFound as exc:
         raise ContainerGone(str(exc.explanation or exc)) from None
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:  # "container ... is not running"
-            raise ContainerGone(str(exc.explanation or exc)) from None
+        text = str(exc.explanation or exc)
+        if exc.status_code == 409 or "is not running" in text or "No such container" in text:
+            raise ContainerGone(text) from None
         raise
-    stream = _Stream(sock, lambda: _kill_block(client, container_id, token, kill_container))
+    raw = getattr(sock, "_sock", sock)
     try:
-        capture, timed_out, cancelled = watch(
-            stream.out_r, stream.err_r, stream, deadline=started + timeout_s, output_limit=output_limit,
-            cancel=cancel, on_output=on_output)
+        capture, timed_out, cancelled = _read_frames(
+            raw, deadline=started + timeout_s, output_limit=output_limit, cancel=cancel, on_output=on_output,
+            kill=lambda: _kill_block(client, container_id, token, kill_container))
     finally:
-        stream.close()
+        raw.close()
     try:
         code = client.api.exec_inspect(exec_id).get("ExitCode")
     except docker.errors.APIError:
@@ -163,63 +164,53 @@ def _kill_block(client: Any, container_id: str, token: str, kill_container: Call
     kill_container()  # the killer could not run: no pid left for it, or no python3
 
 
-class _Stream:
-    """A pump thread splitting the engine's multiplexed stream into two
-    pipes, plus the ``Watched`` side for ``watch``."""
-
-    def __init__(self, sock: Any, kill: Callable[[], None]) -> None:
-        self._sock = getattr(sock, "_sock", sock)
-        self._kill = kill
-        self.out_r, self._out_w = os.pipe()
-        self.err_r, self._err_w = os.pipe()
-        self._end_r, self._end_w = os.pipe()
-        self.exit_fd: int | None = self._end_r
-        self._ended = False
-        self._killed = False
-        self._thread = threading.Thread(target=self._pump, name="execbox-docker-exec", daemon=True)
-        self._thread.start()
-
-    def exited(self) -> bool:
-        return True  # exit_fd is readable only once the stream has ended
-
-    def kill(self) -> None:
-        if self._ended or self._killed:
-            return  # ended on its own: the wrapper has already cleaned up
-        self._killed = True
-        self._kill()
-
-    def _pump(self) -> None:
-        targets = {1: self._out_w, 2: self._err_w}
-        buffer = b""
-        try:
-            while True:
-                data = self._sock.recv(1 << 16)
-                if not data:
+def _read_frames(sock: socket.socket, *, deadline: float, output_limit: int, cancel: Cancellation | None,
+                 on_output: OutputCallback | None, kill: Callable[[], None]) -> tuple[Capture, bool, bool]:
+    """Read the engine's multiplexed stream (8-byte header: stream, size)
+    in arrival order until it ends; on the deadline or a cancellation, run
+    ``kill`` once and read what is left for up to DRAIN_GRACE_S."""
+    capture = Capture(output_limit)
+    decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
+    timed_out = cancelled = False
+    limit = deadline
+    buffer = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ, "stream")
+        if cancel is not None:
+            sel.register(cancel.fileno, selectors.EVENT_READ, "cancel")
+        while True:
+            if cancel is not None and cancel.is_set() and not cancelled and not timed_out:
+                events = [(None, "cancel")]
+            else:
+                wait = limit - time.monotonic()
+                events = [(key, key.data) for key, _ in sel.select(max(wait, 0))] if wait > 0 else []
+            if not events:  # the deadline, or the drain after a kill, ran out
+                if timed_out or cancelled:
+                    break  # something we could not kill holds the stream
+                timed_out = True
+                kill()
+                limit = time.monotonic() + DRAIN_GRACE_S
+                continue
+            if any(what == "cancel" for _, what in events) and not (cancelled or timed_out):
+                cancelled = True
+                sel.unregister(cancel.fileno)  # type: ignore[union-attr]
+                kill()
+                limit = time.monotonic() + DRAIN_GRACE_S
+            if not any(what == "stream" for _, what in events):
+                continue
+            data = sock.recv(1 << 16)
+            if not data:
+                break
+            buffer += data
+            while len(buffer) >= _HEADER.size:
+                kind, size = _HEADER.unpack_from(buffer)
+                if len(buffer) < _HEADER.size + size:
                     break
-                buffer += data
-                while len(buffer) >= _HEADER.size:
-                    kind, size = _HEADER.unpack_from(buffer)
-                    if len(buffer) < _HEADER.size + size:
-                        break
-                    payload = buffer[_HEADER.size:_HEADER.size + size]
-                    buffer = buffer[_HEADER.size + size:]
-                    fd = targets.get(kind, self._err_w)
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(fd, view):]
-        except OSError:
-            pass
-        finally:
-            self._ended = True
-            for fd in (self._out_w, self._err_w, self._end_w):
-                os.close(fd)
-
-    def close(self) -> None:
-        for step in (lambda: self._sock.shutdown(socket.SHUT_RDWR), self._sock.close):
-            try:
-                step()  # shutdown wakes a recv blocked in the pump
-            except OSError:
-                pass
-        for fd in (self.out_r, self.err_r, self._end_r):
-            os.close(fd)  # a pump blocked on a full pipe gets EPIPE
-        self._thread.join(timeout=5)
+                payload, buffer = buffer[_HEADER.size:_HEADER.size + size], buffer[_HEADER.size + size:]
+                name = "stdout" if kind == 1 else "stderr"
+                capture.feed(name, payload)
+                if on_output is not None:
+                    text = decoders[name].decode(payload)
+                    if text:
+                        on_output(name, text)
+    return capture, timed_out, cancelled

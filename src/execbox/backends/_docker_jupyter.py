@@ -164,7 +164,10 @@ class DockerJupyterServer:
         end = time.monotonic() + START_TIMEOUT_S
         last = ""
         while time.monotonic() < end:
-            self._container.reload()
+            try:
+                self._container.reload()
+            except Exception:  # noqa: BLE001 - removed once it exited (auto_remove)
+                break
             if self._container.status not in ("created", "running"):
                 break
             try:
@@ -180,6 +183,8 @@ class DockerJupyterServer:
             f"image meet DockerJupyterServer's contract (kernel gateway on port {PORT}, TOKEN)? Its log:\n{logs}")
 
     def _logs(self) -> str:
+        if self._container is None:
+            return "(no log)"
         try:
             return self._container.logs(tail=20).decode("utf-8", "replace").strip()
         except Exception:  # noqa: BLE001 - the container may be gone
@@ -193,7 +198,7 @@ class DockerJupyterServer:
             return
         try:
             container.kill()
-            container.wait(condition="not-running", timeout=30)
+            container.wait(condition="removed" if self.auto_remove else "not-running", timeout=30)
         except Exception:  # noqa: BLE001 - gone already is fine
             pass
         if network is not None:

@@ -259,10 +259,15 @@ class DockerExecutor(Executor):
         return result
 
     def _running(self, container_id: str) -> bool:
+        """False once the container stops; a container being killed still
+        shows as running for a moment, so wait a little for it to stop."""
         try:
-            return bool(self._client.api.inspect_container(container_id)["State"]["Running"])
-        except Exception:  # noqa: BLE001 - gone is not running
-            return False
+            self._client.api.wait(container_id, timeout=0.5, condition="not-running")
+        except Exception as exc:  # noqa: BLE001 - a read timeout: it still runs
+            import docker  # type: ignore[import-untyped]
+
+            return not isinstance(exc, docker.errors.NotFound)
+        return False
 
 
 def _explain_start(exc: Any, runtime: str | None) -> str:

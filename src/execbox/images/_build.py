@@ -159,7 +159,8 @@ def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: Ima
             if "error" in chunk:
                 detail = "\n".join(tail[-10:] + [str(chunk["error"]).strip()])
                 hint = ""
-                if "pull access denied" in detail or "not found" in detail or "manifest unknown" in detail:
+                steps = [line for line in tail if line.startswith("Step ")]
+                if steps and " : FROM " in steps[-1]:
                     hint = (" (no registry may be reachable: build FROM execbox/base:latest or another "
                             "local image; `execbox images list` shows them)")
                 raise EnvironmentSetupError(f"docker build of {tag} failed{hint}:\n{detail}")
