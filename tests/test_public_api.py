@@ -4,7 +4,7 @@ import execbox
 
 EXPECTED = {
     "LANGUAGES", "BackendUnavailableError", "BlockResult", "Capabilities", "CodeBlock",
-    "ConfigurationError", "Display", "Environment", "EnvironmentSetupError", "ErrorInfo",
+    "ConfigurationError", "Display", "DockerExecutor", "DockerJupyterServer", "DockerPython", "Environment", "EnvironmentSetupError", "ErrorInfo",
     "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
     "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
     "UnenforcedLimitWarning", "Venv", "Workspace", "WorkspaceError", "__version__",
@@ -33,8 +33,16 @@ def test_errors_form_one_tree():
 def test_backends_register_through_entry_points():
     assert "local" in execbox.backend_names()
     assert execbox.get_backend("local") is execbox.LocalExecutor
+    assert execbox.get_backend("docker") is execbox.DockerExecutor
     ex = execbox.default_executor()
     try:
         assert isinstance(ex, execbox.SandboxExecutor)
     finally:
         ex.close()
+
+
+def test_images_module_api():
+    import execbox.images
+
+    assert set(execbox.images.__all__) == {"BASE_ALIAS", "ImageInfo", "ImageSpec", "base_tag", "build_image",
+                                           "list_images"}
