@@ -2,9 +2,13 @@
 
 ``MODES`` maps a mode name to a factory ``(workspace, limits) -> Executor``;
 every test runs once per mode. A new mode (the warm pool) joins by adding one
-entry. ``hostile`` yields a started executor of the mode under test;
-``run_then_healthy`` runs an attack, then proves the same executor still runs
-ordinary code.
+entry, and one in ``REQUIRES`` naming what it needs on this machine. A test
+that does not apply to a mode skips it with ``not_for`` and the reason; one
+whose intent holds with another detail (a container has its own /etc/passwd)
+says so where it checks ``mode``. ``hostile`` yields a started executor of
+the mode under test (``TIMING_OUT``'s shorter timeout for a test marked
+``ends_by_timeout``); ``run_then_healthy`` runs an attack, then proves the
+same executor still runs ordinary code.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from execbox import CodeBlock, ExecutionResult, Executor, JupyterExecutor, Limits, SandboxExecutor, Workspace
+from execbox import (CodeBlock, DockerExecutor, ExecutionResult, Executor, JupyterExecutor, Limits, SandboxExecutor,
+                     Workspace)
 from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require
+from tests.conftest import require, require_docker
 
 Factory = Callable[[Workspace, Limits], Executor]
 
@@ -26,19 +31,97 @@ MODES: dict[str, Factory] = {
     "oneshot": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, pool=False),
     # the jailed Jupyter kernel: one kernel lives through every block
     "jupyter": lambda ws, limits: JupyterExecutor(workspace=ws, limits=limits, kernel="sandbox"),
+    # a hardened container (runc) kept running, a docker exec per block
+    "docker": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits),
+    # the same under gVisor: its processes live in the sandbox's own kernel
+    "docker-gvisor": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits, runtime="runsc"),
+}
+DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
+
+
+def _require_bubblewrap() -> None:
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+
+
+def _require_gvisor() -> None:
+    require_docker()
+    from execbox._docker_engine import docker_client
+
+    require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
+            "scripts/docker-engine.sh registers runsc with the engine")
+
+
+REQUIRES: dict[str, Callable[[], None]] = {
+    "pool": _require_bubblewrap,
+    "oneshot": _require_bubblewrap,
+    "jupyter": _require_bubblewrap,
+    "docker": require_docker,
+    "docker-gvisor": _require_gvisor,
 }
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=64)
+# For the attacks that end by the timeout: the same limits, a shorter wait.
+TIMING_OUT = LIMITS.replace(timeout_s=4)
+
+# The modules gVisor runs (within the battery's time budget): the attacks on
+# host files, the network and the kernel's surface; those on processes and
+# resources run under runc (mode docker).
+GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel"})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ends_by_timeout: the attack ends by the timeout, which is shorter "
+                                       "(TIMING_OUT in tests/security/conftest.py)")
+    config.addinivalue_line("markers", "premise: checks what every attack of the battery relies on "
+                                       "(runs even when the premise fails)")
+
+
+# mode -> None when its executor runs ordinary blocks one after another under
+# the battery's limits, else what went wrong (checked once per session)
+_premise: dict[str, str | None] = {}
+
+
+def premise_problem(mode: str, tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    """Why an executor of ``mode`` cannot run three ordinary blocks in a row
+    under the battery's limits (None: it can)."""
+    if mode not in _premise:
+        with MODES[mode](Workspace(tmp_path_factory.mktemp(f"premise-{mode}")), TIMING_OUT) as executor:
+            outputs = [executor.run(CodeBlock("python", "print(6*7)")).output for _ in range(3)]
+        bad = [(n, out) for n, out in enumerate(outputs, 1) if out != "42\n"]
+        _premise[mode] = f"block {bad[0][0]} of 3 printed {bad[0][1][:160]!r}" if bad else None
+    return _premise[mode]
 
 
 @pytest.fixture(params=sorted(MODES))
-def make_hostile(request, tmp_path):
-    """Build and start executors of the mode under test; closed afterwards."""
-    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+def mode(request) -> str:
+    """The name of the mode under test."""
+    return request.param
+
+
+def not_for(mode: str, modes: str | set[str] | frozenset[str], reason: str) -> None:
+    """Skip the test in ``modes`` (a name or a set of names): it does not apply there, for ``reason``."""
+    if mode in ({modes} if isinstance(modes, str) else modes):
+        pytest.skip(f"not for {mode}: {reason}")
+
+
+@pytest.fixture
+def make_hostile(request, mode, tmp_path, tmp_path_factory):
+    """Build and start executors of the mode under test; closed afterwards.
+    When the mode fails the premise (test_executor.py says how), its attacks
+    are skipped: each would fail the same way, slowly."""
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    if mode == "docker-gvisor" and module not in GVISOR_MODULES:
+        pytest.skip(f"docker-gvisor runs {', '.join(sorted(GVISOR_MODULES))} (time budget); "
+                    "these attacks run under runc (mode docker)")
+    REQUIRES[mode]()
+    if not request.node.get_closest_marker("premise"):
+        problem = premise_problem(mode, tmp_path_factory)
+        if problem:
+            pytest.skip(f"{mode} fails the premise (see test_executor.py): {problem}")
     made: list[Executor] = []
 
     def make(limits: Limits = LIMITS) -> Executor:
-        executor = MODES[request.param](Workspace(tmp_path / "ws"), limits)
+        executor = MODES[mode](Workspace(tmp_path / "ws"), limits)
         made.append(executor)
         executor.start()
         return executor
@@ -49,8 +132,10 @@ def make_hostile(request, tmp_path):
 
 
 @pytest.fixture
-def hostile(make_hostile):
-    return make_hostile()
+def hostile(request, make_hostile):
+    """An executor of the mode under test; with ``TIMING_OUT`` for a test
+    marked ``ends_by_timeout``."""
+    return make_hostile(TIMING_OUT if request.node.get_closest_marker("ends_by_timeout") else LIMITS)
 
 
 @pytest.fixture

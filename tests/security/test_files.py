@@ -3,7 +3,9 @@ the host to follow."""
 
 from __future__ import annotations
 
+import ast
 import os
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, PathEscapeError, WorkspaceError
-from tests.security.conftest import run_then_healthy
+from tests.security.conftest import DOCKER_MODES, run_then_healthy
 
 HOME = os.path.expanduser("~")
 
@@ -41,11 +43,28 @@ UNREADABLE = [
 ]
 
 
+# A container has its own copy of these (the image's /etc/passwd, the
+# container's hostname file written by the engine): readable, but not the host's.
+CONTAINER_OWN = {"/etc/passwd", "/etc/hostname"}
+
+
 @pytest.mark.parametrize("path", [p for _, p in UNREADABLE], ids=[c for c, _ in UNREADABLE])
-def test_host_file_is_unreadable(hostile, secret, path):
+def test_host_file_is_unreadable(mode, hostile, secret, path):
     secret_path, token = secret
     host = _host_text(str(secret_path) if "{secret}" in path else path)
     path = path.replace("{secret}", str(secret_path))
+    if mode in DOCKER_MODES and path in CONTAINER_OWN:
+        code = f"import os\nst = os.stat({path!r})\nprint(st.st_dev, st.st_ino)\nprint(open({path!r}, 'rb').read())"
+        result = run_then_healthy(hostile, "python", code)
+        assert result.exit_code == 0, result.output
+        identity, content = result.stdout.split("\n", 1)
+        if os.path.exists(path):
+            here = os.stat(path)
+            assert identity != f"{here.st_dev} {here.st_ino}", f"the container sees the host's {path}"
+        seen = ast.literal_eval(content.strip()).decode(errors="replace")
+        assert socket.gethostname() not in seen.split(), f"{path} names the host"
+        assert token not in result.output
+        return
     result = run_then_healthy(hostile, "python", f"print(open({path!r}, 'rb').read())")
     assert result.exit_code != 0, result.output
     assert result.error is not None and result.error.name in (
@@ -56,12 +75,16 @@ def test_host_file_is_unreadable(hostile, secret, path):
             assert line not in result.output
 
 
-def test_home_lists_no_host_files(hostile):
+def test_home_lists_no_host_files(mode, hostile):
     # The interpreter may live under the home (pyenv): only its own directory may show.
     needed = {Path(os.path.realpath(p)).relative_to(HOME).parts[0]
               for p in (sys.prefix, sys.base_prefix) if os.path.realpath(p).startswith(HOME + "/")}
-    result = run_then_healthy(hostile, "python",
-                              f"import os\nprint(sorted(os.listdir({HOME!r})) if os.path.isdir({HOME!r}) else [])")
+    # A root host's home is /root, which an image has too (its own, mode 0700):
+    # listing it as nobody is refused, which shows nothing of the host's either.
+    refused = "PermissionError" if mode in DOCKER_MODES else "()"
+    code = (f"import os\ntry:\n    print(sorted(os.listdir({HOME!r})) if os.path.isdir({HOME!r}) else [])\n"
+            f"except {refused}:\n    print([])\n")
+    result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     seen = set(eval(result.output))
     assert seen <= needed, f"host home entries visible in the jail: {sorted(seen - needed)}"

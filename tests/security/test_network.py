@@ -177,3 +177,20 @@ def test_only_loopback_interface_exists(hostile):
     result = run_then_healthy(hostile, "python", "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))")
     assert result.exit_code == 0, result.output
     assert eval(result.output) == ["lo"]
+
+
+# The sockets of the container engine, the system bus and a database: root on
+# the host for the first ones, whatever they serve for the others.
+HOST_SOCKETS = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+                "/var/run/docker/containerd/containerd.sock", "/run/dbus/system_bus_socket",
+                "/var/run/postgresql/.s.PGSQL.5432"]
+
+
+def test_host_unix_sockets_are_unreachable(hostile):
+    code = (f"import socket\nfor path in {HOST_SOCKETS!r}:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n"
+            "        s.connect(path)\n        print('CONNECTED', path)\n    except OSError as exc:\n"
+            "        print('failed', path, exc.errno)\n    finally:\n        s.close()\n")
+    result = run_then_healthy(hostile, "python", code)
+    assert result.exit_code == 0, result.output
+    assert "CONNECTED" not in result.output
+    assert result.output.count("failed") == len(HOST_SOCKETS)

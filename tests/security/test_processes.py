@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import process_alive, wait_dead
 from tests.conftest import marked
-from tests.security.conftest import run_then_healthy
+from tests.security.conftest import DOCKER_MODES, run_then_healthy
 
 
 @pytest.fixture
@@ -46,16 +46,23 @@ def test_host_process_survives_kill_attempts(hostile, host_sleeper, how):
     assert process_alive(os.getpid())
 
 
-def test_host_processes_are_invisible_in_proc(hostile):
+# What a container runs besides the block: the engine's init, the keep-alive,
+# execbox's sh wrapper around the block (its script holds newlines) and killer.
+CONTAINER_OWN = ("/sbin/docker-init -- sleep infinity", "sleep infinity", "/bin/sh -c ", "python3 ")
+
+
+def test_host_processes_are_invisible_in_proc(mode, hostile):
     host_init = open("/proc/1/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
     code = ("import os\nfor p in sorted(os.listdir('/proc')):\n    if p.isdigit():\n"
-            "        print(p, open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n")
+            "        cmdline = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+            "        print(p, cmdline.replace(b'\\0', b' ').replace(b'\\n', b' ').decode())\n")
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     seen = [line.split(" ", 1)[1] if " " in line else "" for line in result.output.splitlines()]
     # only the jail's own: bwrap, and the interpreter (the pool's zygote and units, the block)
     python = getattr(hostile, "_python", None) or os.path.realpath(sys.executable)
-    assert all(c == "" or c.startswith(("/usr/bin/bwrap", python, sys.executable)) for c in seen), seen
+    own = CONTAINER_OWN if mode in DOCKER_MODES else ("/usr/bin/bwrap", python, sys.executable)
+    assert all(c == "" or c.startswith(own) for c in seen), seen
     assert str(os.getpid()) not in result.output.split()
     me = open(f"/proc/{os.getpid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
     assert me not in result.output
@@ -101,9 +108,22 @@ print("daemon started", flush=True)
 """
 
 
+def _assert_daemon_ended(executor, marker: str) -> None:
+    """The daemon DAEMON started is dead: seen from the host (runc, bubblewrap)
+    and by its heartbeat in the workspace (also under gVisor, whose processes
+    the host does not see)."""
+    beat = executor.workspace.path / "beat.txt"
+    assert beat.exists()
+    assert wait_dead(marked(marker)) == []
+    size = beat.stat().st_size
+    time.sleep(0.5)
+    assert beat.stat().st_size == size, "a daemon still writes in the workspace"
+
+
 @pytest.mark.parametrize("second_fork", [False, True], ids=["setsid", "double-fork"])
 @pytest.mark.parametrize("env", ["inherited", "cleared"])
 @pytest.mark.parametrize("ending", ["exit", "timeout"])
+@pytest.mark.ends_by_timeout
 def test_daemons_do_not_outlive_the_block(hostile, second_fork, env, ending):
     marker = f"execbox-security-{uuid.uuid4().hex}"
     code = (DAEMON.replace("{marker}", marker)
@@ -114,12 +134,51 @@ def test_daemons_do_not_outlive_the_block(hostile, second_fork, env, ending):
     result = run_then_healthy(hostile, "python", code)
     assert "daemon started" in result.output
     assert result.timed_out == (ending == "timeout")
-    beat = hostile.workspace.path / "beat.txt"
-    assert beat.exists()
-    assert wait_dead(marked(marker)) == []
-    size = beat.stat().st_size
-    time.sleep(0.5)
-    assert beat.stat().st_size == size, "a daemon still writes in the workspace"
+    _assert_daemon_ended(hostile, marker)
+
+
+@pytest.mark.ends_by_timeout
+@pytest.mark.parametrize("ending", ["exit", "timeout"])
+def test_a_daemon_with_a_forged_run_token_does_not_outlive_the_block(hostile, ending):
+    # the token of a block that does not run: clean-up must not take it for another block's process
+    marker = f"execbox-security-{uuid.uuid4().hex}"
+    code = (DAEMON.replace("{marker}", marker).replace("{second_fork}", "if os.fork() != 0: os._exit(0)")
+            .replace("{env}", "{'EXECBOX_RUN_TOKEN': '0' * 24}")
+            .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+    result = run_then_healthy(hostile, "python", code)
+    assert "daemon started" in result.output, result.output
+    assert result.timed_out == (ending == "timeout")
+    _assert_daemon_ended(hostile, marker)
+
+
+# Planted for whatever Python execbox itself runs near the block to clean up
+# after it: modules in the workspace (the working directory, first on the path
+# of `python -c`) and a .pth in the user site (HOME is writable), each ending
+# the process that loads it at once. The daemon imports none of them.
+PLANT = r"""
+import os, site
+for name in ("signal", "subprocess", "json", "struct", "threading", "select", "selectors", "shutil", "psutil"):
+    open(name + ".py", "w").write("import os\nos._exit(0)\n")
+try:
+    os.makedirs(site.getusersitepackages(), exist_ok=True)
+    with open(os.path.join(site.getusersitepackages(), "execbox-test.pth"), "w") as pth:
+        pth.write("import sys; sys.argv[:1] == ['-c'] and {marker!r} not in sys.argv and __import__('os')._exit(0)\n")
+except OSError:
+    pass
+"""
+
+
+@pytest.mark.ends_by_timeout
+@pytest.mark.parametrize("ending", ["exit", "timeout"])
+def test_planted_modules_do_not_keep_daemons_alive(hostile, ending):
+    marker = f"execbox-security-{uuid.uuid4().hex}"
+    code = PLANT.replace("{marker!r}", repr(marker)) + (
+        DAEMON.replace("{marker}", marker).replace("{second_fork}", "pass").replace("{env}", "{}")
+        .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+    result = run_then_healthy(hostile, "python", code)
+    assert "daemon started" in result.output, result.output
+    assert result.timed_out == (ending == "timeout")
+    _assert_daemon_ended(hostile, marker)
 
 
 @pytest.mark.parametrize("code", [
@@ -143,12 +202,14 @@ def test_closing_stdout_and_stderr_early(hostile):
     assert (hostile.workspace.path / "done.txt").exists()
 
 
+@pytest.mark.ends_by_timeout
 def test_closed_pipes_and_endless_loop_still_time_out(hostile):
     result = run_then_healthy(hostile, "python", "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n")
     assert result.timed_out
     assert result.exit_code == 124
 
 
+@pytest.mark.ends_by_timeout
 def test_stopping_itself_ends_by_timeout(hostile):
     result = run_then_healthy(hostile, "python", "import os, signal\nprint('stopping', flush=True)\n"
                                                   "os.kill(os.getpid(), signal.SIGSTOP)\nprint('resumed')")
@@ -157,6 +218,7 @@ def test_stopping_itself_ends_by_timeout(hostile):
     assert result.timed_out and result.exit_code == 124
 
 
+@pytest.mark.ends_by_timeout
 def test_signal_storm_inside_the_jail(hostile, host_sleeper):
     code = ("import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):\n"
             "    for target in (1, -1, 0):\n        try:\n            os.kill(target, sig)\n"

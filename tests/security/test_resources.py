@@ -45,6 +45,7 @@ BOMBS = {
 
 
 @pytest.mark.parametrize("bomb", list(BOMBS))
+@pytest.mark.ends_by_timeout
 def test_fork_bomb_ends_and_leaves_nothing(hostile, bomb):
     language, code = BOMBS[bomb]
     marker = f"execbox-security-{uuid.uuid4().hex}"
@@ -55,7 +56,7 @@ def test_fork_bomb_ends_and_leaves_nothing(hostile, bomb):
         result = run_then_healthy(hostile, language, code)
     if language == "python":  # the shell bomb's first shell returns at once (exit 0), its forks go on
         assert result.timed_out or result.exit_code != 0
-    assert result.duration_s < LIMITS.timeout_s + 10
+    assert result.duration_s < hostile.limits.timeout_s + 10
     assert wait_dead(marked(marker), timeout=10) == []
 
 
@@ -127,11 +128,13 @@ def test_a_gigabyte_of_output_is_cut_and_costs_the_host_little(hostile):
 
 
 @pytest.mark.parametrize("code", [
-    "while True:\n    pass\n",
-    "import threading\ndef spin():\n    while True:\n        pass\n"
-    "for _ in range(16):\n    threading.Thread(target=spin).start()\n",
-    "import os\nfor _ in range(4):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n",
-], ids=["loop", "threads", "processes"])
+    pytest.param("while True:\n    pass\n", id="loop", marks=pytest.mark.ends_by_timeout),
+    # the full timeout: a kernel's cell returns at once, and the next one runs beside 16 spinning threads
+    pytest.param("import threading\ndef spin():\n    while True:\n        pass\n"
+                 "for _ in range(16):\n    threading.Thread(target=spin).start()\n", id="threads"),
+    pytest.param("import os\nfor _ in range(4):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n",
+                 id="processes", marks=pytest.mark.ends_by_timeout),
+])
 def test_spinners_time_out(hostile, code):
     result = run_then_healthy(hostile, "python", code)
     if hostile.capabilities.stateful and "threading" in code:
@@ -143,7 +146,7 @@ def test_spinners_time_out(hostile, code):
         return
     assert result.timed_out
     assert result.exit_code == 124
-    assert result.duration_s < LIMITS.timeout_s + 5
+    assert result.duration_s < hostile.limits.timeout_s + 5
 
 
 def test_fd_exhaustion_stays_inside(hostile):

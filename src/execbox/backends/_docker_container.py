@@ -69,6 +69,7 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
         "mem_limit": f"{memory_mb}m",
         "memswap_limit": f"{memory_mb}m",  # no swap on top
         "pids_limit": max_processes + OVERHEAD_PROCESSES,
+        "cgroupns": "private",  # the block does not see the host's cgroup tree
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size_mb}m,mode=1777"},
         "cap_drop": ["ALL"],
@@ -83,6 +84,13 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
         settings["nano_cpus"] = int(limits.cpus * 1e9)
     if runtime:
         settings["runtime"] = runtime
+    if runtime == "runsc":
+        # gVisor's own threads count against the host pids limit (~55 idle,
+        # ~430 with 60 processes inside): a tight one crashes the sandbox.
+        # The block's processes are counted by gVisor's kernel instead.
+        settings["pids_limit"] = 8 * max_processes + 512
+        settings["ulimits"].append(Ulimit(name="nproc", soft=max_processes + OVERHEAD_PROCESSES,
+                                          hard=max_processes + OVERHEAD_PROCESSES))
     if device_requests:
         settings["device_requests"] = list(device_requests)
     if name:
@@ -134,12 +142,12 @@ def normalize_volumes(volumes: Mapping[str, Any] | Iterable[str] | None) -> dict
 
 def hand_over(root: str, paths: Iterable[str] = ()) -> None:
     """When blocks run as nobody (the host user is root), give nobody the
-    workspace folder, or the given paths in it and the folders leading to
+    workspace folder and the given paths in it with the folders leading to
     them, so that blocks can write where execbox wrote."""
     if os.getuid() != 0:
         return
     uid, gid = (int(part) for part in NOBODY.split(":"))
-    targets = [root] if not paths else []
+    targets = [root]
     for relative in paths:
         parts = relative.split(os.sep)
         targets += [os.path.join(root, *parts[: i + 1]) for i in range(len(parts))]

@@ -28,26 +28,45 @@ from typing import Any
 from .._output import Capture
 from .._process import DRAIN_GRACE_S, TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 
-__all__ = ["KILLER", "ContainerGone", "memory_kills", "run_exec"]
+__all__ = ["KILLER", "ContainerGone", "kill_leftovers", "memory_kills", "run_exec"]
 
-# Runs "$@", then, if anything besides init, the keep-alive and itself is
+# Runs "$@"; then, if anything besides init, the keep-alive and itself is
 # left in the container, the killer (which spares the wrapper, its parent,
-# so that the block's exit status survives).
+# so that the block's exit status survives; a fork it cannot make at once,
+# after a fork bomb, is tried again). When no other block runs, /tmp and
+# /dev/shm are emptied, so nothing of a block but the workspace is kept.
+# python3 -I: the killer must not import what a block planted.
 WRAPPER = r"""
 "$@"
 rc=$?
 set -- /proc/[0-9]*
 if [ $# -gt 3 ]; then
-    python3 -c "$EXECBOX_KILLER" "$EXECBOX_RUN_TOKEN" 2>/dev/null
+    for try in 1 2 3 4 5; do
+        python3 -I -c "$EXECBOX_KILLER" "$EXECBOX_RUN_TOKEN" $EXECBOX_LIVE_TOKENS 2>/dev/null && break
+        sleep 0.2 2>/dev/null
+    done
+    set -- /proc/[0-9]*
+fi
+if [ $# -le 3 ]; then
+    for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/*; do
+        if [ -e "$f" ] || [ -L "$f" ]; then
+            rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null
+            break
+        fi
+    done
 fi
 exit $rc
 """
 
-# argv: the block's token. Spares init, the keep-alive (init's oldest
-# child), itself and its parent; kills until nothing more is found.
+# argv: the block's token, then the tokens of the executor's other running
+# blocks. Kills what carries the block's token, orphans that carry no live
+# token (a forged one does not protect), and their descendants; spares
+# init, the keep-alive (init's oldest child), itself and its parent; kills
+# until nothing more is found.
 KILLER = r"""
 import os, signal, sys
 mark = b"EXECBOX_RUN_TOKEN=" + sys.argv[1].encode()
+live = {b"EXECBOX_RUN_TOKEN=" + t.encode() for t in sys.argv[2:]}
 for _ in range(100):
     parent, born, doomed = {}, {}, set()
     for name in os.listdir("/proc"):
@@ -67,7 +86,7 @@ for _ in range(100):
             env = None
         if env is not None and mark in env:
             doomed.add(pid)
-        elif parent[pid] == 1 and (env is None or not any(e.startswith(b"EXECBOX_RUN_TOKEN=") for e in env)):
+        elif parent[pid] == 1 and (env is None or not live.intersection(env)):
             doomed.add(pid)
     adopted = [pid for pid in parent if parent[pid] == 1]
     if adopted:
@@ -89,6 +108,7 @@ for _ in range(100):
 """
 
 _HEADER = struct.Struct(">BxxxL")
+KILL_TIMEOUT_S = 5.0
 
 
 class ContainerGone(Exception):
@@ -97,16 +117,31 @@ class ContainerGone(Exception):
 
 def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[str, str], workdir: str,
              timeout_s: float, output_limit: int, cancel: Cancellation | None,
-             on_output: OutputCallback | None, kill_container: Callable[[], None]
+             on_output: OutputCallback | None, kill_container: Callable[[], None], live_tokens: set[str]
              ) -> ProcessOutcome:
     """Run ``argv`` in the container; exit codes as ``run_process`` gives
-    them (124 on timeout). Raises ContainerGone if the container is not
-    running."""
+    them (124 on timeout). ``live_tokens``: the tokens of the executor's
+    running blocks (this one's is added while it runs). Raises
+    ContainerGone if the container is not running."""
     import docker  # type: ignore[import-untyped]
 
     token = new_token()
     started = time.monotonic()
-    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER}
+    others = sorted(live_tokens)
+    live_tokens.add(token)
+    try:
+        return _run(client, container_id, argv, env, workdir, timeout_s, output_limit, cancel, on_output,
+                    kill_container, token, others, started)
+    finally:
+        live_tokens.discard(token)
+
+
+def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str], workdir: str,
+         timeout_s: float, output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
+         kill_container: Callable[[], None], token: str, others: list[str], started: float) -> ProcessOutcome:
+    import docker  # type: ignore[import-untyped]
+
+    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER, "EXECBOX_LIVE_TOKENS": " ".join(others)}
     try:
         exec_id = client.api.exec_create(container_id, ["/bin/sh", "-c", WRAPPER, "execbox", *argv],
                                          environment=environment, workdir=workdir)["Id"]
@@ -122,7 +157,7 @@ def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[s
     try:
         capture, timed_out, cancelled = _read_frames(
             raw, deadline=started + timeout_s, output_limit=output_limit, cancel=cancel, on_output=on_output,
-            kill=lambda: _kill_block(client, container_id, token, kill_container))
+            kill=lambda: _kill_block(client, container_id, [token, *others], kill_container))
     finally:
         raw.close()
     try:
@@ -153,15 +188,31 @@ def memory_kills(client: Any, container_id: str) -> int | None:
     return None
 
 
-def _kill_block(client: Any, container_id: str, token: str, kill_container: Callable[[], None]) -> None:
+def kill_leftovers(client: Any, container_id: str, kill_container: Callable[[], None]) -> None:
+    """Kill every orphan in the container (none of the executor's blocks
+    runs): what a finished block's fork bomb left behind."""
+    _kill_block(client, container_id, [new_token()], kill_container)
+
+
+def _kill_block(client: Any, container_id: str, tokens: list[str], kill_container: Callable[[], None]) -> None:
+    """The in-container killer (``tokens``: the block's, then the live
+    ones), given KILL_TIMEOUT_S; when it cannot start (no pid left, no
+    python3), fails or hangs, the container is killed."""
     try:
-        out = client.api.exec_create(container_id, ["python3", "-c", KILLER, token])
-        client.api.exec_start(out["Id"])
-        if client.api.exec_inspect(out["Id"]).get("ExitCode") == 0:
+        exec_id = client.api.exec_create(container_id, ["python3", "-I", "-c", KILLER, *tokens], workdir="/")["Id"]
+        sock = client.api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        raw.settimeout(KILL_TIMEOUT_S)
+        try:
+            while raw.recv(1 << 16):
+                pass
+        finally:
+            raw.close()
+        if client.api.exec_inspect(exec_id).get("ExitCode") == 0:
             return
     except Exception:  # noqa: BLE001 - the fallback below covers every failure
         pass
-    kill_container()  # the killer could not run: no pid left for it, or no python3
+    kill_container()
 
 
 def _read_frames(sock: socket.socket, *, deadline: float, output_limit: int, cancel: Cancellation | None,

@@ -11,6 +11,7 @@ container is killed before the workspace is touched on ``close()``.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +28,7 @@ from ..environments._docker import DockerPython
 from ._base import Capabilities, Executor
 from ._docker_container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
-from ._docker_exec import ContainerGone, memory_kills, run_exec
+from ._docker_exec import ContainerGone, kill_leftovers, memory_kills, run_exec
 from ._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ._outcome import Outcome, outcome_to_result
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
@@ -36,7 +37,9 @@ __all__ = ["DockerExecutor"]
 
 # What a block's environment always has in the container.
 BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8",
-            "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
+            "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+            # /tmp is emptied after each block: matplotlib's font cache lives on
+            "MPLCONFIGDIR": f"{WORKDIR}/.execbox/matplotlib"}
 # image id -> programs found in it (one probe per image per process)
 _programs: dict[str, frozenset[str]] = {}
 _PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
@@ -118,6 +121,7 @@ class DockerExecutor(Executor):
         self._image: str | None = None
         self._oom_seen = 0
         self._container_lock = threading.Lock()
+        self._live_tokens: set[str] = set()  # of the blocks running now
 
     @property
     def container_id(self) -> str | None:
@@ -156,7 +160,8 @@ class DockerExecutor(Executor):
             device_requests=self.device_requests, auto_remove=self.auto_remove, name=self.container_name,
             keep=not self.stop_container)
         settings = merge_overrides(settings, self.container_create_kwargs)
-        hand_over(str(self.workspace.path))
+        os.makedirs(self.workspace.path / ".execbox" / "matplotlib", exist_ok=True)
+        hand_over(str(self.workspace.path), [os.path.join(".execbox", "matplotlib")])
         try:
             container = self._client.containers.run(**settings)
         except docker.errors.ImageNotFound:
@@ -216,17 +221,24 @@ class DockerExecutor(Executor):
                 self._start_container()
             container_id = self._container_id
         assert container_id is not None
-        try:
-            outcome = self._run(container_id, argv, cancel, on_output)
-        except ContainerGone as gone:
-            note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
-                    "Files in /tmp and running processes were lost; the workspace was kept.\n")
-            with self._container_lock:
-                if self._container_id == container_id:
-                    self._start_container()
-                container_id = self._container_id
-            assert container_id is not None
-            outcome = self._run(container_id, argv, cancel, on_output)
+        for attempt in (1, 2):
+            try:
+                outcome = self._run(container_id, argv, cancel, on_output)
+            except ContainerGone as gone:
+                if attempt == 2:
+                    raise BackendUnavailableError("docker", f"a new container stopped at once too: {gone}") from None
+                note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
+                        "Files in /tmp and running processes were lost; the workspace was kept.\n")
+                container_id = self._replace_container(container_id)
+                continue
+            if attempt == 1 and _could_not_fork(outcome):
+                # an earlier block's fork bomb outlived it and held every pid: it
+                # is killed, and this block runs as if nothing had happened
+                kill_leftovers(self._client, container_id, lambda: self._kill_container(container_id))
+                if not self._running(container_id):
+                    container_id = self._replace_container(container_id)
+                continue
+            break
         result = outcome_to_result(language.name, outcome, self.limits)
         if outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
             result = self._after_kill(language, outcome, result, container_id)
@@ -234,11 +246,18 @@ class DockerExecutor(Executor):
             result.output = note + result.output
         return result
 
+    def _replace_container(self, gone_id: str) -> str:
+        with self._container_lock:
+            if self._container_id in (gone_id, None):
+                self._start_container()
+            assert self._container_id is not None
+            return self._container_id
+
     def _run(self, container_id: str, argv: list[str], cancel: Cancellation,
              on_output: OutputCallback | None) -> Any:
         return run_exec(self._client, container_id, argv, env={}, workdir=WORKDIR,
                         timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
-                        cancel=cancel, on_output=on_output,
+                        cancel=cancel, on_output=on_output, live_tokens=self._live_tokens,
                         kill_container=lambda: self._kill_container(container_id))
 
     def _after_kill(self, language: Language, outcome: Any, result: Outcome, container_id: str) -> Outcome:
@@ -268,6 +287,12 @@ class DockerExecutor(Executor):
 
             return not isinstance(exc, docker.errors.NotFound)
         return False
+
+
+def _could_not_fork(outcome: Any) -> bool:
+    """The block's wrapper itself could not start the block."""
+    return outcome.exit_code == 2 and re.fullmatch(r"execbox: \d+: Cannot fork\n",
+                                                   outcome.capture.combined.text()) is not None
 
 
 def _explain_start(exc: Any, runtime: str | None) -> str:
