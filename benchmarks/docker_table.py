@@ -7,11 +7,10 @@ DockerCommandLineCodeExecutor and the raw Docker SDK on the same local image
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from _workers import measure_subjects
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 240
@@ -41,18 +40,7 @@ HOW = {
 def measure_all(python: Path, execs: int, starts: int, env: dict[str, str]) -> list[dict]:
     from docker_subjects import SUBJECTS  # noqa: PLC0415 - the worker's list, one place
 
-    reports = []
-    for subject in SUBJECTS:
-        print(f"measuring {subject} ...", file=sys.stderr)
-        try:
-            done = subprocess.run([str(python), str(HERE / "docker_subjects.py"), subject, str(execs), str(starts)],
-                                  capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            reports.append(json.loads(lines[-1]) if lines else
-                           {"subject": subject, "error": (done.stderr.strip().splitlines() or ["no report"])[-1]})
-        except subprocess.TimeoutExpired:
-            reports.append({"subject": subject, "error": f"did not finish within {TIMEOUT_S} s"})
-    return reports
+    return measure_subjects(python, HERE / "docker_subjects.py", SUBJECTS, [str(execs), str(starts)], env, TIMEOUT_S)
 
 
 def _fig(report: dict, key: str, field: str = "median_ms") -> str:

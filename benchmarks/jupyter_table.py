@@ -4,10 +4,10 @@ backend's targets."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
+
+from _workers import measure_subjects
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 300  # a peer that hangs (seen: AG2 gateway executor) is reported, not waited for
@@ -19,18 +19,7 @@ GATEWAY = "execbox jupyter (local gateway)"
 def measure_all(python: Path, iterations: int, env: dict[str, str]) -> list[dict]:
     from jupyter_subjects import SUBJECTS  # noqa: PLC0415 - the worker's list, one place
 
-    reports = []
-    for subject in SUBJECTS:
-        print(f"measuring {subject} ...", file=__import__("sys").stderr)
-        try:
-            done = subprocess.run([str(python), str(HERE / "jupyter_subjects.py"), subject, str(iterations)],
-                                  capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            reports.append(json.loads(lines[-1]) if lines else
-                           {"subject": subject, "error": (done.stderr.strip().splitlines() or ["no report"])[-1]})
-        except subprocess.TimeoutExpired:
-            reports.append({"subject": subject, "error": f"did not finish within {TIMEOUT_S} s"})
-    return reports
+    return measure_subjects(python, HERE / "jupyter_subjects.py", SUBJECTS, [str(iterations)], env, TIMEOUT_S)
 
 
 def _fig(report: dict, key: str, field: str = "median_ms") -> str:
