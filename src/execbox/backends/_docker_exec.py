@@ -123,8 +123,6 @@ def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[s
     them (124 on timeout). ``live_tokens``: the tokens of the executor's
     running blocks (this one's is added while it runs). Raises
     ContainerGone if the container is not running."""
-    import docker  # type: ignore[import-untyped]
-
     token = new_token()
     started = time.monotonic()
     others = sorted(live_tokens)
