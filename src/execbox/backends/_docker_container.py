@@ -22,6 +22,7 @@ from .._models import Limits
 __all__ = [
     "KEEPALIVE",
     "WORKDIR",
+    "confined",
     "container_settings",
     "container_user",
     "hand_over",
@@ -56,34 +57,21 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     """Keyword arguments for ``containers.create``: hardened by default."""
     from docker.types import Ulimit  # type: ignore[import-untyped]
 
-    settings: dict[str, Any] = {
-        "image": image,
-        "command": list(KEEPALIVE),
-        "init": True,  # the engine's init reaps orphans; the keep-alive is its first child
-        "detach": True,
+    settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + OVERHEAD_PROCESSES,
+                        cpus=limits.cpus, tmp_size_mb=tmp_size_mb, auto_remove=auto_remove, runtime=runtime,
+                        name=name, labels={LABEL_KEEP: "1"} if keep else {})
+    settings.update({
+        "command": list(KEEPALIVE),  # the engine's init reaps orphans; the keep-alive is its first child
         "working_dir": WORKDIR,
-        "user": user,
         "environment": dict(env),
         "volumes": {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes},
         "network_mode": "bridge" if limits.network else "none",
-        "mem_limit": f"{memory_mb}m",
         "memswap_limit": f"{memory_mb}m",  # no swap on top
-        "pids_limit": max_processes + OVERHEAD_PROCESSES,
         "cgroupns": "private",  # the block does not see the host's cgroup tree
-        "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size_mb}m,mode=1777"},
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
         "ulimits": [Ulimit(name="nofile", soft=open_files, hard=open_files),
                     Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024)],
-        "auto_remove": auto_remove,
-        "labels": {LABEL_OWNER: owner_label(), **({LABEL_KEEP: "1"} if keep else {})},
         "stop_signal": "SIGKILL",
-    }
-    if limits.cpus is not None:
-        settings["nano_cpus"] = int(limits.cpus * 1e9)
-    if runtime:
-        settings["runtime"] = runtime
+    })
     if runtime == "runsc":
         # gVisor's own threads count against the host pids limit (~55 idle,
         # ~430 with 60 processes inside): a tight one crashes the sandbox.
@@ -93,6 +81,34 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
                                           hard=max_processes + OVERHEAD_PROCESSES))
     if device_requests:
         settings["device_requests"] = list(device_requests)
+    return settings
+
+
+def confined(*, image: str, user: str, memory_mb: int, pids: int, cpus: float | None, tmp_size_mb: int,
+             auto_remove: bool, runtime: str | None, name: str | None,
+             labels: Mapping[str, str]) -> dict[str, Any]:
+    """The confinement every execbox container gets (an executor's, a
+    Jupyter server's): Docker's init, a non-root user, a read-only root with
+    a tmpfs /tmp, no capabilities, no-new-privileges, memory, pids and CPU
+    limits, and the owner label the orphan clean-up reads."""
+    settings: dict[str, Any] = {
+        "image": image,
+        "init": True,
+        "detach": True,
+        "user": user,
+        "mem_limit": f"{memory_mb}m",
+        "pids_limit": pids,
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_size_mb}m,mode=1777"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "auto_remove": auto_remove,
+        "labels": {LABEL_OWNER: owner_label(), **labels},
+    }
+    if cpus is not None:
+        settings["nano_cpus"] = int(cpus * 1e9)
+    if runtime:
+        settings["runtime"] = runtime
     if name:
         settings["name"] = name
     return settings

@@ -33,7 +33,7 @@ from .._docker_engine import docker_client, ensure_image, unreachable, engine_ad
 from .._errors import BackendUnavailableError, ExecboxError
 from .._models import Limits
 from ..images import ImageSpec, build_image
-from ._docker_container import NOBODY, owner_label, reap_orphans, track, LABEL_OWNER
+from ._docker_container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
 from ._gateway import JupyterConnectionInfo
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
@@ -119,15 +119,11 @@ class DockerJupyterServer:
             image = self.custom_image_name
         else:
             image = build_image(jupyter_spec(self.packages), progress=self._progress)
-        settings: dict[str, Any] = {
-            "image": image, "detach": True, "init": True, "user": NOBODY,
-            "environment": {**self.docker_env, "TOKEN": self.token},
-            "read_only": True, "tmpfs": {"/tmp": "rw,nosuid,nodev,size=256m,mode=1777"},
-            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
-            "mem_limit": f"{self.limits.memory_mb or default_memory_mb()}m",
-            "pids_limit": (self.limits.max_processes or DEFAULT_MAX_PROCESSES) + 64,
-            "auto_remove": self.auto_remove, "labels": {LABEL_OWNER: owner_label()},
-        }
+        settings = confined(image=image, user=NOBODY, memory_mb=self.limits.memory_mb or default_memory_mb(),
+                            pids=(self.limits.max_processes or DEFAULT_MAX_PROCESSES) + 64,
+                            cpus=self.limits.cpus, tmp_size_mb=256, auto_remove=self.auto_remove,
+                            runtime=self.runtime, name=self.container_name, labels={})
+        settings["environment"] = {**self.docker_env, "TOKEN": self.token}
         if self.limits.network:  # the default bridge, the port published on loopback only
             settings["ports"] = {f"{PORT}/tcp": ("127.0.0.1", None)}
         else:  # a network of its own with no way out; reached at its address
@@ -135,12 +131,6 @@ class DockerJupyterServer:
                 f"execbox-jupyter-{secrets.token_hex(6)}", driver="bridge", internal=True,
                 labels={LABEL_OWNER: owner_label()})
             settings["network"] = self._network.name
-        if self.limits.cpus is not None:
-            settings["nano_cpus"] = int(self.limits.cpus * 1e9)
-        if self.runtime:
-            settings["runtime"] = self.runtime
-        if self.container_name:
-            settings["name"] = self.container_name
         try:
             self._container = client.containers.run(**settings)
             self._container.reload()

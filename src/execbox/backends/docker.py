@@ -173,10 +173,11 @@ class DockerExecutor(Executor):
             raise unreachable(engine_address(), exc) from None
         self._container_id = container.id
         self._oom_seen = 0
-        if container.image.id not in _programs:
+        image_id = container.attrs["Image"]  # (container.image would ask the engine again)
+        if image_id not in _programs:
             out = container.exec_run(["/bin/sh", "-c", _PROBE])
-            _programs[container.image.id] = frozenset(out.output.decode().split())
-        _programs[self._image or ""] = _programs[container.image.id]
+            _programs[image_id] = frozenset(out.output.decode().split())
+        _programs[self._image or ""] = _programs[image_id]
 
     def _stop(self) -> None:
         container_id, self._container_id = self._container_id, None
