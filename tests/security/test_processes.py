@@ -211,8 +211,11 @@ def test_closed_pipes_and_endless_loop_still_time_out(hostile):
 
 @pytest.mark.ends_by_timeout
 def test_stopping_itself_ends_by_timeout(hostile):
-    result = run_then_healthy(hostile, "python", "import os, signal\nprint('stopping', flush=True)\n"
-                                                  "os.kill(os.getpid(), signal.SIGSTOP)\nprint('resumed')")
+    # A kernel's output leaves through threads of the stopped process (ipykernel's IOPub thread, ZeroMQ's
+    # I/O thread): the short pause lets "stopping" leave before the whole process stops, as a pipe would.
+    result = run_then_healthy(hostile, "python", "import os, signal, time\nprint('stopping', flush=True)\n"
+                                                  "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGSTOP)\n"
+                                                  "print('resumed')")
     assert "stopping" in result.output
     assert "resumed" not in result.output
     assert result.timed_out and result.exit_code == 124
