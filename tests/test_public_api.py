@@ -8,7 +8,7 @@ EXPECTED = {
     "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
     "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
     "UnenforcedLimitWarning", "Venv", "Workspace", "WorkspaceError", "__version__",
-    "backend_names", "canonical_language", "create_executor", "default_executor",
+    "backend_names", "canonical_language", "create_executor", "default_executor", "executor_from_config",
     "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
 }
 

@@ -18,6 +18,7 @@ from ._errors import (
     PathEscapeError,
     WorkspaceError,
 )
+from ._config import executor_from_config
 from ._extract import extract_code_blocks, extract_from_messages, infer_language
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
@@ -77,6 +78,7 @@ __all__ = [
     "canonical_language",
     "create_executor",
     "default_executor",
+    "executor_from_config",
     "extract_code_blocks",
     "extract_from_messages",
     "get_backend",

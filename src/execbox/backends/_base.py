@@ -55,6 +55,12 @@ class Executor(ABC):
 
     name: ClassVar[str] = "base"
 
+    def __new__(cls, *args: Any, **options: Any) -> Executor:
+        # The options it was made with, so that to_config() can save them.
+        self = super().__new__(cls)
+        self._init_options = dict(options)
+        return self
+
     def __init__(
         self,
         *,
@@ -93,6 +99,13 @@ class Executor(ABC):
                  on_output: OutputCallback | None) -> Outcome:
         """Run the code file at ``code_path`` (relative to the workspace, which
         is the working directory of the code)."""
+
+    def to_config(self) -> dict[str, Any]:
+        """This executor's backend and options as JSON-ready data;
+        ``execbox.executor_from_config`` makes a new executor from it."""
+        from .._config import executor_to_config
+
+        return executor_to_config(self)
 
     # -- lifecycle ------------------------------------------------------------
 
