@@ -11,6 +11,7 @@ calls::
      │    └── PathEscapeError      a path leads outside the workspace
      ├── EnvironmentSetupError     a Python environment could not be made
      ├── BackendUnavailableError   a backend's component is missing or down
+     ├── ModelError                the model server failed or refused a request
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change.
@@ -24,6 +25,7 @@ __all__ = [
     "EnvironmentSetupError",
     "ExecboxError",
     "ExecutorClosedError",
+    "ModelError",
     "NoCodeBlocksError",
     "PathEscapeError",
     "WorkspaceError",
@@ -78,3 +80,8 @@ class ExecutorClosedError(ExecboxError):
             f"this {backend} executor is closed: create a new one (or use it "
             "as a context manager so it lives as long as you need it)"
         )
+
+
+class ModelError(ExecboxError):
+    """The model server could not be reached, refused the request, or
+    answered with something execbox cannot use."""

@@ -1,0 +1,270 @@
+"""One OpenAI-compatible chat client (OpenAI, Ollama, vLLM, llama.cpp...).
+
+    model = ModelClient("gpt-4o-mini")                       # OPENAI_API_KEY
+    model = ModelClient("qwen2.5-coder", base_url="http://localhost:11434/v1")
+    reply = model.create([{"role": "user", "content": "hi"}])
+    for piece in model.stream(messages): ...                 # str chunks, then the ModelReply
+    decision = model.create_json(messages, {"type": "object", ...})
+
+Structured output asks the server for ``response_format: json_schema``; a
+server that refuses it is asked again for plain JSON (the schema in the
+prompt) and the JSON is parsed from its text; the client remembers that.
+Every call adds to ``model.usage`` (tokens and USD cost from the price table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ConfigurationError, ModelError
+from ._json import parse_json_reply, schema_of
+from ._usage import Usage
+
+__all__ = ["ModelClient", "ModelReply"]
+
+Message = Mapping[str, Any]
+_THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+# Servers on this machine or a private network need no key; OpenAI does.
+_LOCAL_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What the model answered: ``content``, the ``thought`` it sent apart
+    (``reasoning_content`` or a leading ``<think>`` block), and the usage."""
+
+    content: str
+    thought: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+
+
+class ModelClient:
+    """Chat with an OpenAI-compatible server.
+
+    - ``model``: the model's name on the server.
+    - ``base_url``: the server (default ``OPENAI_BASE_URL``, else OpenAI).
+    - ``api_key``: sent as given; else read from the variable named by
+      ``api_key_env`` (``OPENAI_API_KEY``); a server other than OpenAI may
+      need none.
+    - ``temperature``; ``timeout_s`` per request; ``max_retries`` on
+      connection errors and 429/5xx (the SDK's backoff).
+    - ``prices``: {model: (USD per million input, per million output)} on
+      top of the table in ``execbox.agents.PRICES``.
+    - ``structured_output``: True/False if known; None finds out.
+    """
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", temperature: float | None = None,
+                 timeout_s: float = 120.0, max_retries: int = 2,
+                 prices: Mapping[str, tuple[float, float]] | None = None,
+                 structured_output: bool | None = None) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise ConfigurationError(
+                "ModelClient needs the OpenAI SDK: pip install 'execbox[agents]'"
+            ) from None
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError("ModelClient(model=...) needs the model's name, such as 'gpt-4o-mini'")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.api_key_env = api_key_env
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        if not key:
+            if self.base_url is None or "api.openai.com" in self.base_url:
+                raise ConfigurationError(
+                    f"no API key for OpenAI: set {api_key_env}, pass api_key=..., or give base_url= "
+                    "for a server that needs none (Ollama, vLLM, llama.cpp)"
+                )
+            key = _LOCAL_KEY
+        self.temperature = temperature
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.prices = dict(prices or {})
+        self.structured_output = structured_output
+        self.usage = Usage()
+        self._openai = openai
+        self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout_s,
+                                     max_retries=max_retries)
+        self._explicit_key = api_key is not None
+
+    def __repr__(self) -> str:
+        return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def where(self) -> str:
+        return self.base_url or "https://api.openai.com/v1"
+
+    # -- calls ------------------------------------------------------------------
+
+    def create(self, messages: Sequence[Message], *, json_schema: Any = None) -> ModelReply:
+        """One completion. With ``json_schema`` (a schema dict or a pydantic
+        model class) the server is asked for JSON that fits it: through
+        ``response_format`` where the server has it, else in the prompt."""
+        request = self._request(messages)
+        if json_schema is None:
+            return self._reply(self._call(request))
+        name, schema = schema_of(json_schema)
+        if self.structured_output is not False:
+            formatted = {**request, "response_format": {
+                "type": "json_schema", "json_schema": {"name": _safe_name(name), "schema": schema}}}
+            try:
+                reply = self._reply(self._call(formatted))
+            except ModelError as exc:
+                if not _refused_format(exc):
+                    raise
+                self.structured_output = False
+            else:
+                self.structured_output = True
+                return reply
+        plain = self._request(_ask_for_json(list(messages), schema))
+        return self._reply(self._call(plain))
+
+    def create_json(self, messages: Sequence[Message], json_schema: Any) -> dict[str, Any]:
+        """The JSON object the model answered, fitting ``json_schema``; from a
+        server without structured output it is parsed from the text."""
+        _, schema = schema_of(json_schema)
+        reply = self.create(messages, json_schema=json_schema)
+        return parse_json_reply(reply.content, list(schema.get("required", [])))
+
+    def stream(self, messages: Sequence[Message]) -> Iterator[str | ModelReply]:
+        """The answer as it is written: text chunks, then the whole
+        ``ModelReply`` (with usage when the server reports it)."""
+        request = {**self._request(messages), "stream": True, "stream_options": {"include_usage": True}}
+        try:
+            chunks = self._client.chat.completions.create(**request)
+        except self._openai.OpenAIError as exc:
+            raise self._translate(exc) from None
+        content: list[str] = []
+        thought: list[str] = []
+        usage = None
+        finish = None
+        try:
+            for chunk in chunks:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    finish = choice.finish_reason or finish
+                    extra = getattr(choice.delta, "model_extra", None) or {}
+                    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                    if reasoning:
+                        thought.append(reasoning)
+                    if choice.delta.content:
+                        content.append(choice.delta.content)
+                        yield choice.delta.content
+        except self._openai.OpenAIError as exc:
+            raise self._translate(exc) from None
+        text, think = _split_thought("".join(content), "".join(thought) or None)
+        counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+        yield ModelReply(text, think, counted, self.model, finish)
+
+    # -- config -------------------------------------------------------------------
+
+    def to_config(self) -> dict[str, Any]:
+        """The settings as JSON-ready data. The key itself is not saved: its
+        variable's name is (``api_key_env``)."""
+        return {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
+                "temperature": self.temperature, "timeout_s": self.timeout_s,
+                "max_retries": self.max_retries, "prices": {k: list(v) for k, v in self.prices.items()},
+                "structured_output": self.structured_output}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> ModelClient:
+        options = dict(config)
+        options["prices"] = {k: tuple(v) for k, v in (options.get("prices") or {}).items()}
+        try:
+            return cls(api_key=api_key, **options)
+        except TypeError as exc:
+            raise ConfigurationError(f"a model config has a field that does not fit: {exc}") from None
+
+    # -- inside -------------------------------------------------------------------
+
+    def _request(self, messages: Sequence[Message]) -> dict[str, Any]:
+        if not messages:
+            raise ConfigurationError("a model call needs at least one message")
+        request: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        return request
+
+    def _call(self, request: dict[str, Any]) -> Any:
+        try:
+            return self._client.chat.completions.create(**request)
+        except self._openai.OpenAIError as exc:
+            raise self._translate(exc) from None
+
+    def _reply(self, completion: Any) -> ModelReply:
+        if not completion.choices:
+            raise ModelError(f"the model server at {self.where} answered with no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        extra = getattr(message, "model_extra", None) or {}
+        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+        text, thought = _split_thought(message.content or "", reasoning)
+        usage = completion.usage
+        counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+        return ModelReply(text, thought, counted, completion.model or self.model, choice.finish_reason)
+
+    def _count(self, prompt: int, completion: int) -> Usage:
+        usage = Usage.priced(self.model, prompt, completion, self.prices)
+        self.usage = self.usage + usage
+        return usage
+
+    def _translate(self, exc: Exception) -> ModelError:
+        openai = self._openai
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"the model server at {self.where} did not answer within {self.timeout_s} s "
+                              "(ModelClient timeout_s)")
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(f"cannot reach the model server at {self.where}: start it, or set base_url "
+                              "(--base-url, OPENAI_BASE_URL)")
+        if isinstance(exc, openai.AuthenticationError):
+            source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
+            return ModelError(f"the model server at {self.where} refused the API key ({source}): 401")
+        if isinstance(exc, openai.NotFoundError):
+            return ModelError(f"the model server at {self.where} has no model {self.model!r} (404): "
+                              "check the model name")
+        if isinstance(exc, openai.APIStatusError):
+            detail = _detail(exc)
+            return ModelError(f"the model server at {self.where} answered {exc.status_code}: {detail}")
+        return ModelError(f"the model call failed: {exc}")
+
+
+def _detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _refused_format(exc: ModelError) -> bool:
+    text = str(exc)
+    return any(f"answered {code}" in text for code in (400, 415, 422, 501)) and (
+        "response_format" in text or "json_schema" in text or "not supported" in text.lower())
+
+
+def _split_thought(text: str, reasoning: str | None) -> tuple[str, str | None]:
+    match = _THINK.match(text)
+    if match:
+        inline = match.group(1).strip()
+        return text[match.end():], "\n".join(t for t in (reasoning, inline) if t) or None
+    return text, reasoning or None
+
+
+def _ask_for_json(messages: list[Message], schema: dict[str, Any]) -> list[Message]:
+    return messages + [{"role": "user", "content": (
+        "Answer with one JSON object and nothing else. It must fit this JSON schema:\n"
+        + json.dumps(schema))}]
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "reply"

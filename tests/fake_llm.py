@@ -1,0 +1,162 @@
+"""A local HTTP server that speaks the OpenAI chat-completions protocol with
+scripted replies (the model is the one part of the loop that cannot run here).
+
+    with FakeModel(["```python\\nprint(1)\\n```", "Done. TERMINATE"]) as model:
+        client = ModelClient("fake-model", base_url=model.base_url, api_key="k")
+
+Each POST /v1/chat/completions takes the next reply of the script. A reply is
+a string (the content) or a dict with any of:
+``content``, ``reasoning_content`` (a thought, as DeepSeek/vLLM send it),
+``status`` + ``error`` (answer with that HTTP error instead),
+``reject_response_format`` (answer 400 when the request asks for
+``response_format``, like a server without structured output; the reply is
+then kept for the retry), ``prompt_tokens`` / ``completion_tokens``.
+A callable reply is called with the request body and returns one of those.
+Streaming requests get server-sent events, with a usage chunk when
+``stream_options.include_usage`` is set. ``requests`` keeps every request
+body; ``authorization`` every Authorization header.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"]
+
+
+class FakeModel:
+    def __init__(self, script: Sequence[Reply] = (), *, model: str = "fake-model") -> None:
+        self.script: list[Reply] = list(script)
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.authorization: list[str | None] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeModel:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def add(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.script)
+
+    def _next(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if not self.script:
+                return {"status": 500, "error": "the fake model's script is used up"}
+            reply = self.script[0]
+            if callable(reply):
+                reply = reply(body)
+            reply = {"content": reply} if isinstance(reply, str) else dict(reply)
+            if reply.get("reject_response_format") and body.get("response_format"):
+                return {"status": 400, "error": "response_format is not supported by this server"}
+            self.script.pop(0)
+            return reply
+
+
+def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not self.path.endswith("/chat/completions"):
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            with fake._lock:
+                fake.requests.append(body)
+                fake.authorization.append(self.headers.get("Authorization"))
+            reply = fake._next(body)
+            if "status" in reply:
+                self._json(reply["status"], {"error": {"message": reply.get("error", "error"),
+                                                       "type": "invalid_request_error"}})
+                return
+            usage = {"prompt_tokens": reply.get("prompt_tokens", _tokens(body["messages"])),
+                     "completion_tokens": reply.get("completion_tokens", _words(reply.get("content") or ""))}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            if body.get("stream"):
+                self._stream(body, reply, usage)
+                return
+            message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+            if "reasoning_content" in reply:
+                message["reasoning_content"] = reply["reasoning_content"]
+            self._json(200, {
+                "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", fake.model),
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": usage,
+            })
+
+        def _stream(self, body: dict[str, Any], reply: dict[str, Any], usage: dict[str, int]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            base = {"id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": body.get("model", fake.model)}
+            deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+            if reply.get("reasoning_content"):
+                deltas.append({"reasoning_content": reply["reasoning_content"]})
+            content = reply.get("content") or ""
+            deltas += [{"content": content[i:i + 7]} for i in range(0, len(content), 7)]
+            for i, delta in enumerate(deltas):
+                finish = "stop" if i == len(deltas) - 1 else None
+                self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                self._event({**base, "choices": [], "usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def _event(self, data: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+            self.wfile.flush()
+
+        def _json(self, status: int, data: dict[str, Any]) -> None:
+            raw = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    return Handler
+
+
+def _words(text: str) -> int:
+    return max(1, len(text.split()))
+
+
+def _tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(_words(str(m.get("content") or "")) for m in messages)
