@@ -1,0 +1,103 @@
+"""What agents say and what happens on the way: messages, events, the final
+response. Plain frozen data, so a stream can be printed, logged or sent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .._models import CodeBlock, ExecutionResult
+from ._usage import Usage
+
+__all__ = [
+    "CodeExecutionEvent",
+    "CodeGenerationEvent",
+    "Event",
+    "Response",
+    "RetryDecisionEvent",
+    "StreamChunkEvent",
+    "TextMessage",
+    "ThoughtEvent",
+]
+
+
+@dataclass(frozen=True)
+class TextMessage:
+    """A message in a conversation: who sent it and what it says."""
+
+    source: str
+    content: str
+
+    @classmethod
+    def of(cls, value: TextMessage | str | dict[str, Any], default_source: str = "user") -> TextMessage:
+        if isinstance(value, TextMessage):
+            return value
+        if isinstance(value, str):
+            return cls(default_source, value)
+        if isinstance(value, dict) and isinstance(value.get("content"), str):
+            return cls(str(value.get("source") or value.get("name") or value.get("role") or default_source),
+                       value["content"])
+        raise TypeError(f"a message is a TextMessage, a str or a dict with 'content', not {value!r}")
+
+
+@dataclass(frozen=True)
+class ThoughtEvent:
+    """Reasoning the model sent apart from its answer."""
+
+    source: str
+    content: str
+
+
+@dataclass(frozen=True)
+class StreamChunkEvent:
+    """A piece of the model's answer as it is written."""
+
+    source: str
+    content: str
+
+
+@dataclass(frozen=True)
+class CodeGenerationEvent:
+    """The model wrote code (``retry_attempt`` 0 is the first try)."""
+
+    source: str
+    retry_attempt: int
+    content: str
+    code_blocks: tuple[CodeBlock, ...]
+
+
+@dataclass(frozen=True)
+class CodeExecutionEvent:
+    """The code ran: the full result, and ``output`` as the model reads it."""
+
+    source: str
+    retry_attempt: int
+    result: ExecutionResult
+    output: str
+
+
+@dataclass(frozen=True)
+class RetryDecisionEvent:
+    """After a failure, whether the model chose to try again, and why."""
+
+    source: str
+    retry_attempt: int
+    retry: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Response:
+    """The agent's final answer, with the events that led to it and the
+    model usage of this call."""
+
+    message: TextMessage
+    inner: tuple[Event, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def content(self) -> str:
+        return self.message.content
+
+
+Event = Union[ThoughtEvent, StreamChunkEvent, CodeGenerationEvent, CodeExecutionEvent, RetryDecisionEvent]
