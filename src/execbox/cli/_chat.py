@@ -1,0 +1,73 @@
+"""``execbox chat "task"``: a model writes code, execbox runs it, you watch
+(and guide: Enter runs the code, text goes to the model, ``exit`` stops)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .._models import Limits
+from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+
+__all__ = ["register"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    chat = commands.add_parser("chat", help="a model writes code for a task and execbox runs it, turn by turn")
+    chat.add_argument("task", help="what to do, in words")
+    chat.add_argument("--model", default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
+                      help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})")
+    chat.add_argument("--base-url", default=None, metavar="URL",
+                      help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
+                           "e.g. http://localhost:11434/v1 for Ollama")
+    chat.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                      help="the variable holding the API key (default: OPENAI_API_KEY)")
+    chat.add_argument("--temperature", type=float, default=None)
+    chat.add_argument("--backend", default=DEFAULT_BACKEND,
+                      help=f"where the code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
+    chat.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)")
+    chat.add_argument("--workdir", default=None, metavar="DIR",
+                      help="workspace directory (default: a temporary one, removed afterwards)")
+    chat.add_argument("--auto", action="store_true",
+                      help="run every block without asking (human_input_mode NEVER)")
+    chat.add_argument("--max-turns", type=int, default=None, metavar="N", help="the most model messages")
+    chat.set_defaults(handler=run_chat)
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    from ..agents import Conversation, ModelClient, WriterAgent, format_chat_result
+
+    model = ModelClient(args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                        temperature=args.temperature)
+    with create_executor(args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir) as executor:
+        writer = WriterAgent(model, languages=_languages(executor.capabilities.languages))
+        chat = Conversation(writer, executor, human_input_mode="NEVER" if args.auto else "ALWAYS",
+                            human_input=_ask, on_message=_show)
+        print(f"execbox chat: {args.model} at {model.where}, code runs on {args.backend} "
+              f"in {executor.workspace.path}", file=sys.stderr)
+        result = chat.initiate_chat(args.task, max_turns=args.max_turns)
+    print("\n" + format_chat_result(result))
+    return 0 if result.stop_reason.startswith("the writer said") else 1
+
+
+def _languages(available: tuple[str, ...]) -> list[str]:
+    preferred = [name for name in ("python", "bash", "sh") if name in available]
+    return preferred + [name for name in available if name not in preferred]
+
+
+def _show(message) -> None:  # type: ignore[no-untyped-def]
+    print(f"\n── {message.source} " + "─" * max(0, 60 - len(message.source)))
+    print(message.content.rstrip("\n"), flush=True)
+
+
+def _ask(prompt: str) -> str:
+    print(file=sys.stderr)
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
