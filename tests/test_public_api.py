@@ -46,3 +46,15 @@ def test_images_module_api():
 
     assert set(execbox.images.__all__) == {"BASE_ALIAS", "ImageInfo", "ImageSpec", "base_tag", "build_image",
                                            "list_images"}
+
+
+def test_agents_module_api():
+    import execbox.agents
+
+    assert set(execbox.agents.__all__) == {
+        "PRICES", "ChatResult", "CodeExecutionEvent", "CodeExecutorAgent", "CodeGenerationEvent", "Conversation",
+        "ModelClient", "ModelError", "ModelReply", "Response", "RetryDecisionEvent", "StreamChunkEvent",
+        "TextMessage", "ThoughtEvent", "Usage", "WriterAgent", "describe_result", "format_chat_result",
+        "register_price", "writer_system_message",
+    }
+    assert issubclass(execbox.agents.ModelError, execbox.ExecboxError)
