@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _images, _languages, _run
+from . import _chat, _images, _languages, _run
+from . import _mcp
 
 __all__ = ["build_parser", "main"]
 
@@ -22,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     _run.register(commands)
     _languages.register(commands)
     _images.register(commands)
+    _chat.register(commands)
+    _mcp.register(commands)
     return parser
 
 

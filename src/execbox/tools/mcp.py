@@ -1,0 +1,420 @@
+"""An MCP server that runs code with execbox, built on the official ``mcp``
+SDK (2.x, ``pip install 'execbox[mcp]'``).
+
+    execbox mcp                                   # stdio, the sandbox backend
+    execbox mcp --transport http --port 8765      # streamable HTTP at /mcp
+
+or from Python::
+
+    from execbox.tools.mcp import create_server, serve
+    serve(create_server(backend="local", workspace="work"), transport="http", port=8765)
+
+Tools: ``run_code``, ``list_files``, ``read_file``, ``write_file``,
+``reset_session``. One executor serves every call of the server process: it
+is made at the first call and closed when the server stops. Files go through
+the executor's ``Workspace``, so a path that leads outside it is refused.
+
+How failures come back:
+
+- the model's code failed (non-zero exit code, exception, timeout,
+  unsupported language): a normal result, ``isError`` not set; the text
+  starts ``exitcode: N (execution failed)`` and carries the traceback;
+- a bad request the model can fix (a path outside the workspace, no such
+  file, a file too big): a tool result with ``isError`` set and the reason;
+- the infrastructure failed (the backend is unavailable, the executor
+  cannot start): an MCP protocol error (``MCPError``, JSON-RPC -32603) whose
+  message names the backend and what to change.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from .. import __version__
+from .._errors import ConfigurationError, ExecboxError, WorkspaceError
+from .._models import CodeBlock, ExecutionResult, Limits
+from .._workspace import Workspace
+from ..backends import DEFAULT_BACKEND, Executor, get_backend
+
+
+def _missing_sdk(exc: ImportError) -> ImportError:
+    try:
+        from importlib.metadata import version
+
+        found = version("mcp")
+    except Exception:  # noqa: BLE001 - only for the message
+        found = None
+    if found is None:
+        problem = "the mcp package is not installed"
+    elif found.split(".")[0] == "1":
+        problem = f"mcp {found} is installed (1.x has no mcp.server.mcpserver)"
+    else:
+        problem = f"importing it failed ({exc})"
+    return ImportError(
+        f"execbox.tools.mcp needs the MCP Python SDK 2.x and {problem}: pip install -U 'execbox[mcp]'",
+        name="mcp",
+    )
+
+
+try:
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent, ToolAnnotations
+    from pydantic import Field
+except ImportError as _exc:  # mcp missing or 1.x
+    raise _missing_sdk(_exc) from _exc
+
+__all__ = ["MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server", "serve"]
+
+# Images handed back with one run (displays and image files it wrote).
+MAX_IMAGES = 10
+# Largest image returned as image content (a common limit of model APIs).
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+# Largest text file read_file returns.
+MAX_TEXT_BYTES = 1024 * 1024
+# Entries list_files shows.
+MAX_LISTED = 500
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+Transport = Literal["stdio", "http"]
+
+
+def create_server(
+    *,
+    backend: str | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    timeout_s: float | None = None,
+    executor_factory: Callable[[], Executor] | None = None,
+    name: str = "execbox",
+) -> MCPServer:
+    """An MCP server (``mcp.server.mcpserver.MCPServer``) with execbox's tools.
+
+    - ``backend``: where code runs (default: ``"sandbox"``); see
+      ``execbox.backend_names()``.
+    - ``workspace``: the folder the code and the file tools work in (created
+      if missing, kept afterwards); default: a temporary one, removed when
+      the server stops.
+    - ``timeout_s``: wall-clock seconds per ``run_code`` call (default 60).
+    - ``executor_factory``: instead of the three above, a callable that
+      returns the executor to use (any backend options, limits...).
+
+    Options are checked here; the executor is made at the first tool call.
+    """
+    if executor_factory is not None:
+        given = [n for n, v in (("backend", backend), ("workspace", workspace), ("timeout_s", timeout_s))
+                 if v is not None]
+        if given:
+            raise ConfigurationError(
+                f"create_server() takes executor_factory or {', '.join(given)}, not both: "
+                "set them on the executor the factory returns")
+        factory = executor_factory
+    else:
+        backend_class = get_backend(backend or DEFAULT_BACKEND)
+        limits = Limits() if timeout_s is None else Limits(timeout_s=timeout_s)
+        folder = Workspace(workspace) if workspace is not None else None
+
+        def factory() -> Executor:
+            return backend_class(workspace=folder, limits=limits)
+
+    holder = _ExecutorHolder(factory)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await holder.close()
+
+    server: MCPServer = MCPServer(
+        name,
+        version=__version__,
+        instructions=(
+            "Runs code in execbox and returns its output, exit code and images. Files persist in one "
+            "workspace between calls; paths are relative to it. Use run_code, then list_files / read_file "
+            "to look at what the code produced."),
+        log_level="WARNING",
+        lifespan=lifespan,
+    )
+    _add_tools(server, holder)
+    return server
+
+
+def serve(server: MCPServer, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
+          path: str = "/mcp") -> None:
+    """Serve until the client goes away (stdio) or the process is stopped
+    (HTTP: Ctrl-C or SIGTERM). The executor is closed on the way out."""
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        if not path.startswith("/"):
+            raise ConfigurationError(f"the HTTP path must start with '/', got {path!r} (--path)")
+        server.run("streamable-http", host=host, port=port, streamable_http_path=path)
+    else:
+        raise ConfigurationError(f"unknown transport {transport!r}: use 'stdio' or 'http' (--transport)")
+
+
+# -- the executor of the process ---------------------------------------------
+
+
+class _ExecutorHolder:
+    """Makes the executor at first use, closes it at the end."""
+
+    def __init__(self, factory: Callable[[], Executor]) -> None:
+        self._factory = factory
+        self._executor: Executor | None = None
+        self._lock = anyio.Lock()
+
+    @property
+    def current(self) -> Executor | None:
+        return self._executor
+
+    async def get(self) -> Executor:
+        async with self._lock:
+            if self._executor is None:
+                try:
+                    executor = await anyio.to_thread.run_sync(self._factory)
+                except ExecboxError as exc:
+                    raise _infrastructure("could not make the executor", exc) from exc
+                if not isinstance(executor, Executor):
+                    raise MCPError(INTERNAL_ERROR, f"the executor factory returned {type(executor).__name__}, "
+                                                   "not an execbox Executor: fix the server's executor_factory")
+                self._executor = executor
+            return self._executor
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                executor, self._executor = self._executor, None
+                if executor is not None:
+                    await anyio.to_thread.run_sync(executor.close)
+
+
+def _infrastructure(what: str, exc: BaseException, backend: str = "") -> MCPError:
+    where = f" ({backend} backend)" if backend else ""
+    return MCPError(INTERNAL_ERROR, f"execbox{where} {what}: {exc}")
+
+
+# -- the tools ------------------------------------------------------------------
+
+
+def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
+    async def run_code(
+        code: Annotated[str, Field(description="The code to run, as it would be saved in a file.")],
+        language: Annotated[str, Field(
+            description="Its language: python (the default), sh, bash, or another the backend runs.")] = "python",
+    ) -> CallToolResult:
+        """Run code in the workspace and return what it printed.
+
+        The text starts 'exitcode: N (execution succeeded|failed)', then the
+        output (stdout and stderr as printed, with the traceback if the code
+        failed) and the files the run created or changed. Images the code
+        displayed or wrote (PNG, JPEG, GIF, WebP) come back as image content.
+        A failing run is a normal result (not a tool error): read the exit
+        code. Files persist between calls; variables do only if the backend
+        is stateful (jupyter) and until reset_session.
+        """
+        executor = await holder.get()
+        try:
+            result = await executor.arun(CodeBlock(language, code))
+        except (ExecboxError, OSError) as exc:
+            raise _infrastructure("could not run the code", exc, executor.name) from exc
+        images, notes = await anyio.to_thread.run_sync(_images, executor.workspace, result)
+        text = result.to_text()
+        if result.timed_out:
+            notes.insert(0, f"This server allows {executor.limits.timeout_s:g} s per run "
+                            "(execbox mcp --timeout S; create_server(timeout_s=...)).")
+        if notes:
+            text = text.rstrip("\n") + "\n" + "\n".join(notes)
+        return CallToolResult(content=[TextContent(type="text", text=text), *images])
+
+    async def list_files(
+        path: Annotated[str, Field(description="A folder relative to the workspace; '.' is all of it.")] = ".",
+    ) -> str:
+        """List the files and folders under a workspace folder, recursively,
+        with their sizes."""
+        workspace = (await holder.get()).workspace
+        return await _file_call(_list, workspace, path)
+
+    async def read_file(
+        path: Annotated[str, Field(description="A file relative to the workspace.")],
+    ) -> list[TextContent | ImageContent]:
+        """Read a file of the workspace. Text (UTF-8, up to 1 MiB) comes back
+        as text; a PNG, JPEG, GIF or WebP image as image content; another
+        binary file is not returned: its size and kind are, so inspect it
+        with run_code."""
+        workspace = (await holder.get()).workspace
+        return await _file_call(_read, workspace, path)
+
+    async def write_file(
+        path: Annotated[str, Field(description="Where to write, relative to the workspace; folders are made.")],
+        content: Annotated[str, Field(description="The text to write (UTF-8); replaces the file.")],
+    ) -> str:
+        """Write a text file into the workspace (replacing it if it exists)."""
+        workspace = (await holder.get()).workspace
+        return await _file_call(_write, workspace, path, content)
+
+    async def reset_session() -> str:
+        """Restart the execution session: stop whatever code runs now and,
+        on a stateful backend (jupyter), restart the kernel so variables and
+        imports are lost. Files in the workspace stay."""
+        executor = holder.current
+        if executor is None:
+            return "Nothing to reset: no code has run yet."
+        try:
+            await anyio.to_thread.run_sync(executor.restart)
+        except (ExecboxError, OSError) as exc:
+            raise _infrastructure("could not restart", exc, executor.name) from exc
+        if executor.capabilities.stateful:
+            return (f"The {executor.name} session was restarted: variables, imports and loaded data are gone. "
+                    "Files in the workspace stay.")
+        return (f"Stopped whatever was running. The {executor.name} backend keeps no state between runs "
+                "(each run_code starts fresh), so nothing else was lost. Files in the workspace stay.")
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.add_tool(run_code, annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True))
+    server.add_tool(list_files, annotations=read_only, structured_output=False)
+    server.add_tool(read_file, annotations=read_only, structured_output=False)
+    server.add_tool(write_file, annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True,
+                                                           open_world_hint=False), structured_output=False)
+    server.add_tool(reset_session, annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True,
+                                                              open_world_hint=False), structured_output=False)
+
+
+async def _file_call(work: Callable[..., Any], workspace: Workspace, *args: Any) -> Any:
+    """Run a file operation in a thread; a path the model can fix is a tool
+    error, anything else an infrastructure error."""
+    try:
+        return await anyio.to_thread.run_sync(work, workspace, *args)
+    except WorkspaceError as exc:  # PathEscapeError included
+        raise ToolError(str(exc)) from exc
+    except (ExecboxError, OSError) as exc:
+        raise _infrastructure("could not use the workspace", exc) from exc
+
+
+def _list(workspace: Workspace, path: str) -> str:
+    if path not in (".", ""):
+        target = workspace.resolve(path)
+        if not target.exists():
+            raise WorkspaceError(f"no folder {path!r} in the workspace: list_files('.') shows what there is")
+        if not target.is_dir():
+            return f"{path} is a file ({_size(target.lstat().st_size)})"
+    entries = workspace.list(path or ".")
+    if not entries:
+        return "The workspace is empty." if path in (".", "") else f"{path} is an empty folder."
+    lines = [f"{e.path}/" if e.is_dir else f"{e.path}  ({_size(e.size)})" for e in entries[:MAX_LISTED]]
+    if len(entries) > MAX_LISTED:
+        lines.append(f"... and {len(entries) - MAX_LISTED} more (list a sub-folder to see them)")
+    return "\n".join(lines)
+
+
+def _read(workspace: Workspace, path: str) -> list[TextContent | ImageContent]:
+    target = workspace.resolve(path)
+    if target.is_dir() and not target.is_symlink():
+        raise WorkspaceError(f"{path!r} is a folder: use list_files to see what it holds")
+    if target.is_file() and target.lstat().st_size > MAX_IMAGE_BYTES:
+        raise WorkspaceError(f"{path!r} is {_size(target.lstat().st_size)}; read_file returns text up to "
+                             f"{_size(MAX_TEXT_BYTES)} and images up to {_size(MAX_IMAGE_BYTES)}: "
+                             "use run_code to read a part of it")
+    data = workspace.download(path)
+    mime = _image_type(data)
+    if mime is not None:
+        return [TextContent(type="text", text=f"{path}: {mime} image, {_size(len(data))}"),
+                ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime)]
+    if len(data) > MAX_TEXT_BYTES:
+        raise WorkspaceError(f"{path!r} is {_size(len(data))}; read_file returns text files up to "
+                             f"{_size(MAX_TEXT_BYTES)}: use run_code to read a part of it")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\0" in text:
+        return [TextContent(type="text", text=f"{path} is a binary file ({_size(len(data))}, not UTF-8 text): "
+                                              "not shown. Use run_code to inspect it.")]
+    return [TextContent(type="text", text=text)]
+
+
+def _write(workspace: Workspace, path: str, content: str) -> str:
+    saved = workspace.write_text(path, content)
+    relative = os.path.relpath(saved, workspace.path)
+    return f"Wrote {_size(len(content.encode('utf-8')))} to {relative}."
+
+
+def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageContent], list[str]]:
+    """Image content for the run's image displays, then for the image files
+    it wrote; notes on what was left out."""
+    candidates: list[tuple[str, str | None]] = []  # (label, workspace path or None for inline data)
+    inline: dict[str, str] = {}
+    for index, display in enumerate(result.displays):
+        if display.mime_type not in _IMAGE_TYPES:  # SVG and HTML stay files, named in the output
+            continue
+        if display.path is not None:
+            candidates.append((display.path, display.path))
+        elif display.data is not None:
+            label = f"inline image {index + 1}"
+            inline[label] = display.data
+            candidates.append((label, None))
+    shown = {path for _, path in candidates if path is not None}
+    candidates += [(f, f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown]
+
+    images: list[ImageContent] = []
+    sent: list[str] = []
+    notes: list[str] = []
+    for position, (label, path) in enumerate(candidates):
+        if len(images) >= MAX_IMAGES:
+            rest = [lbl for lbl, _ in candidates[position:]]
+            notes.append(f"{len(rest)} more images not returned (at most {MAX_IMAGES} per run; read_file "
+                         f"shows one): {', '.join(rest)}")
+            break
+        try:
+            data = _load_image(workspace, path) if path is not None else base64.b64decode(inline[label])
+        except (WorkspaceError, OSError, ValueError) as exc:
+            notes.append(f"Image {label} not returned: {exc}")
+            continue
+        mime = _image_type(data)
+        if mime is None:
+            notes.append(f"Image {label} not returned: not a PNG, JPEG, GIF or WebP image.")
+            continue
+        if len(data) > MAX_IMAGE_BYTES:
+            notes.append(f"Image {label} not returned: {_size(len(data))} is more than {_size(MAX_IMAGE_BYTES)}.")
+            continue
+        images.append(ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime))
+        sent.append(label)
+    if sent:
+        notes.insert(0, "Images returned below: " + ", ".join(sent))
+    return images, notes
+
+
+def _load_image(workspace: Workspace, path: str) -> bytes:
+    size = workspace.resolve(path).lstat().st_size
+    if size > MAX_IMAGE_BYTES:
+        raise WorkspaceError(f"{_size(size)} is more than {_size(MAX_IMAGE_BYTES)}")
+    return workspace.download(path)
+
+
+def _image_type(data: bytes) -> str | None:
+    """The MIME type of a PNG, JPEG, GIF or WebP image, by its first bytes."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
