@@ -58,3 +58,20 @@ def test_agents_module_api():
         "register_price", "writer_system_message",
     }
     assert issubclass(execbox.agents.ModelError, execbox.ExecboxError)
+
+
+def test_tools_and_integrations_api():
+    import execbox.integrations
+    import execbox.integrations.ag2
+    import execbox.integrations.autogen
+    import execbox.tools
+    import execbox.tools.mcp
+
+    assert set(execbox.tools.__all__) == {"PythonTool"}
+    assert set(execbox.tools.mcp.__all__) == {"MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server",
+                                              "serve"}
+    assert execbox.integrations.__all__ == []
+    assert set(execbox.integrations.ag2.__all__) == {"AG2CodeBlock", "AG2CodeExecutor", "AG2CodeResult",
+                                                     "ExecboxCodeExtractor"}
+    assert set(execbox.integrations.autogen.__all__) == {"AutoGenCodeExecutor", "AutoGenCodeExecutorConfig",
+                                                         "AutoGenCodeResult", "CANCELLED_EXIT_CODE"}
