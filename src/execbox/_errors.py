@@ -12,6 +12,8 @@ calls::
      ├── EnvironmentSetupError     a Python environment could not be made
      ├── BackendUnavailableError   a backend's component is missing or down
      ├── ModelError                the model server failed or refused a request
+     ├── CatalogError              a paper catalog failed (unreachable, refused, bad answer)
+     │    └── PaperNotFoundError   the catalog has no paper with that arXiv id
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change.
@@ -21,12 +23,14 @@ from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "CatalogError",
     "ConfigurationError",
     "EnvironmentSetupError",
     "ExecboxError",
     "ExecutorClosedError",
     "ModelError",
     "NoCodeBlocksError",
+    "PaperNotFoundError",
     "PathEscapeError",
     "WorkspaceError",
 ]
@@ -85,3 +89,21 @@ class ExecutorClosedError(ExecboxError):
 class ModelError(ExecboxError):
     """The model server could not be reached, refused the request, or
     answered with something execbox cannot use."""
+
+
+class CatalogError(ExecboxError):
+    """A paper catalog could not answer: the server is unreachable, refused
+    the key, failed, or answered with something execbox cannot use; or a
+    catalog file is missing or malformed."""
+
+
+class PaperNotFoundError(CatalogError):
+    """The catalog has no paper with this arXiv id."""
+
+    def __init__(self, arxiv_id: str, where: str) -> None:
+        self.arxiv_id = arxiv_id
+        self.where = where
+        super().__init__(
+            f"no paper {arxiv_id!r} in {where}: check the arXiv id, or find it "
+            "with `execbox papers search WORDS` (Catalog.search(query))"
+        )
