@@ -75,3 +75,15 @@ def test_tools_and_integrations_api():
                                                      "ExecboxCodeExtractor"}
     assert set(execbox.integrations.autogen.__all__) == {"AutoGenCodeExecutor", "AutoGenCodeExecutorConfig",
                                                          "AutoGenCodeResult", "CANCELLED_EXIT_CODE"}
+
+
+def test_papers_module_api():
+    import execbox.papers
+
+    assert set(execbox.papers.__all__) == {
+        "DEFAULT_GOAL", "PAPER_POLICIES", "Catalog", "CatalogError", "ChainedCatalog", "LocalCatalog", "PaperAsset",
+        "PaperExecutor", "PaperNotFoundError", "RemyxCatalog", "create_agents", "default_catalog", "explore",
+        "explorer_system_message",
+    }
+    assert issubclass(execbox.papers.PaperNotFoundError, execbox.ExecboxError)
+    assert issubclass(execbox.papers.PaperExecutor, execbox.DockerExecutor)

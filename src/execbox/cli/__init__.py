@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _chat, _images, _languages, _run
+from . import _chat, _explore, _images, _languages, _run
 from . import _mcp
+from . import _papers
 
 __all__ = ["build_parser", "main"]
 
@@ -24,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     _languages.register(commands)
     _images.register(commands)
     _chat.register(commands)
+    _explore.register(commands)
     _mcp.register(commands)
+    _papers.register(commands)
     return parser
 
 

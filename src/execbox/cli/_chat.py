@@ -45,7 +45,7 @@ def run_chat(args: argparse.Namespace) -> int:
     with create_executor(args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir) as executor:
         writer = WriterAgent(model, languages=_languages(executor.capabilities.languages))
         chat = Conversation(writer, executor, human_input_mode="NEVER" if args.auto else "ALWAYS",
-                            human_input=_ask, on_message=_show)
+                            human_input=ask_person, on_message=_show)
         print(f"execbox chat: {args.model} at {model.where}, code runs on {args.backend} "
               f"in {executor.workspace.path}", file=sys.stderr)
         result = chat.initiate_chat(args.task, max_turns=args.max_turns)
@@ -63,7 +63,7 @@ def _show(message) -> None:  # type: ignore[no-untyped-def]
     print(message.content.rstrip("\n"), flush=True)
 
 
-def _ask(prompt: str) -> str:
+def ask_person(prompt: str) -> str:
     print(file=sys.stderr)
     sys.stderr.write(prompt)
     sys.stderr.flush()
