@@ -81,3 +81,20 @@ def require_docker() -> None:
 @pytest.fixture
 def require_component():
     return require
+
+
+def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
+    """A local, sandbox or jailed-Jupyter executor, requiring what each needs."""
+    import importlib.util
+
+    from execbox import JupyterExecutor, LocalExecutor, SandboxExecutor
+    from execbox.backends._jail import find_bwrap
+
+    if kind == "local":
+        return LocalExecutor(workspace=workspace, limits=limits)
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    if kind == "sandbox":
+        return SandboxExecutor(workspace=workspace, limits=limits)
+    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
+    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
+    return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")

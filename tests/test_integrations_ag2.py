@@ -4,7 +4,6 @@ executors."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from execbox import (ConfigurationError, Executor, JupyterExecutor, Limits, LocalExecutor, SandboxExecutor,
-                     Workspace)
-from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require
+from execbox import ConfigurationError, Limits, LocalExecutor, Workspace
+from tests.conftest import make_executor, require
 
 try:
     from autogen import ConversableAgent
@@ -37,15 +34,7 @@ def _needs_ag2() -> None:
     require("ag2", MISSING is None, MISSING or "")
 
 
-def make(kind: str, workspace: Path, limits: Limits) -> Executor:
-    if kind == "local":
-        return LocalExecutor(workspace=workspace, limits=limits)
-    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    if kind == "sandbox":
-        return SandboxExecutor(workspace=workspace, limits=limits)
-    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
-    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")
+make = make_executor
 
 
 @pytest.fixture(params=["local", "sandbox", "jupyter"])

@@ -5,7 +5,6 @@ on the local, sandbox and jupyter executors: replies, cancellation through a
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from execbox import (ConfigurationError, Executor, ExecutorClosedError, JupyterExecutor, Limits, LocalExecutor,
-                     SandboxExecutor)
-from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require, wait_dead
+from execbox import ConfigurationError, ExecutorClosedError, JupyterExecutor, Limits, LocalExecutor
+from tests.conftest import make_executor, require, wait_dead
 
 try:
     from autogen_agentchat.agents import CodeExecutorAgent
@@ -42,15 +39,7 @@ def _needs_autogen() -> None:
     require("autogen", MISSING is None, MISSING or "")
 
 
-def make(kind: str, workspace: Path | None, limits: Limits) -> Executor:
-    if kind == "local":
-        return LocalExecutor(workspace=workspace, limits=limits)
-    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    if kind == "sandbox":
-        return SandboxExecutor(workspace=workspace, limits=limits)
-    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
-    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")
+make = make_executor
 
 
 KINDS = ["local", "sandbox", "jupyter"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,17 +178,7 @@ class CodeExecutorAgent:
         for message in messages:
             self._context.append({"role": "user", "content": message.content})
         for attempt in range(self.max_retries_on_error + 1):
-            reply = None
-            for item in self._ask(model):
-                if isinstance(item, ModelReply):
-                    reply = item
-                else:
-                    yield item
-            assert reply is not None
-            if reply.thought:
-                inner.append(ThoughtEvent(self.name, reply.thought))
-                yield inner[-1]
-            self._context.append({"role": "assistant", "content": reply.content})
+            reply = yield from self._infer(model, inner)
             blocks = extract_code_blocks(reply.content)
             if not blocks:
                 yield Response(TextMessage(self.name, reply.content), tuple(inner), model.usage - before)
@@ -208,18 +198,24 @@ class CodeExecutorAgent:
                 break
             self._context.append({"role": "user", "content": (
                 f"Try again (attempt {attempt + 2}). What to fix: {decision['reason']}")})
-        reflection = None
+        reflection = yield from self._infer(model, inner)
+        yield Response(TextMessage(self.name, reflection.content), tuple(inner), model.usage - before)
+
+    def _infer(self, model: ModelClient, inner: list[Event]) -> Generator[Event, None, ModelReply]:
+        """One model call on the context: yields its stream chunks and
+        thought, adds its answer to the context, returns it."""
+        reply = None
         for item in self._ask(model):
             if isinstance(item, ModelReply):
-                reflection = item
+                reply = item
             else:
                 yield item
-        assert reflection is not None
-        if reflection.thought:
-            inner.append(ThoughtEvent(self.name, reflection.thought))
+        assert reply is not None
+        if reply.thought:
+            inner.append(ThoughtEvent(self.name, reply.thought))
             yield inner[-1]
-        self._context.append({"role": "assistant", "content": reflection.content})
-        yield Response(TextMessage(self.name, reflection.content), tuple(inner), model.usage - before)
+        self._context.append({"role": "assistant", "content": reply.content})
+        return reply
 
     def _ask(self, model: ModelClient) -> Iterator[StreamChunkEvent | ModelReply]:
         prompt = ([{"role": "system", "content": self.system_message}] if self.system_message else []) \
