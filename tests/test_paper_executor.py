@@ -122,6 +122,8 @@ def test_image_override_and_a_local_catalog(paper_image, tmp_path):
         assert bare.run(CodeBlock("python", "print(open('/app/README.md').readline())")).output == "# Tiny Paper\n\n"
     with pytest.raises(ConfigurationError, match="needs arxiv_id="):
         PaperExecutor()
+    with pytest.raises(ConfigurationError, match="not saved as an executor config"):
+        PaperExecutor("9999.00001", catalog=LocalCatalog(catalog_file)).to_config()
 
 
 EXPLORATION = [

@@ -127,6 +127,11 @@ class PaperExecutor(DockerExecutor):
 
         return create_agents(self, goal=goal or DEFAULT_GOAL, model=model, system_message=system_message)
 
+    def to_config(self) -> dict[str, Any]:
+        raise ConfigurationError(
+            "a PaperExecutor is not saved as an executor config (its catalog is not data): keep the arxiv_id "
+            "(and catalog file) and make it again, or save a DockerExecutor(image=...) of its image")
+
     # -- lifecycle ----------------------------------------------------------------
 
     def _start(self) -> None:
