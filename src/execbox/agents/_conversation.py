@@ -197,6 +197,11 @@ class Conversation:
         return ""
 
 
+def format_message(message: TextMessage) -> str:
+    """A chat message for a terminal: a rule with the sender, then the text."""
+    return f"\n── {message.source} " + "─" * max(0, 60 - len(message.source)) + "\n" + message.content.rstrip("\n")
+
+
 def format_chat_result(result: ChatResult) -> str:
     """A short report of a chat for a terminal or a log."""
     lines = [f"Stopped: {result.stop_reason} after {result.turns} writer turn(s), "

@@ -218,21 +218,24 @@ class CodeExecutorAgent:
         return reply
 
     def _ask(self, model: ModelClient) -> Iterator[StreamChunkEvent | ModelReply]:
-        prompt = ([{"role": "system", "content": self.system_message}] if self.system_message else []) \
-            + self._context
+        prompt = self._prompt()
         if not self.stream_model:
             yield model.create(prompt)
             return
         for piece in model.stream(prompt):
             yield StreamChunkEvent(self.name, piece) if isinstance(piece, str) else piece
 
+    def _prompt(self) -> list[dict[str, str]]:
+        """The system message, then the conversation so far."""
+        system = [{"role": "system", "content": self.system_message}] if self.system_message else []
+        return system + self._context
+
     def _decide_retry(self, model: ModelClient, output: str) -> dict[str, Any]:
         question = (
             f"The last run failed:\n{output}\n\nShould we try to fix it? Answer with 'retry' (true or false) "
             "and 'reason': what went wrong, why you decide so, and what you would change."
         )
-        prompt = ([{"role": "system", "content": self.system_message}] if self.system_message else []) \
-            + self._context + [{"role": "user", "content": question}]
+        prompt = self._prompt() + [{"role": "user", "content": question}]
         try:
             decision = model.create_json(prompt, RETRY_SCHEMA)
         except ModelError as exc:

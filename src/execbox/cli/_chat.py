@@ -59,8 +59,9 @@ def _languages(available: tuple[str, ...]) -> list[str]:
 
 
 def _show(message) -> None:  # type: ignore[no-untyped-def]
-    print(f"\n── {message.source} " + "─" * max(0, 60 - len(message.source)))
-    print(message.content.rstrip("\n"), flush=True)
+    from ..agents._conversation import format_message
+
+    print(format_message(message), flush=True)
 
 
 def ask_person(prompt: str) -> str:

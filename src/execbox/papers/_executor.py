@@ -182,15 +182,13 @@ class PaperExecutor(DockerExecutor):
                 f"`execbox explore {asset.arxiv_id} --build`")
         from ..images import ImageSpec, build_image
 
-        folder = Path(tempfile.mkdtemp(prefix="execbox-paper-"))
-        try:
-            (folder / "Dockerfile").write_text(asset.dockerfile_text or "")
-            tag = build_image(ImageSpec(dockerfile=str(folder / "Dockerfile")), progress=self._progress)
-        finally:
-            for child in folder.iterdir():
-                child.unlink()
-            folder.rmdir()
-        repository, _, version = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
+        from docker.utils import parse_repository_tag  # type: ignore[import-untyped]
+
+        with tempfile.TemporaryDirectory(prefix="execbox-paper-") as folder:
+            dockerfile = Path(folder) / "Dockerfile"
+            dockerfile.write_text(asset.dockerfile_text or "")
+            tag = build_image(ImageSpec(dockerfile=str(dockerfile)), progress=self._progress)
+        repository, version = parse_repository_tag(name)
         client.images.get(tag).tag(repository, version or "latest")
         return name
 

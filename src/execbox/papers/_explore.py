@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..agents import (ChatResult, CodeExecutorAgent, Conversation, ModelClient, TextMessage, WriterAgent,
                       format_chat_result, writer_system_message)
+from ..agents._conversation import format_message
 
 if TYPE_CHECKING:
     from ._executor import PaperExecutor
@@ -96,7 +97,6 @@ def explore(executor: PaperExecutor, *, goal: str = DEFAULT_GOAL, interactive: b
 
 def _printer(printer: Callable[[str], None]) -> Callable[[TextMessage], None]:
     def show(message: TextMessage) -> None:
-        printer(f"\n── {message.source} " + "─" * max(0, 60 - len(message.source)))
-        printer(message.content.rstrip("\n"))
+        printer(format_message(message))
 
     return show
