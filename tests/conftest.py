@@ -98,3 +98,18 @@ def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
     return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")
+
+
+def import_error_without(missing: str, module: str) -> str:
+    """What importing ``module`` says when the package ``missing`` is not
+    installed (checked in a fresh interpreter that blocks it)."""
+    import subprocess
+    import sys
+
+    code = (f"import sys\nsys.modules[{missing!r}] = None\nimport execbox.integrations\n"
+            f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

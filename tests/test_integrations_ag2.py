@@ -4,15 +4,11 @@ executors."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from execbox import ConfigurationError, Limits, LocalExecutor, Workspace
-from tests.conftest import make_executor, require
+from tests.conftest import import_error_without, make_executor, require
 
 try:
     from autogen import ConversableAgent
@@ -26,7 +22,6 @@ else:
     MISSING = None
 
 SUCCEEDED = "exitcode: 0 (execution succeeded)\nCode output: "
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -184,9 +179,4 @@ def test_a_given_workspace_object_is_shared(tmp_path):
 
 
 def test_without_ag2_the_import_error_says_what_to_install():
-    code = ("import sys\nsys.modules['autogen'] = None\nimport execbox.integrations\n"
-            "try:\n    import execbox.integrations.ag2\nexcept ImportError as exc:\n    print(exc)\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'execbox[ag2]'" in done.stdout
+    assert "pip install 'execbox[ag2]'" in import_error_without("autogen", "execbox.integrations.ag2")

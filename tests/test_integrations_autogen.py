@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from execbox import ConfigurationError, ExecutorClosedError, JupyterExecutor, Limits, LocalExecutor
-from tests.conftest import make_executor, require, wait_dead
+from tests.conftest import import_error_without, make_executor, require, wait_dead
 
 try:
     from autogen_agentchat.agents import CodeExecutorAgent
@@ -29,7 +25,6 @@ except ImportError as exc:
 else:
     MISSING = None
 
-ROOT = Path(__file__).resolve().parents[1]
 # CodeExecutorAgent warns when it runs code without an approval function; these tests mean to.
 pytestmark = pytest.mark.filterwarnings("ignore:No approval function set:UserWarning")
 
@@ -253,9 +248,5 @@ def test_bad_arguments_name_what_to_change(tmp_path):
 
 
 def test_without_autogen_core_the_import_error_says_what_to_install():
-    code = ("import sys\nsys.modules['autogen_core'] = None\nimport execbox.integrations\n"
-            "try:\n    import execbox.integrations.autogen\nexcept ImportError as exc:\n    print(exc)\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'execbox[autogen]'" in done.stdout
+    assert "pip install 'execbox[autogen]'" in import_error_without("autogen_core",
+                                                                   "execbox.integrations.autogen")
