@@ -1,24 +1,27 @@
 """The bubblewrap jail: its arguments and what it needs to see.
 
 A user namespace even when the host user is root (uid/gid 65534 inside,
-every capability dropped), new PID/IPC/UTS/network/cgroup namespaces, a
+mapped to a host id of the executor's own when execbox runs as root:
+``_identity``; every capability dropped), new PID/IPC/UTS/network/cgroup namespaces, a
 read-only root made of read-only binds of the system and interpreter
 directories only (no home directories, no host /tmp), a private size-capped
-/tmp, the workspace as the only writable host path, a private /proc, no
-network unless asked, an environment built from nothing.
+/tmp and /dev/shm, the workspace as the only writable host path, a private
+/proc, no network unless asked, an environment built from nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import resource
 import shutil
+import socket
+import struct
 import subprocess
-import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import BackendUnavailableError
@@ -36,7 +39,8 @@ NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.c
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_OPEN_FILES = 1024
 DEFAULT_FILE_SIZE_MB = 1024
-HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
+HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms",
+               "/proc/cmdline")
 NOBODY = "65534"
 INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or run unisolated with "
                 "backend='local' (CLI: --backend local)")
@@ -48,11 +52,13 @@ def find_bwrap() -> str | None:
 
 def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
               workspace: str, extra_readonly: Sequence[tuple[str, str]] = (),
-              joined_netns: bool = False, writable: Sequence[str] = ()) -> list[str]:
+              joined_netns: bool = False, writable: Sequence[str] = (),
+              source: Callable[[str], str] = str) -> list[str]:
     """bwrap's options (without the command). ``extra_readonly``: (host path,
     path inside) pairs bound read-only; ``writable``: more host paths bound
     read-write at the same place (a kernel's socket folder). ``joined_netns``: bwrap starts inside
-    an empty network namespace already (``empty_netns``) instead of making one."""
+    an empty network namespace already (``empty_netns``) instead of making one. ``source``:
+    where bwrap finds a host path it binds (``Jailer.source``: a staged copy it can reach)."""
     args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
     if network or joined_netns:
@@ -65,7 +71,8 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
     for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
         args += ["--ro-bind-try", path, path]
     # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+             "--size", str(tmp_bytes), "--tmpfs", "/dev/shm"]
     # bwrap covers /proc/sys only when the directory is writable, and it is not,
     # but as root the files in it are (the jail's uid maps to the host's root):
     # core_pattern would run a program of the block's on the host.
@@ -74,12 +81,12 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         if os.path.exists(path):
             args += ["--ro-bind", "/dev/null", path]
     for path in readonly:
-        args += ["--ro-bind", path, path]
-    for source, inside in extra_readonly:
-        args += ["--ro-bind", source, inside]
+        args += ["--ro-bind", source(path), path]
+    for host, inside in extra_readonly:
+        args += ["--ro-bind", source(host), inside]
     for path in writable:
-        args += ["--bind", path, path]
-    args += ["--bind", workspace, workspace, "--chdir", workspace, "--remount-ro", "/"]
+        args += ["--bind", source(path), path]
+    args += ["--bind", source(workspace), workspace, "--chdir", workspace, "--remount-ro", "/"]
     return args
 
 
@@ -107,53 +114,56 @@ def jail_rlimits(open_files: int, file_size_mb: int, address_space_mb: int | Non
     return limits
 
 
-CLONE_NEWNET = 0x40000000
-_NETNS_PROGRAM = """
-import ctypes, fcntl, socket, struct, sys
-if ctypes.CDLL(None, use_errno=True).unshare(0x40000000) != 0:
-    sys.exit(1)
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # loopback up, as bwrap does
-    fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))
-sys.stdout.write("ready")
-sys.stdout.flush()
-sys.stdin.read()
-"""
-_netns_lock = threading.Lock()
-_netns: list[int | None] = []
+CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 _libc = ctypes.CDLL(None, use_errno=True)
 setns_net = _libc.setns  # called between fork and exec: made here, not there
+_unshare = _libc.unshare
 
 
-def empty_netns() -> int | None:
-    """A descriptor of one network namespace with only loopback, for one-shot
-    jails to join (made once per process). Making a network namespace per
-    block costs about half of bwrap's start-up, and its teardown more CPU
-    after it. Only root may join it (None otherwise: each jail makes its own)."""
-    with _netns_lock:
-        if not _netns:
-            _netns.append(_make_netns() if os.geteuid() == 0 else None)
-        return _netns[0]
+def empty_netns(become: Callable[[], None]) -> int | None:
+    """A descriptor of a network namespace with only loopback up, for one
+    executor's one-shot jails to join: making a network namespace per block
+    costs about half of bwrap's start-up, and its teardown more CPU after it.
+    One per executor, never shared between executors (tenants).
 
+    Made by a child that first becomes the jail id (``become``), then makes
+    a user namespace of its own and the network namespace in it: that
+    namespace does not belong to the host's initial user namespace, so host
+    device events (uevents) do not reach it. Only root may join it later
+    (None otherwise: each jail makes its own)."""
+    if os.geteuid() != 0:
+        return None
 
-def _make_netns() -> int | None:
-    holder = subprocess.Popen([sys.executable, "-I", "-c", _NETNS_PROGRAM], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert holder.stdin is not None and holder.stdout is not None
+    def make() -> None:  # in the child, before it execs cat: system calls only
+        become()
+        if _unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "execbox: unshare a network namespace")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # loopback up, as bwrap does
+            fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))
+
     try:
-        if holder.stdout.read(5) != b"ready":
-            return None
+        holder = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, preexec_fn=make, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    try:
         return os.open(f"/proc/{holder.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     finally:
+        assert holder.stdin is not None
         holder.stdin.close()  # the holder leaves; the descriptor keeps the namespace
-        holder.stdout.close()
         holder.wait()
 
 
-def probe(prefix: Sequence[str]) -> None:
-    """Raise BackendUnavailableError if bubblewrap cannot make this jail."""
-    done = subprocess.run([*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+def probe(prefix: Sequence[str], preexec: Callable[[], None] | None = None) -> None:
+    """Raise BackendUnavailableError if bubblewrap cannot make this jail
+    (``preexec``: what the child does before bwrap, as for real jails)."""
+    try:
+        done = subprocess.run([*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30,
+                              preexec_fn=preexec)
+    except subprocess.SubprocessError as exc:
+        raise BackendUnavailableError("sandbox", f"cannot start bubblewrap as the jail's user: {exc}") from None
     if done.returncode != 0:
         raise BackendUnavailableError(
             "sandbox",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -48,7 +49,8 @@ class ZygotePool:
 
     def __init__(self, prefix: Sequence[str], python: str, env: Mapping[str, str], cwd: str,
                  config: Mapping[str, Any], *, size: int,
-                 make_cgroup: Callable[[], BlockCgroup | None]) -> None:
+                 make_cgroup: Callable[[], BlockCgroup | None],
+                 preexec: Callable[[], None] | None = None) -> None:
         self.prefix = list(prefix)
         self.python = python
         self.env = dict(env)
@@ -56,6 +58,7 @@ class ZygotePool:
         self.config = dict(config)
         self.size = size
         self.make_cgroup = make_cgroup
+        self.preexec = preexec  # in the jail's child before bwrap (becoming the jail id)
         self._lock = threading.Lock()
         self._control: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -81,7 +84,8 @@ class ZygotePool:
                 json.dumps(self.config)]
         try:
             self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                     pass_fds=[theirs.fileno()], cwd=self.cwd, start_new_session=True)
+                                     pass_fds=[theirs.fileno()], cwd=self.cwd, start_new_session=True,
+                                     preexec_fn=self.preexec)
         finally:
             theirs.close()
         ours.settimeout(START_TIMEOUT_S)
@@ -255,6 +259,14 @@ class ZygotePool:
         return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started), group
 
 
+def exit_status(message: bytes) -> int | None:
+    """The code in an ``exit N`` report, or None for anything else: the
+    block can write on the status socket (its Python runs in the process
+    that holds it), so a forged line must not make the host raise."""
+    match = re.fullmatch(rb"exit (\d{1,3})", message)
+    return int(match.group(1)) if match and int(match.group(1)) <= 255 else None
+
+
 class _Unit:
     """A block running in a unit, as ``watch`` sees it."""
 
@@ -269,8 +281,7 @@ class _Unit:
             message = self.status.recv(64)
         except OSError:
             message = b""
-        if message.startswith(b"exit "):
-            self.code = int(message[5:])
+        self.code = exit_status(message)
         return True
 
     def kill(self) -> None:

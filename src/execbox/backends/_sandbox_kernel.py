@@ -13,6 +13,8 @@ bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
   process (``spawn_kept``).
 - The whole jail runs in one cgroup (memory, processes, CPU) when the host
   allows it: a kernel killed for memory is reported as such.
+- When execbox runs as root, the jail is a host id leased for this kernel
+  (``_identity``), which owns the workspace and the socket folder.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ from typing import Any
 
 from .._cgroups import BlockCgroup, CgroupSupport
 from .._errors import BackendUnavailableError
+from .._ownership import hand_over, reown_tree
 from .._seccomp import filter_fd
+from .._workspace import MAX_SCANNED_ENTRIES
 from ._channels import ZmqChannels, wait_ready
+from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
@@ -71,6 +76,8 @@ class SandboxKernel:
         self._group: BlockCgroup | None = None
         self._runtime = ""
         self._readonly: list[str] | None = None
+        self._lease: Lease | None = None
+        self._jailer = Jailer(None, ())
 
     def start(self) -> None:
         bwrap = find_bwrap()
@@ -86,9 +93,17 @@ class SandboxKernel:
         connection, info = write_connection_file(os.path.join(self._runtime, "kernel.json"), transport="ipc",
                                               ip=os.path.join(self._runtime, "ipc"),
                                               key=os.urandom(32).hex().encode())
+        self._lease = lease()
+        if self._lease is not None:  # the jail's id owns its sockets' folder and the workspace
+            uid, gid = self._lease.uid, self._lease.gid
+            hand_over(self._runtime, uid, gid, ["kernel.json"])
+            hand_over(self.cwd, uid, gid)
+            reown_tree(self.cwd, uid, gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
+        self._jailer = jailer = Jailer(self._lease, [*self._readonly, self.cwd, self._runtime])
         s = self.settings
         argv = [bwrap, *jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
-                                  hostname=s.hostname, workspace=self.cwd, writable=[self._runtime])]
+                                  hostname=s.hostname, workspace=self.cwd, writable=[self._runtime],
+                                  source=jailer.source)]
         for key, value in self.env.items():
             argv += ["--setenv", key, value]
         seccomp_r = filter_fd() if s.seccomp else -1
@@ -102,8 +117,10 @@ class SandboxKernel:
         def enter() -> None:  # in the child, before bwrap starts: system calls only
             for fd in fds:
                 os.write(fd, b"0")
+                os.close(fd)  # used: the kernel must not inherit it (host cgroup paths)
             for which, value in limits:
                 resource.setrlimit(which, (value, value))
+            jailer.enter()
 
         log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
         try:
@@ -214,3 +231,12 @@ class SandboxKernel:
         self.pid = None
         if self._runtime:
             shutil.rmtree(self._runtime, ignore_errors=True)
+        self._jailer.close()
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    @property
+    def jail_id(self) -> tuple[int, int] | None:
+        """The host uid and gid the kernel runs as (None: this user)."""
+        return None if self._lease is None else (self._lease.uid, self._lease.gid)

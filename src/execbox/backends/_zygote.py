@@ -34,10 +34,10 @@ import sys
 import threading
 import types
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 4, 38, 22, 24
 SECCOMP_MODE_FILTER = 2
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 0x2, 0x4, 0x1000, 0x4000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 0x1, 0x2, 0x4, 0x20, 0x1000, 0x4000
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 MAX_FDS = 16
 libc = ctypes.CDLL(None, use_errno=True)
@@ -73,12 +73,15 @@ def enter_user_namespace():
 
 
 def enter_namespaces(tmp_bytes, keep):
-    """A unit's mount and PID namespaces, and a fresh /tmp. ``keep``: the
-    paths under /tmp that must stay visible (the workspace, a venv)."""
-    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    """A unit's mount, PID and IPC namespaces (no SysV object or POSIX
+    queue of an earlier block is seen), and a fresh /tmp and /dev/shm, each
+    capped (and freed with the unit). ``keep``: the paths under /tmp that
+    must stay visible (the workspace, a venv)."""
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
     held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
     options = f"size={tmp_bytes},mode=1777".encode()
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /tmp")
+    check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /dev/shm")
     for path, fd in held:
         os.makedirs(path, exist_ok=True)
         check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
@@ -370,6 +373,10 @@ def main():
     # A mount and a PID namespace of the zygote's own (owned by its user
     # namespace), so that it may step into a unit's namespaces and back.
     check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    # The jail's /dev is one tmpfs for every unit: read-only, so that no
+    # block leaves a file or a link (/dev/stderr) there for the next one.
+    check(libc.mount(None, b"/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+          "remount /dev read-only")
     pid = os.fork()
     if pid:  # this process only waits; the zygote is the child, PID 1 of its namespace
         control.close()

@@ -10,6 +10,10 @@ Two ways to run a block, same isolation:
 
 Each block gets a cgroup of its own (memory, processes, CPU) where the host
 allows it (root, or a delegated cgroup), else rlimits stand in where they can.
+
+When execbox runs as root, the executor's jails run as a host id of its own
+(``_identity``): the workspace is handed to that id at start, and so is
+every folder execbox makes for a named block.
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ from typing import Any
 
 from .._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from .._errors import BackendUnavailableError, ConfigurationError
-from .._languages import runnable_languages
+from .._languages import Language, runnable_languages
+from .._ownership import hand_over, reown_tree
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from .._seccomp import filter_fd, filter_program, supported as seccomp_supported
+from .._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from ._base import Capabilities
+from ._identity import Jailer, Lease, is_jail_id, lease
+from ._outcome import Outcome
 from ._jail import (CLONE_NEWNET, DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, INSTALL_HINT,
                     empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
                     probe, setns_net)
@@ -100,6 +108,8 @@ class SandboxExecutor(LocalExecutor):
         self._zygote: ZygotePool | None = None
         self._cgroups: CgroupSupport | None = None
         self._netns: int | None = None
+        self._lease: Lease | None = None
+        self._jailer = Jailer(None, ())
 
     @property
     def capabilities(self) -> Capabilities:
@@ -122,11 +132,17 @@ class SandboxExecutor(LocalExecutor):
         assert self._python is not None
         self._cgroups = cgroup_support()[0] if self.cgroups else None
         readonly = interpreter_dirs(self._python)
+        workspace = str(self.workspace.path)
+        self._lease = lease()
+        if self._lease is not None:  # the jail's id owns the workspace, and what earlier jails left in it
+            hand_over(workspace, self._lease.uid, self._lease.gid)
+            reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
+        self._jailer = Jailer(self._lease, [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])])
         options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
-                                       hostname=self.hostname, workspace=str(self.workspace.path))
+                                       hostname=self.hostname, workspace=workspace, source=self._jailer.source)
         self._prefix = [bwrap, *jail_args(readonly, **options)]
-        probe(self._prefix)
-        self._netns = None if self.limits.network or self.pool else empty_netns()
+        probe(self._prefix, self._jailer.enter)
+        self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
         if self._netns is not None:  # one-shot jails join one empty network namespace
             self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
         inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
@@ -139,14 +155,29 @@ class SandboxExecutor(LocalExecutor):
                       "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._rlimits(),
                       "seccomp": filter_program().hex() if self.seccomp else ""}
             self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
-                                      size=self.pool_size, make_cgroup=self._make_cgroup)
+                                      size=self.pool_size, make_cgroup=self._make_cgroup,
+                                      preexec=self._jailer.enter)
             self._zygote.start()
 
     def _stop(self) -> None:
         if self._zygote is not None:
             self._zygote.stop()
             self._zygote = None
+        if self._netns is not None:
+            os.close(self._netns)
+            self._netns = None
+        self._jailer.close()
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         super()._stop()
+
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        if self._lease is not None and not code_path.startswith(INTERNAL_DIR + "/"):
+            # a named block's folders, made by execbox (root), are the jail's to write in
+            hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, [code_path])
+        return super()._execute(language, code_path, cancel, on_output)
 
     def _rlimits(self) -> dict[str, int]:
         # no memory cgroup: the address space is the next best thing
@@ -192,6 +223,7 @@ class SandboxExecutor(LocalExecutor):
             setenv += ["--seccomp", str(seccomp_r)]
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in self._rlimits().items()]
         netns = self._netns
+        jailer = self._jailer
 
         def enter() -> None:  # in the child, before bwrap starts: system calls only
             if netns is not None and setns_net(netns, CLONE_NEWNET) != 0:
@@ -200,6 +232,9 @@ class SandboxExecutor(LocalExecutor):
                 os.write(fd, b"0")
             for which, value in limits:
                 resource.setrlimit(which, (value, value))
+            for fd in (*fds, *([netns] if netns is not None else [])):
+                os.close(fd)  # used: the block must not inherit them (host cgroup paths, the namespace)
+            jailer.enter()
 
         try:
             return run_process(

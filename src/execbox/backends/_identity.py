@@ -1,0 +1,212 @@
+"""Who a jail is on the host, and how it reaches what it is shown.
+
+bubblewrap started by root with ``--unshare-user`` maps the jail's user to
+the host's root: every inode root owns that the jail can reach is then the
+block's (a setuid-root shell left in the workspace, host device nodes
+chmodded through ``--dev``, root-only files inside read-only binds read,
+root's per-user kernel quotas such as inotify instances spent). So when
+execbox runs as root, the jails of each executor run as a host uid and gid
+of their own, taken from a range no account uses and leased for the
+executor's life (``lease``): the jail owns nothing of the host's but its
+workspace, and one tenant's quotas are not another's.
+
+The range is ``EXECBOX_JAIL_IDS`` ("first:count"), by default 65,536 ids from
+0x70000000 (above systemd's container ranges, below its foreign range). A
+lease is an ``flock`` on a file under ``/run/execbox/jail-ids``, so two
+executors, in one process or two, never share an id.
+
+bwrap then runs unprivileged, as the jail id. Paths it must bind but cannot
+reach as that id (an interpreter under root's 0700 home, a workspace under
+a 0700 folder) are first bound, in a private mount namespace of the child,
+onto staging folders it can reach (``Jailer``): no host permission changes.
+
+A non-root host user cannot map the jail to anyone else (that takes
+``newuidmap`` and ``/etc/subuid``): the jail is that user, and what it owns
+on the host is what a block may change through the workspace (README,
+"Security model").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import ConfigurationError
+
+__all__ = ["Jailer", "Lease", "is_jail_id", "jail_id_range", "lease"]
+
+DEFAULT_RANGE = (0x70000000, 65536)
+LEASE_DIR = "/run/execbox/jail-ids"
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_SLAVE = 0x1000, 0x4000, 0x80000
+_libc = ctypes.CDLL(None, use_errno=True)
+_unshare, _mount = _libc.unshare, _libc.mount  # called between fork and exec: made here
+
+
+def jail_id_range() -> tuple[int, int]:
+    """(first id, count) of the jails' host ids."""
+    text = os.environ.get("EXECBOX_JAIL_IDS", "")
+    if not text:
+        return DEFAULT_RANGE
+    first, _, count = text.partition(":")
+    try:
+        value = (int(first, 0), int(count or "65536", 0))
+    except ValueError:
+        value = (-1, -1)
+    if value[0] < 1 or value[1] < 1 or value[0] + value[1] > 0xFFFFFFFE:
+        raise ConfigurationError(f"EXECBOX_JAIL_IDS={text!r}: write it as FIRST:COUNT of host ids no account "
+                                 "uses, e.g. 1879048192:65536")
+    return value
+
+
+def is_jail_id(uid: int) -> bool:
+    first, count = jail_id_range()
+    return first <= uid < first + count
+
+
+@dataclass
+class Lease:
+    """A host uid = gid held for one executor's jails until ``release``."""
+
+    uid: int
+    gid: int
+    _fd: int
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # the flock goes with it
+            self._fd = -1
+
+
+def lease() -> Lease | None:
+    """A free jail id when this process is root, else None (the jail is this user)."""
+    if os.geteuid() != 0:
+        return None
+    first, count = jail_id_range()
+    folder = _lease_dir()
+    start = secrets.randbelow(count)
+    for step in range(count):
+        uid = first + (start + step) % count
+        fd = os.open(os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                continue
+            raise
+        return Lease(uid, uid, fd)
+    raise ConfigurationError(f"all {count} jail ids of EXECBOX_JAIL_IDS are in use: close executors, "
+                             "or widen the range")
+
+
+def _lease_dir() -> str:
+    """/run/execbox/jail-ids, or a root-owned folder in the temporary
+    directory where /run cannot be written; a link or a folder someone else
+    owns is refused."""
+    for folder in (LEASE_DIR, os.path.join(tempfile.gettempdir(), "execbox-jail-ids-0")):
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError:
+            continue
+        st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022:
+            return folder
+    raise ConfigurationError(f"cannot keep jail id leases: {LEASE_DIR} cannot be made, and the temporary "
+                             "directory's execbox-jail-ids-0 is not a folder of root's")
+
+
+def reachable(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid:gid`` (no supplementary groups) may search every folder
+    above ``path`` (its mode bits; ACLs are not read)."""
+    for folder in Path(path).parents:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return False
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+class Jailer:
+    """What the child does as root between fork and the exec of bwrap.
+
+    ``sources``: host paths bwrap binds. Those the jail id cannot reach get
+    a staging folder (or file); ``source(path)`` is what to give bwrap, and
+    ``enter`` (a preexec function) binds them there in a private mount
+    namespace, then becomes the jail id. With no lease (not root) nothing is
+    staged and ``enter`` does nothing."""
+
+    def __init__(self, identity: Lease | None, sources: Sequence[str]) -> None:
+        self.identity = identity
+        self._stage = ""
+        self._binds: list[tuple[bytes, bytes]] = []
+        self._staged: dict[str, str] = {}
+        if identity is None:
+            return
+        for path in dict.fromkeys(sources):
+            if reachable(path, identity.uid, identity.gid):
+                continue
+            if not self._stage:
+                self._stage = tempfile.mkdtemp(prefix="execbox-stage-")
+                os.chmod(self._stage, 0o755)
+            target = os.path.join(self._stage, str(len(self._staged)))
+            if os.path.isdir(path):
+                os.mkdir(target, 0o755)
+            else:
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            self._staged[path] = target
+            self._binds.append((os.fsencode(path), os.fsencode(target)))
+
+    def source(self, path: str) -> str:
+        return self._staged.get(path, path)
+
+    def enter(self) -> None:
+        """In the child, before bwrap starts: system calls only."""
+        if self.identity is None:
+            return
+        if self._binds:
+            _check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
+            _check(_mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
+            for source, target in self._binds:
+                _check(_mount(source, target, None, MS_BIND | MS_REC, None), "stage a bind source")
+        self.become()
+
+    def become(self) -> None:
+        """Become the jail id, with no supplementary groups (in a child)."""
+        if self.identity is None:
+            return
+        os.setgroups([])
+        os.setresgid(self.identity.gid, self.identity.gid, self.identity.gid)
+        os.setresuid(self.identity.uid, self.identity.uid, self.identity.uid)
+
+    def then(self, first: Callable[[], None]) -> Callable[[], None]:
+        """A preexec function running ``first`` (as root), then ``enter``."""
+
+        def both() -> None:
+            first()
+            self.enter()
+
+        return both
+
+    def close(self) -> None:
+        if self._stage:
+            shutil.rmtree(self._stage, ignore_errors=True)
+            self._stage = ""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"execbox jail: {what}: {os.strerror(err)}")
