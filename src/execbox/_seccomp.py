@@ -6,7 +6,12 @@ API, bpf, keyctl, perf_event_open, kernel modules, kexec, namespaces
 (``unshare``, ``setns``, ``clone`` with namespace flags), io_uring,
 userfaultfd, cross-process memory access, clocks, swap, reboot...).
 ``clone3`` answers ENOSYS so that the C library falls back to ``clone``,
-whose flags the filter can read. A foreign architecture (the x32 ABI, or a
+whose flags the filter can read. A mode with the setuid or setgid bit is
+refused (EPERM) to chmod, fchmod, fchmodat(2), open, openat, creat, mknod and
+mknodat: a block cannot leave a set-id program in the workspace, where a host
+user could run it (the host also strips such bits after each run);
+``openat2``, whose mode sits in a struct the filter cannot read, answers
+ENOSYS (callers fall back to openat). A foreign architecture (the x32 ABI, or a
 32-bit entry) is refused the same way.
 
 The program is plain bytes (``struct sock_filter[]``): bubblewrap takes it
@@ -20,7 +25,9 @@ import os
 import platform
 import struct
 
-__all__ = ["DENIED", "filter_fd", "filter_program", "supported"]
+__all__ = ["DENIED", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
+
+SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
 DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -44,8 +51,10 @@ _X86_64 = {
     "swapoff": 168, "syslog": 103, "acct": 163, "quotactl": 179, "settimeofday": 164,
     "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "sethostname": 170,
     "setdomainname": 171, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "iopl": 172, "ioperm": 173, "clone": 56, "clone3": 435,
+    "iopl": 172, "ioperm": 173, "clone": 56, "clone3": 435, "openat2": 437,
 }
+# system call -> index of its mode argument
+_X86_64_MODES = {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 257: 3, 85: 1, 133: 1, 259: 2}
 _AARCH64 = {
     "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "pidfd_getfd": 438,
     "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428, "move_mount": 429,
@@ -57,12 +66,13 @@ _AARCH64 = {
     "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60, "settimeofday": 170,
     "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "sethostname": 161,
     "setdomainname": 162, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "clone": 220, "clone3": 435,
+    "clone": 220, "clone3": 435, "openat2": 437,
 }
-# machine -> (AUDIT_ARCH_*, syscall numbers, lowest number of a foreign ABI or None)
+_AARCH64_MODES = {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}
+# machine -> (AUDIT_ARCH_*, syscall numbers, lowest number of a foreign ABI or None, mode arguments)
 _ARCHES = {
-    "x86_64": (0xC000003E, _X86_64, 0x40000000),
-    "aarch64": (0xC00000B7, _AARCH64, None),
+    "x86_64": (0xC000003E, _X86_64, 0x40000000, _X86_64_MODES),
+    "aarch64": (0xC00000B7, _AARCH64, None, _AARCH64_MODES),
 }
 
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -87,7 +97,7 @@ def filter_program(machine: str | None = None) -> bytes:
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
-    arch, numbers, foreign = _ARCHES[machine]
+    arch, numbers, foreign, modes = _ARCHES[machine]
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
     prog = [
         (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
@@ -100,8 +110,16 @@ def filter_program(machine: str | None = None) -> bytes:
     for name in DENIED:
         if name in numbers:
             prog += [(_JEQ, 0, 1, numbers[name]), (_RET, 0, 0, eperm)]
+    prog += [(_JEQ, 0, 1, numbers["clone3"]), (_RET, 0, 0, enosys),
+             (_JEQ, 0, 1, numbers["openat2"]), (_RET, 0, 0, enosys)]
+    for number, index in modes.items():
+        prog += [
+            (_JEQ, 0, 4, number),
+            (_LD_ABS, 0, 0, 16 + 8 * index),  # low half of the mode argument
+            (_JSET, 0, 1, SET_ID_BITS), (_RET, 0, 0, eperm),
+            (_RET, 0, 0, _ALLOW),
+        ]
     prog += [
-        (_JEQ, 0, 1, numbers["clone3"]), (_RET, 0, 0, enosys),
         (_JEQ, 0, 3, numbers["clone"]),
         (_LD_ABS, 0, 0, 16),  # low half of args[0]: the clone flags
         (_JSET, 0, 1, _CLONE_NAMESPACES), (_RET, 0, 0, eperm),
