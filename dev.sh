@@ -40,6 +40,34 @@ setup_venv() {
     touch "$stamp"
 }
 
+TESTER=execbox-tester
+TESTER_HOME=/var/lib/execbox-tester
+
+setup_tester() {
+    # As root only: a non-root user (in the docker group) with a virtual
+    # environment of Debian's python3, which that user can run (the root
+    # venv's interpreter may live under /root). The security battery's
+    # as_user attempts run again as this user (tests/security/test_as_user.py).
+    [ "$(id -u)" = 0 ] || return 0
+    if ! id "$TESTER" >/dev/null 2>&1; then
+        say "creating the non-root test user $TESTER"
+        useradd --system --create-home --home-dir "$TESTER_HOME" --shell /bin/bash "$TESTER"
+    fi
+    getent group docker >/dev/null 2>&1 && usermod -aG docker "$TESTER"
+    command -v runuser >/dev/null 2>&1 || { say "runuser (util-linux) is missing"; exit 1; }
+    local venv="$TESTER_HOME/venv" stamp
+    stamp="$venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    say "setting up $venv for the non-root test user"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check '.[jupyter,docker]' \
+        'pytest>=8' 'pytest-timeout>=2' matplotlib
+    rm -rf build
+    touch "$stamp"
+    chmod -R a+rX "$venv"
+}
+
 setup_docker() {
     # The engine (installed and started when missing), then the images the
     # tests and benchmarks use; each is built once (content-addressed tags).
@@ -62,7 +90,7 @@ case "$job" in
         install_system_packages; setup_venv
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
-        install_system_packages; setup_venv; setup_docker
+        install_system_packages; setup_venv; setup_docker; setup_tester
         exec .venv/bin/python -m pytest "$@" ;;
     bench)
         install_system_packages; setup_venv; setup_docker

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .._errors import ConfigurationError
 
-__all__ = ["Jailer", "Lease", "is_jail_id", "jail_id_range", "lease"]
+__all__ = ["Jailer", "Lease", "give_pipe", "is_jail_id", "jail_id_range", "lease"]
 
 DEFAULT_RANGE = (0x70000000, 65536)
 LEASE_DIR = "/run/execbox/jail-ids"
@@ -184,9 +184,13 @@ class Jailer:
         self.become()
 
     def become(self) -> None:
-        """Become the jail id, with no supplementary groups (in a child)."""
+        """Become the jail id, with no supplementary groups (in a child).
+        The output pipes become the jail's too: ``echo > /dev/stderr``
+        opens the pipe again, and root's pipes are 0600."""
         if self.identity is None:
             return
+        for fd in (1, 2):
+            give_pipe(fd, self.identity)
         os.setgroups([])
         os.setresgid(self.identity.gid, self.identity.gid, self.identity.gid)
         os.setresuid(self.identity.uid, self.identity.uid, self.identity.uid)
@@ -204,6 +208,18 @@ class Jailer:
         if self._stage:
             shutil.rmtree(self._stage, ignore_errors=True)
             self._stage = ""
+
+
+def give_pipe(fd: int, identity: Lease | None) -> None:
+    """Make a pipe (or socket) the jail id's, so that the jail may open it
+    again through /proc/self/fd or /dev/stdout; other files are left alone."""
+    if identity is None:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.fchown(fd, identity.uid, identity.gid)
+    except OSError:
+        pass
 
 
 def _check(result: int, what: str) -> None:

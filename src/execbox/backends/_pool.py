@@ -30,6 +30,7 @@ from typing import Any
 from .._cgroups import BlockCgroup
 from .._errors import BackendUnavailableError, ConfigurationError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from ._identity import Lease, give_pipe
 from ._jail import spawn_kept
 
 __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
@@ -50,7 +51,7 @@ class ZygotePool:
     def __init__(self, prefix: Sequence[str], python: str, env: Mapping[str, str], cwd: str,
                  config: Mapping[str, Any], *, size: int,
                  make_cgroup: Callable[[], BlockCgroup | None],
-                 preexec: Callable[[], None] | None = None) -> None:
+                 preexec: Callable[[], None] | None = None, owner: Lease | None = None) -> None:
         self.prefix = list(prefix)
         self.python = python
         self.env = dict(env)
@@ -59,6 +60,7 @@ class ZygotePool:
         self.size = size
         self.make_cgroup = make_cgroup
         self.preexec = preexec  # in the jail's child before bwrap (becoming the jail id)
+        self.owner = owner  # the jail id, which must own the blocks' output pipes
         self._lock = threading.Lock()
         self._control: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -226,6 +228,8 @@ class ZygotePool:
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
+            for fd in (out_w, err_w):
+                give_pipe(fd, self.owner)
             try:
                 socket.send_fds(code, [data], [theirs.fileno(), out_w, err_w])
                 socket.send_fds(unit, [b"go"], [theirs.fileno()])

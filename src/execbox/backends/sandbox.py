@@ -156,7 +156,7 @@ class SandboxExecutor(LocalExecutor):
                       "seccomp": filter_program().hex() if self.seccomp else ""}
             self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
                                       size=self.pool_size, make_cgroup=self._make_cgroup,
-                                      preexec=self._jailer.enter)
+                                      preexec=self._jailer.enter, owner=self._lease)
             self._zygote.start()
 
     def _stop(self) -> None:
