@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._errors import ConfigurationError
+from ._workspace import MAX_DEPTH, MAX_SCANNED_ENTRIES
 
 __all__ = [
     "BlockResult",
@@ -61,7 +62,9 @@ class Limits:
     - ``cpus``: CPU time per wall-clock second, in cores (0.5 = half a
       core; None: no limit).
     - ``max_output_bytes``: output kept per block; the rest is dropped with a
-      marker (the head and the tail are kept).
+      marker (the head and the tail are kept). Rich displays of a Jupyter
+      kernel (images, HTML...) have a budget of the same size per block:
+      those past it are dropped and the output says so.
     - ``network``: True allows network, False forbids it, None takes the
       backend's default (off where the backend isolates).
 
@@ -109,7 +112,7 @@ class Limits:
 @dataclass(frozen=True)
 class ErrorInfo:
     """Why a block failed: an exception's name and value, or an execbox reason
-    (``Timeout``, ``UnsupportedLanguage``, ``PathEscape``, ``ExitStatus``...)."""
+    (``Timeout``, ``UnsupportedLanguage``, ``PathEscape``, ``CannotSave``, ``ExitStatus``...)."""
 
     name: str
     value: str
@@ -157,9 +160,12 @@ class ExecutionResult:
     such as a timeout; the streams are two pipes, so two writes to different
     streams less than about a millisecond apart may show in either order);
     ``stdout``/``stderr`` are the separated streams. ``files`` are the paths,
-    relative to the workspace, that the run created or changed; ``code_files``
-    where the blocks were written. ``blocks`` holds one result per block that
-    was reached (a run stops at the first failure).
+    relative to the workspace, that the run created or changed (names as the
+    file system gives them, usable with ``os`` and the workspace; rendered
+    escaped by ``to_text`` and ``to_dict``); ``files_truncated`` says the
+    workspace was too big to check whole, so more may have changed;
+    ``code_files`` where the blocks were written. ``blocks`` holds one result
+    per block that was reached (a run stops at the first failure).
     """
 
     exit_code: int
@@ -169,6 +175,7 @@ class ExecutionResult:
     error: ErrorInfo | None = None
     displays: tuple[Display, ...] = ()
     files: tuple[str, ...] = ()
+    files_truncated: bool = False
     code_files: tuple[str, ...] = ()
     duration_s: float = 0.0
     timed_out: bool = False
@@ -190,22 +197,31 @@ class ExecutionResult:
             Code output: ...
 
         ``plain`` is the output alone, with execbox's notes.
+
+        The status line comes first; file names with control characters (a
+        newline could forge a status line) or bytes that are not UTF-8 are
+        shown escaped, in quotes; the text always encodes as UTF-8.
         """
+        if style not in ("ag2", "plain"):
+            raise ConfigurationError(f"unknown style {style!r}: use 'ag2' or 'plain'")
         notes = []
-        if self.files:
-            notes.append("Files created or changed: " + ", ".join(self.files))
+        if self.files or self.files_truncated:
+            note = "Files created or changed: " + (", ".join(_shown(f) for f in self.files) or "none seen")
+            if self.files_truncated:
+                note += (f" (the workspace is too big to check whole: the change report stopped after "
+                         f"{MAX_SCANNED_ENTRIES} entries or {MAX_DEPTH} folders deep, so more may have changed)")
+            notes.append(note)
         body = self.output
         if notes:
             body = (body.rstrip("\n") + "\n" if body.strip() else "") + "\n".join(notes)
         if style == "plain":
-            return body
-        if style != "ag2":
-            raise ConfigurationError(f"unknown style {style!r}: use 'ag2' or 'plain'")
+            return _utf8(body)
         state = "execution succeeded" if self.exit_code == 0 else "execution failed"
-        return f"exitcode: {self.exit_code} ({state})\nCode output: {body}"
+        return _utf8(f"exitcode: {self.exit_code} ({state})\nCode output: {body}")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for tools and HTTP)."""
+        """A JSON-ready dict (for tools and HTTP); every string encodes as
+        UTF-8 (bytes of file names that are not UTF-8 shown as ``\\xff``)."""
         return _plain(self)
 
     def to_json(self, **kwargs: Any) -> str:
@@ -217,4 +233,41 @@ def _plain(obj: Any) -> Any:
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [_plain(item) for item in obj]
+    if isinstance(obj, str):
+        return _utf8(obj)
     return obj
+
+
+def _utf8(text: str) -> str:
+    """``text`` made encodable as UTF-8: the lone surrogates by which Python
+    carries bytes that are not UTF-8 (file names, surrogate-escaped) become
+    ``\\xff``; any other lone surrogate (from a kernel's JSON) ``\\udXXX``."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_ESCAPES = {"'": "\\'", "\\": "\\\\"}
+
+
+def _shown(name: str) -> str:
+    """A file name for a line of text: as it is when printable, else in
+    quotes with its control characters (newlines) and non-UTF-8 bytes
+    escaped, so that it stays on its line."""
+    if name.isprintable():
+        return name
+    return "'" + "".join(_ESCAPES.get(ch, ch) if ch.isprintable() else _escape(ch) for ch in name) + "'"
+
+
+def _escape(char: str) -> str:
+    if 0xDC80 <= ord(char) <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return repr(char)[1:-1]

@@ -8,28 +8,49 @@ which files a run created or changed, never following symlinks.
 Layout: user files at the top; execbox's own files (code files of blocks
 without a filename, host-defined functions) under ``.execbox/``, which the
 change report leaves out.
+
+What a block leaves is hostile to the host (maybe root): folders are opened
+from their parent's descriptor without following links (one swapped for a
+link to a host folder meanwhile is never listed nor written through), files
+without following links nor blocking (a FIFO), and walks are lazy and
+bounded (200k files left by a block made every later run 25 times slower
+while the whole folder was listed before the cap applied).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from ._errors import PathEscapeError, WorkspaceError
 
-__all__ = ["FileInfo", "Workspace"]
+__all__ = ["FileInfo", "Snapshot", "Workspace"]
 
 INTERNAL_DIR = ".execbox"
-# A run's change report stops looking after this many entries, so that a
-# workspace pointed at a huge tree does not make every run slow.
+# A run's change report stops after this many entries (a workspace pointed at
+# a huge tree must not make every run slow), and this many folders deep (the
+# walk holds two descriptors per level).
 MAX_SCANNED_ENTRIES = 20_000
+MAX_DEPTH = 64
 
-Snapshot = dict[str, tuple[int, int, int]]
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SETID = stat.S_ISUID | stat.S_ISGID
+
+
+class Snapshot(dict[str, tuple[int, int, int]]):
+    """(mtime, size, inode) of every regular file and symlink, by path.
+    ``complete`` is False when the walk stopped at ``MAX_SCANNED_ENTRIES``
+    entries or ``MAX_DEPTH`` levels."""
+
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -115,14 +136,16 @@ class Workspace:
         return target
 
     def write_internal(self, relative: str, data: bytes) -> Path:
-        """Write one of execbox's own files (under ``.execbox/``). A link or
-        file that code planted where a folder belongs is removed, not
-        followed."""
-        parts = Path(relative).parts
-        if not parts or parts[0] != INTERNAL_DIR or ".." in parts:
-            raise PathEscapeError(relative, f"is not under {INTERNAL_DIR}/")
+        """Write one of execbox's own files (under ``.execbox/``). What code
+        planted on the way (a link, a file) is removed, and at the file's own
+        name (a link, a folder, a FIFO) replaced or moved aside: never followed."""
+        parts = _internal_parts(relative)
         _write_under(self._root, parts, data, relative, repair=True)
         return self._root.joinpath(*parts)
+
+    def read_internal(self, relative: str) -> bytes:
+        """Read one of execbox's own files (refusing links, FIFOs, devices)."""
+        return _read_under(self._root, _internal_parts(relative), relative)
 
     # -- caller facets ------------------------------------------------------
 
@@ -135,22 +158,7 @@ class Workspace:
     def download(self, relative: str, dest: str | os.PathLike[str] | None = None) -> bytes:
         """Read a workspace file (refusing symlinks); also copy it to ``dest``."""
         target = self.resolve(relative)
-        *folders, name = target.relative_to(self._root).parts
-        parent = _open_folders(self._root, folders, relative, create=False, repair=False)
-        try:
-            # O_NONBLOCK: a FIFO planted by the code must not hang us on open
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathEscapeError(relative, "is a symlink") from None
-            raise WorkspaceError(f"cannot read {relative!r} in the workspace: {exc.strerror}") from None
-        finally:
-            os.close(parent)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise WorkspaceError(f"{relative!r} is not a regular file (a FIFO, socket or device): "
-                                     "not read")
-            data = handle.read()
+        data = _read_under(self._root, target.relative_to(self._root).parts, relative)
         if dest is not None:
             Path(dest).write_bytes(data)
         return data
@@ -158,21 +166,37 @@ class Workspace:
     def list(self, relative: str = ".") -> list[FileInfo]:
         """Files and folders under ``relative``, recursively, without
         following symlinks; execbox's own folder left out."""
-        base = self._root if relative in (".", "") else self.resolve(relative)
-        found: list[FileInfo] = []
-        for path, st in _walk(base, self._root):
-            found.append(FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode)))
+        parts = () if relative in (".", "") else self.resolve(relative).relative_to(self._root).parts
+        top = _open_folders(self._root, parts, relative, create=False, repair=False)
+        found = [FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode))
+                 for path, st, _, _ in _walk(top, parts, Snapshot())]
         return sorted(found, key=lambda info: info.path)
 
     # -- change report ----------------------------------------------------
 
-    def snapshot(self) -> Snapshot:
-        """Identity of every regular file and symlink (not followed)."""
-        return {
-            path: (st.st_mtime_ns, st.st_size, st.st_ino)
-            for path, st in _walk(self._root, self._root)
-            if not stat.S_ISDIR(st.st_mode)
-        }
+    def snapshot(self, *, clear_setid: bool = False) -> Snapshot:
+        """Identity of every regular file and symlink (not followed), up to
+        ``MAX_SCANNED_ENTRIES`` entries (``Snapshot.complete`` says whether
+        every one was seen).
+
+        ``clear_setid``: also clear the set-user-ID and set-group-ID bits of
+        every regular file, ``.execbox/`` included: a block must not leave a
+        program that runs as its owner (root, when execbox runs as root)
+        for someone on the host to start."""
+        found = Snapshot()
+        walks = [((), found), ((INTERNAL_DIR,), Snapshot())] if clear_setid else [((), found)]
+        for parts, report in walks:  # .execbox/ walked apart (its own cap), not reported
+            try:
+                top = _open_folders(self._root, parts, "/".join(parts) or ".", create=False, repair=False)
+            except (WorkspaceError, OSError):  # gone (a local block removed it), or a link
+                report.complete = False
+                continue
+            for path, st, parent, name in _walk(top, parts, report):
+                if clear_setid:
+                    _clear_setid(parent, name, st)
+                if report is found and not stat.S_ISDIR(st.st_mode):
+                    found[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        return found
 
     @staticmethod
     def changes(before: Snapshot, after: Snapshot) -> list[str]:
@@ -180,34 +204,99 @@ class Workspace:
         return sorted(path for path, ident in after.items() if before.get(path) != ident)
 
 
-def _walk(base: Path, root: Path):
-    """(relative path, lstat) under ``base``; never follows a symlink."""
-    stack = [base]
+Level = tuple[int, Iterator[os.DirEntry[str]], str]
+
+
+def _walk(top: int, parts: tuple[str, ...], report: Snapshot) -> Iterator[tuple[str, os.stat_result, int, str]]:
+    """(path, lstat, parent folder's descriptor, name) of each entry under
+    the folder ``top`` (a descriptor, closed here) at ``parts``, depth
+    first, ``.execbox/`` left out. Each folder is opened from its parent's
+    descriptor with ``O_NOFOLLOW`` and read lazily; the walk stops after
+    ``MAX_SCANNED_ENTRIES`` entries and goes no deeper than ``MAX_DEPTH``
+    (``report.complete`` is then made False)."""
+    first = _scan(top)
+    stack: list[Level] = [] if first is None else [(*first, "".join(part + "/" for part in parts))]
     seen = 0
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
+    try:
+        while stack:
+            fd, entries, prefix = stack[-1]
+            try:
+                entry = next(entries, None)
+            except OSError:  # the folder went bad under us: the rest of it is not listed
+                entry = None
+            if entry is None:
+                _close(stack.pop())
+                continue
             seen += 1
             if seen > MAX_SCANNED_ENTRIES:
+                report.complete = False
                 return
-            rel = os.path.relpath(entry.path, root)
-            if rel == INTERNAL_DIR:
+            path = prefix + entry.name
+            if path == INTERNAL_DIR:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            yield rel, st
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(Path(entry.path))
+            yield path, st, fd, entry.name
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if len(stack) >= MAX_DEPTH:
+                report.complete = False
+                continue
+            try:
+                child = _scan(os.open(entry.name, _DIR_FLAGS, dir_fd=fd))  # a link swapped in: refused
+            except OSError:
+                continue
+            if child is not None:
+                stack.append((*child, path + "/"))
+    finally:
+        for level in stack:
+            _close(level)
+
+
+def _scan(fd: int) -> tuple[int, Iterator[os.DirEntry[str]]] | None:
+    try:
+        return fd, os.scandir(fd)
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def _close(level: Level) -> None:
+    level[1].close()  # type: ignore[attr-defined]
+    os.close(level[0])
+
+
+def _clear_setid(parent: int, name: str, seen: os.stat_result) -> None:
+    """Clear the set-ID bits of the regular file ``name`` in ``parent``,
+    through a descriptor of the file itself (never a path through links)."""
+    if not (stat.S_ISREG(seen.st_mode) and seen.st_mode & _SETID):
+        return
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:  # unreadable to us: by name, not following a link either
+        with suppress(OSError, ValueError, NotImplementedError):
+            os.chmod(name, stat.S_IMODE(seen.st_mode) & ~_SETID, dir_fd=parent, follow_symlinks=False)
+        return
+    with suppress(OSError):  # not ours to change: nothing more the host can do
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_mode & _SETID:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_SETID)
+        finally:
+            os.close(fd)
 
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def _internal_parts(relative: str) -> tuple[str, ...]:
+    parts = Path(relative).parts
+    if not parts or parts[0] != INTERNAL_DIR or ".." in parts or len(parts) < 2:
+        raise PathEscapeError(relative, f"is not under {INTERNAL_DIR}/")
+    return parts
 
 
 def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, *, create: bool,
@@ -215,7 +304,7 @@ def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, 
     """A descriptor of root/folders..., opened one level at a time without
     following links; missing folders made when ``create``; a link or file in
     the way removed when ``repair``, else refused."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in folders:
             child = _open_folder(fd, part, given, create=create, repair=repair)
@@ -228,10 +317,9 @@ def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, 
 
 
 def _open_folder(parent: int, part: str, given: str, *, create: bool, repair: bool) -> int:
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     for _ in range(3):  # code running meanwhile may swap things in: a few tries, then give up
         try:
-            return os.open(part, flags, dir_fd=parent)
+            return os.open(part, _DIR_FLAGS, dir_fd=parent)
         except FileNotFoundError:
             if not create:
                 raise WorkspaceError(f"cannot open {given!r} in the workspace: no folder {part!r}") from None
@@ -244,28 +332,71 @@ def _open_folder(parent: int, part: str, given: str, *, create: bool, repair: bo
                 raise WorkspaceError(f"cannot open {given!r} in the workspace: {exc.strerror}") from None
             if not repair:
                 raise PathEscapeError(given, f"goes through {part!r}, which is a link or a file") from None
-            os.unlink(part, dir_fd=parent)
+            with suppress(FileNotFoundError):
+                os.unlink(part, dir_fd=parent)
     raise WorkspaceError(f"cannot open {given!r} in the workspace: {part!r} keeps changing")
+
+
+def _read_under(root: Path, parts: tuple[str, ...], given: str) -> bytes:
+    *folders, name = parts
+    parent = _open_folders(root, folders, given, create=False, repair=False)
+    try:
+        # O_NONBLOCK: a FIFO planted by the code must not hang us on open
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathEscapeError(given, "is a symlink") from None
+        raise WorkspaceError(f"cannot read {given!r} in the workspace: {exc.strerror}") from None
+    finally:
+        os.close(parent)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not read")
+        return handle.read()
 
 
 def _write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, repair: bool) -> None:
     *folders, name = parts
     parent = _open_folders(root, folders, given, create=True, repair=repair)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+        if repair:
+            _replace(parent, name, data, given)
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             fd = os.open(name, flags, 0o644, dir_fd=parent)
         except OSError as exc:
-            if exc.errno == errno.ELOOP and repair:
-                os.unlink(name, dir_fd=parent)
-                fd = os.open(name, flags, 0o644, dir_fd=parent)
-            elif exc.errno == errno.ELOOP:
+            if exc.errno == errno.ELOOP:
                 raise PathEscapeError(given, "is a symlink; execbox does not write through links") from None
-            else:
-                raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
+            raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
     finally:
         os.close(parent)
     with os.fdopen(fd, "wb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not written")
         handle.write(data)
+
+
+def _replace(parent: int, name: str, data: bytes, given: str) -> None:
+    """Write ``name`` in the folder ``parent`` as a new file renamed into
+    place: whatever was planted there (a link, a FIFO, a socket) is
+    replaced, never opened; a folder is first moved aside."""
+    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        with os.fdopen(os.open(temporary, flags, 0o644, dir_fd=parent), "wb") as handle:
+            handle.write(data)
+        for _ in range(3):  # code running meanwhile may plant again: a few tries, then give up
+            try:
+                os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+                return
+            except IsADirectoryError:
+                with suppress(OSError):
+                    os.rename(name, f"{name}.moved-{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent)
+    except OSError as exc:
+        reason = exc.strerror
+    else:
+        reason = f"a folder keeps being planted at {name!r}"
+    with suppress(OSError):
+        os.unlink(temporary, dir_fd=parent)
+    raise WorkspaceError(f"cannot write {given!r}: {reason}")

@@ -2,16 +2,21 @@
 the block loop written once.
 
 A backend provides ``_start``, ``_stop`` and ``_execute`` (run one code file
-that the base class has written); the base class owns language policies,
-filenames, the workspace change report, aggregation, sync/async parity,
-cancellation and the context-manager protocol.
+that the base class has written; or ``_execute_code``, given its text too);
+the base class owns language policies, filenames, the workspace change
+report, aggregation, sync/async parity, cancellation and the
+context-manager protocol.
+
+Code files of blocks without a filename get random names: with predictable
+ones, a folder planted at the next name by one block made every later block
+fail.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
+import secrets
 import threading
 import time
 import warnings
@@ -20,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError
+from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
 from .._process import Cancellation, OutputCallback
@@ -29,7 +34,6 @@ from .._workspace import INTERNAL_DIR, Workspace
 
 __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
 
-_run_ids = itertools.count(1)
 # Code files of blocks without a filename; left out of the change report.
 CODE_DIR = f"{INTERNAL_DIR}/code"
 
@@ -99,6 +103,15 @@ class Executor(ABC):
                  on_output: OutputCallback | None) -> Outcome:
         """Run the code file at ``code_path`` (relative to the workspace, which
         is the working directory of the code)."""
+
+    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
+                      on_output: OutputCallback | None) -> Outcome:
+        """Run a block the base class has just written to ``code_path``, its
+        text ``code``. A backend that sends the text rather than runs the file
+        (a Jupyter kernel) overrides this and uses ``code``: reading the file
+        back would read what a process left by an earlier block may have put
+        there meanwhile (a link to a host file, a FIFO)."""
+        return self._execute(language, code_path, cancel, on_output)
 
     def to_config(self) -> dict[str, Any]:
         """This executor's backend and options as JSON-ready data;
@@ -211,8 +224,8 @@ class Executor(ABC):
             self._active.add(cancel)
         try:
             started = time.monotonic()
-            run_id = f"{os.getpid()}_{next(_run_ids)}"
-            before = self.workspace.snapshot()
+            run_id = secrets.token_hex(8)
+            before = self.workspace.snapshot(clear_setid=True)
             results: list[BlockResult] = []
             written: list[str] = []
             for index, block in enumerate(blocks):
@@ -220,8 +233,10 @@ class Executor(ABC):
                 results.append(result)
                 if result.status not in ("ok", "saved"):
                     break
-            changed = [p for p in Workspace.changes(before, self.workspace.snapshot()) if p not in written]
-            return _aggregate(results, changed, written, time.monotonic() - started, self.name)
+            after = self.workspace.snapshot(clear_setid=True)  # no set-ID program left for the host
+            changed = [p for p in Workspace.changes(before, after) if p not in written]
+            return _aggregate(results, changed, written, time.monotonic() - started, self.name,
+                              files_truncated=not (before.complete and after.complete))
         finally:
             with self._state_lock:
                 self._active.discard(cancel)
@@ -247,8 +262,9 @@ class Executor(ABC):
                 relative = os.path.relpath(saved, self.workspace.path)
             else:
                 self._write_internal(relative, code)
-        except PathEscapeError as exc:
-            return _failed(common, lang.name, "PathEscape", f"cannot save the block: {exc}")
+        except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
+            name = "PathEscape" if isinstance(exc, PathEscapeError) else "CannotSave"
+            return _failed(common, lang.name, name, f"cannot save the block: {exc}")
         written.append(relative)
         common["code_file"] = relative
         if policy == "save":
@@ -256,8 +272,8 @@ class Executor(ABC):
         if cancel.is_set():
             return BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
                                error=ErrorInfo("Cancelled", "cancelled before it ran"))
-        outcome = self._execute(lang, relative if not relative.startswith("-") else f"./{relative}",
-                                cancel, on_output)
+        outcome = self._execute_code(lang, relative if not relative.startswith("-") else f"./{relative}",
+                                     code, cancel, on_output)
         return outcome.to_block(common)
 
     def _write_internal(self, relative: str, code: str) -> None:
@@ -314,7 +330,7 @@ def _as_blocks(blocks: CodeBlock | Iterable[CodeBlock]) -> list[CodeBlock]:
 
 
 def _aggregate(results: list[BlockResult], files: list[str], written: list[str],
-               duration: float, backend: str) -> ExecutionResult:
+               duration: float, backend: str, *, files_truncated: bool) -> ExecutionResult:
     last = results[-1]
     failed = next((r for r in results if r.error is not None), None)
     return ExecutionResult(
@@ -325,6 +341,7 @@ def _aggregate(results: list[BlockResult], files: list[str], written: list[str],
         error=failed.error if failed else None,
         displays=tuple(d for r in results for d in r.displays),
         files=tuple(files),
+        files_truncated=files_truncated,
         code_files=tuple(written),
         duration_s=duration,
         timed_out=any(r.timed_out for r in results),

@@ -7,6 +7,12 @@ Streams go to the bounded capture like every backend's output;
 SVG) and HTML are saved as files in the workspace's output folder, text and
 JSON are kept inline; an ``error`` becomes the block's error, its traceback
 without ANSI colours.
+
+Displays are bounded like the streams: each block keeps displays up to the
+output limit (``Limits.max_output_bytes``), the rest dropped as they come,
+not decoded nor saved (20 images of 1 MB under a 4 KiB limit had kept 60 MB
+in the result and written 143 MB to the workspace). A display that cannot
+be saved (a link planted at the output folder) is reported in the output.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import WorkspaceError
 from .._models import Display, ErrorInfo
 from .._output import Capture
 from .._process import Cancellation, OutputCallback
@@ -46,6 +53,18 @@ class CellOutcome:
     user_expressions: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
     msg_id: str = ""
+    display_bytes: int = 0  # displays kept, of the budget (the output limit)
+    dropped_displays: int = 0
+    dropped_bytes: int = 0
+
+    def dropped_note(self) -> str:
+        """What was dropped past the display budget ("" if nothing)."""
+        count, size, limit = self.dropped_displays, self.dropped_bytes, self.capture.combined.limit
+        if not count:
+            return ""
+        return (f"[{count} display{'s' if count > 1 else ''} ({size} bytes) dropped: a block keeps at most "
+                f"Limits.max_output_bytes={limit} bytes of displays (images, HTML, JSON, text); "
+                "save large results to files, or raise Limits.max_output_bytes]")
 
 
 def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, cancel: Cancellation | None,
@@ -90,7 +109,7 @@ def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, canc
         kind = msg["msg_type"]
         if kind == "stream":
             name = "stderr" if content.get("name") == "stderr" else "stdout"
-            _feed(out, name, content.get("text", ""), on_output)
+            _feed(out, name, _text(content.get("text", "")), on_output)
         elif kind in ("execute_result", "display_data"):
             _display(out, content.get("data", {}), save, prefix, on_output)
         elif kind == "error":
@@ -135,21 +154,44 @@ def _feed(out: CellOutcome, stream: str, text: str, on_output: OutputCallback | 
 
 def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str,
              on_output: OutputCallback | None) -> None:
+    if not isinstance(data, dict):  # the kernel is the block's: its messages may be anything
+        return
     saved_any = False
     for mime, suffix in SAVED.items():
-        if mime not in data:
+        if mime not in data or not _fits(out, data[mime]):
             continue
-        raw = data[mime]
-        payload = base64.b64decode(raw) if mime in BINARY else (raw if isinstance(raw, str) else "".join(raw)).encode()
-        path = save(f"{prefix}_{next(_names)}{suffix}", payload)
+        raw = _text(data[mime])
+        try:
+            payload = base64.b64decode(raw) if mime in BINARY else raw.encode("utf-8", "replace")
+            path = save(f"{prefix}_{next(_names)}{suffix}", payload)
+        except (WorkspaceError, OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
+            _feed(out, "stdout", f"[{mime} not saved: {exc}]\n", on_output)
+            continue
         out.displays.append(Display(mime, path=path))
         _feed(out, "stdout", f"[{mime} saved to {path}]\n", on_output)
         saved_any = True
-    if "application/json" in data:
+    if "application/json" in data and _fits(out, data["application/json"]):
         out.displays.append(Display("application/json", data=json.dumps(data["application/json"])))
     text = data.get("text/plain")
     if text is not None:
-        text = text if isinstance(text, str) else "".join(text)
-        out.displays.append(Display("text/plain", data=text))
+        text = _text(text)
+        if _fits(out, text):
+            out.displays.append(Display("text/plain", data=text))
         if not saved_any:
-            _feed(out, "stdout", text + "\n", on_output)
+            _feed(out, "stdout", text + "\n", on_output)  # the bounded output, kept or not
+
+
+def _fits(out: CellOutcome, raw: Any) -> bool:
+    """Count ``raw`` (one item of a display) against the block's display
+    budget: False, and counted as dropped, once it does not fit."""
+    size = len(raw) if isinstance(raw, str) else len(json.dumps(raw))  # base64 counted as sent
+    if out.display_bytes + size > out.capture.combined.limit:
+        out.dropped_displays += 1
+        out.dropped_bytes += size
+        return False
+    out.display_bytes += size
+    return True
+
+
+def _text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else "".join(map(str, raw)) if isinstance(raw, list) else str(raw)

@@ -31,7 +31,7 @@ from .._failures import timeout_note
 from .._languages import Language, Policy, resolve_program
 from .._models import ErrorInfo, Limits
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
-from .._workspace import Workspace
+from .._workspace import INTERNAL_DIR, Workspace
 from ..environments import Environment, SystemPython
 from ._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell, wait_done
@@ -265,7 +265,15 @@ class JupyterExecutor(Executor):
 
     def _execute(self, language: Language, code_path: str, cancel: Cancellation,
                  on_output: OutputCallback | None) -> Outcome:
-        code = (self.workspace.path / code_path).read_text(encoding="utf-8")
+        """A code file given by its path alone (blocks come with their text: ``_execute_code``)."""
+        path = os.path.normpath(code_path)  # read refusing links and FIFOs
+        read = self.workspace.read_internal if path.startswith(INTERNAL_DIR + os.sep) else self.workspace.download
+        return self._execute_code(language, code_path, read(path).decode("utf-8", "replace"), cancel, on_output)
+
+    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
+                      on_output: OutputCallback | None) -> Outcome:
+        # ``code``, not the file read back: a thread left by an earlier cell may
+        # have swapped the file for a link to a host file, or a FIFO, meanwhile
         expressions: dict[str, str] = {}
         if language.name != "python":
             # the block's file where the kernel sees our files, else its text
@@ -276,17 +284,19 @@ class JupyterExecutor(Executor):
         with self._cell_lock:
             kernel = self._kernel
             assert kernel is not None
-            if kernel.restarted:
-                execute(kernel.channels, self._setup_code(kernel), silent=True)
-                kernel.restarted = False
-            if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
-                execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
-            outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
-                               output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
-                               save=self._save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
-                               user_expressions=expressions)
-            note = self._settle(kernel, outcome)
-            kernel.kill_strays()  # no process a block started outlives it
+            try:
+                if kernel.restarted:
+                    execute(kernel.channels, self._setup_code(kernel), silent=True)
+                    kernel.restarted = False
+                if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
+                    execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
+                outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
+                                   output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
+                                   save=self._save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
+                                   user_expressions=expressions)
+                note = self._settle(kernel, outcome)
+            finally:
+                kernel.kill_strays()  # no process a block started outlives it, whatever happened
         return _to_outcome(language.name, outcome, note, self.limits)
 
     def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
@@ -354,10 +364,12 @@ def _sandbox_unavailable() -> str | None:
 def _to_outcome(language: str, cell: CellOutcome, note: str, limits: Limits) -> Outcome:
     cap = cell.capture
     output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
-    if note:
-        output = (output if not output or output.endswith("\n") else output + "\n") + note + "\n"
+    for line in (cell.dropped_note(), note):  # the kernel's note last: a timeout's goes before it
+        if line:
+            output = (output if not output or output.endswith("\n") else output + "\n") + line + "\n"
     displays = tuple(cell.displays)
-    common: dict[str, Any] = dict(duration_s=cell.duration_s, truncated=cap.truncated, displays=displays)
+    truncated = cap.truncated or cell.dropped_displays > 0
+    common: dict[str, Any] = dict(duration_s=cell.duration_s, truncated=truncated, displays=displays)
     if cell.status == "timeout":
         why = timeout_note(limits)
         output = output.removesuffix(note + "\n") + why + " " + note + "\n"
