@@ -66,7 +66,7 @@ TIMING_OUT = LIMITS.replace(timeout_s=4)
 # The modules gVisor runs (within the battery's time budget): the attacks on
 # host files, the network and the kernel's surface; those on processes and
 # resources run under runc (mode docker).
-GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel"})
+GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host"})
 
 
 def pytest_configure(config):
@@ -74,6 +74,8 @@ def pytest_configure(config):
                                        "(TIMING_OUT in tests/security/conftest.py)")
     config.addinivalue_line("markers", "premise: checks what every attack of the battery relies on "
                                        "(runs even when the premise fails)")
+    config.addinivalue_line("markers", "as_user: runs again as a non-root user when the suite runs as root "
+                                       "(tests/security/test_as_user.py)")
 
 
 # mode -> None when its executor runs ordinary blocks one after another under

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import _ownership
 from .._errors import ConfigurationError
 from .._models import Limits
 
@@ -156,22 +157,22 @@ def normalize_volumes(volumes: Mapping[str, Any] | Iterable[str] | None) -> dict
     return found
 
 
-def hand_over(root: str, paths: Iterable[str] = ()) -> None:
-    """When blocks run as nobody (the host user is root), give nobody the
-    workspace folder and the given paths in it with the folders leading to
-    them, so that blocks can write where execbox wrote."""
+def hand_over(root: str, user: str, paths: Iterable[str] = ()) -> None:
+    """When the host is root, give the identity blocks run as (``user``
+    when numeric, else nobody) the workspace folder and the given paths in
+    it with the folders leading to them, so that blocks can write where
+    execbox wrote. By descriptor, never following a link a block planted
+    (``_ownership.hand_over``); a failure is left alone: a block that
+    cannot write there sees its own error."""
     if os.getuid() != 0:
         return
-    uid, gid = (int(part) for part in NOBODY.split(":"))
-    targets = [root]
-    for relative in paths:
-        parts = relative.split(os.sep)
-        targets += [os.path.join(root, *parts[: i + 1]) for i in range(len(parts))]
-    for path in targets:
-        try:
-            os.lchown(path, uid, gid)
-        except OSError:
-            pass
+    uid, _, gid = user.partition(":")
+    if not (uid.isdigit() and (gid.isdigit() or not gid)):
+        uid, _, gid = NOBODY.partition(":")
+    try:
+        _ownership.hand_over(root, int(uid), int(gid or uid), paths)
+    except OSError:
+        pass
 
 
 def owner_label() -> str:

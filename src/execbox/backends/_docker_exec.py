@@ -2,14 +2,16 @@
 cancellation, and no process left behind inside the container.
 
 The block runs under a small ``sh`` wrapper that carries a random token in
-its environment. When the block's command returns, the wrapper counts the
-container's processes (a glob over /proc, no fork); only when more than the
-container's own are left does it run the in-container killer, which kills
-every process carrying the token, every orphan (adopted by the container's
-init) that carries no other block's token, and their descendants. On a
-timeout or a cancellation the same killer runs in an exec of its own; if
-even that cannot start (a fork bomb has used up the pids limit), the
-container itself is killed.
+its environment. Before the block, when no other block runs, the wrapper
+empties what an earlier block could leave outside the workspace (/tmp,
+/dev/shm, /dev/mqueue, SysV IPC objects). When the block's command returns,
+the wrapper counts the container's processes (a glob over /proc, no fork);
+only when more than the container's own are left does it run the
+in-container killer, which kills every process carrying the token, every
+orphan (adopted by the container's init) that carries no other block's
+token, and their descendants. On a timeout or a cancellation the same
+killer runs in an exec of its own; if even that cannot start (a fork bomb
+has used up the pids limit), the container itself is killed.
 
 The engine multiplexes stdout and stderr on one socket, in order; it is
 read on the calling thread, so the interleaving survives.
@@ -28,34 +30,105 @@ from typing import Any
 from .._output import Capture
 from .._process import DRAIN_GRACE_S, TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 
-__all__ = ["KILLER", "ContainerGone", "kill_leftovers", "memory_kills", "run_exec"]
+__all__ = ["IPC_SWEEP", "KILLER", "ContainerGone", "kill_leftovers", "memory_kills", "run_exec"]
 
-# Runs "$@"; then, if anything besides init, the keep-alive and itself is
-# left in the container, the killer (which spares the wrapper, its parent,
-# so that the block's exit status survives; a fork it cannot make at once,
-# after a fork bomb, is tried again). When no other block runs, /tmp and
-# /dev/shm are emptied, so nothing of a block but the workspace is kept.
-# python3 -I: the killer must not import what a block planted.
+# Before the block, when no other block runs (only init, the keep-alive and
+# the wrapper are there; a killed process not yet reaped does not count), it
+# empties what a block could leave outside the
+# workspace: /tmp, /dev/shm and /dev/mqueue (hidden names too), and SysV
+# shared memory, message queues and semaphores (IPC_SWEEP, started only when
+# /proc/sysvipc lists some; gVisor has no /proc/sysvipc: ``ipcs -u`` counts
+# them). Before, not after: a block that timed out or was cancelled is
+# killed with its wrapper, and the next one must not find its leftovers.
+# Then it runs "$@"; then, if anything besides init, the keep-alive and
+# itself is left in the container, the killer (which spares the wrapper,
+# its parent, so that the block's exit status survives; a fork it cannot
+# make at once, after a fork bomb, is tried again). Shell built-ins only,
+# unless something is there. python3 -I: the helpers must not import what
+# a block planted.
 WRAPPER = r"""
+alone() {
+    n=0
+    for p in /proc/[0-9]*; do
+        read -r stat 2>/dev/null <"$p/stat" || continue
+        case ${stat##*) } in Z*|X*) ;; *) n=$((n + 1)) ;; esac
+    done
+    [ $n -le 3 ]
+}
+ipc_left() {
+    if [ -r /proc/sysvipc/shm ]; then
+        for f in /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem; do
+            { read -r _ && read -r _; } <"$f" 2>/dev/null && return 0
+        done
+        return 1
+    fi
+    out=$(LC_ALL=C ipcs -u 2>/dev/null)
+    for zero in "allocated queues = 0" "segments allocated 0" "used arrays = 0"; do
+        case $out in *"$zero"*) ;; *) return 0 ;; esac
+    done
+    return 1
+}
+if alone; then
+    for d in /tmp /dev/shm /dev/mqueue; do
+        for f in "$d"/* "$d"/.[!.]* "$d"/..?*; do
+            if [ -e "$f" ] || [ -L "$f" ]; then
+                rm -rf "$d"/* "$d"/.[!.]* "$d"/..?* 2>/dev/null
+                break
+            fi
+        done
+    done
+    ipc_left && python3 -I -S -c "$EXECBOX_IPC_SWEEP" 2>/dev/null
+fi
 "$@"
 rc=$?
-set -- /proc/[0-9]*
-if [ $# -gt 3 ]; then
+if ! alone; then
     for try in 1 2 3 4 5; do
         python3 -I -c "$EXECBOX_KILLER" "$EXECBOX_RUN_TOKEN" $EXECBOX_LIVE_TOKENS 2>/dev/null && break
         sleep 0.2 2>/dev/null
     done
-    set -- /proc/[0-9]*
-fi
-if [ $# -le 3 ]; then
-    for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/*; do
-        if [ -e "$f" ] || [ -L "$f" ]; then
-            rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null
-            break
-        fi
-    done
 fi
 exit $rc
+"""
+
+# Removes the SysV IPC objects the block user may remove (IPC_RMID; what
+# another user made stays). Linux lists them in /proc/sysvipc. gVisor has
+# no such files, and its SHM_INFO and MSG_INFO give no highest index (so
+# ``ipcrm --all`` misses them there): it numbers objects up from the last
+# one made, so a new private one tells where to look, and ids below it are
+# tried (IPC_STAT: its IPC_RMID of a missing id succeeds) until as many are
+# found as SHM_INFO, MSG_INFO and SEM_INFO count, or a bound is reached.
+IPC_SWEEP = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None)
+buf = ctypes.create_string_buffer(512)
+IPC_PRIVATE, IPC_RMID, IPC_STAT, SHM_INFO, MSG_INFO, SEM_INFO = 0, 0, 2, 14, 12, 19
+kinds = {  # kind: (make one, control one, its INFO command, where the count in use lies in what it fills)
+    "shm": (lambda: libc.shmget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.shmctl(i, cmd, buf), SHM_INFO, 0),
+    "msg": (lambda: libc.msgget(IPC_PRIVATE, 0o600), lambda i, cmd: libc.msgctl(i, cmd, buf), MSG_INFO, 0),
+    "sem": (lambda: libc.semget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.semctl(i, 0, cmd, buf), SEM_INFO, 28),
+}
+for kind, (make, control, info, at) in kinds.items():
+    try:
+        with open("/proc/sysvipc/" + kind) as f:
+            listed = f.read().splitlines()[1:]
+    except OSError:
+        left = int.from_bytes(buf.raw[at:at + 4], sys.byteorder) if control(0, info) >= 0 else 0
+        if left <= 0:
+            continue
+        top = make()
+        if top >= 0:
+            control(top, IPC_RMID)
+        else:
+            top = 1 << 14
+        for i in range(top - 1, max(top - (1 << 14), 0) - 1, -1):
+            if control(i, IPC_STAT) == 0:
+                control(i, IPC_RMID)
+                left -= 1
+                if left <= 0:
+                    break
+        continue
+    for line in listed:
+        control(int(line.split()[1]), IPC_RMID)
 """
 
 # argv: the block's token, then the tokens of the executor's other running
@@ -139,7 +212,8 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
          kill_container: Callable[[], None], token: str, others: list[str], started: float) -> ProcessOutcome:
     import docker  # type: ignore[import-untyped]
 
-    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER, "EXECBOX_LIVE_TOKENS": " ".join(others)}
+    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER, "EXECBOX_IPC_SWEEP": IPC_SWEEP,
+                   "EXECBOX_LIVE_TOKENS": " ".join(others)}
     try:
         exec_id = client.api.exec_create(container_id, ["/bin/sh", "-c", WRAPPER, "execbox", *argv],
                                          environment=environment, workdir=workdir)["Id"]

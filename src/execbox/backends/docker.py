@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._docker_engine import docker_client, ensure_image, unreachable, engine_address
-from .._errors import BackendUnavailableError, ConfigurationError
+from .._errors import BackendUnavailableError, ConfigurationError, WorkspaceError
 from .._languages import LANGUAGES, PYTHON, Language, Policy
 from .._models import ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
-from .._workspace import Workspace
+from .._workspace import INTERNAL_DIR, Workspace, _open_folders
 from ..environments import Progress
 from ..environments._docker import DockerPython
 from ._base import Capabilities, Executor
@@ -160,8 +160,7 @@ class DockerExecutor(Executor):
             device_requests=self.device_requests, auto_remove=self.auto_remove, name=self.container_name,
             keep=not self.stop_container)
         settings = merge_overrides(settings, self.container_create_kwargs)
-        os.makedirs(self.workspace.path / ".execbox" / "matplotlib", exist_ok=True)
-        hand_over(str(self.workspace.path), [os.path.join(".execbox", "matplotlib")])
+        self._make_matplotlib_folder()
         try:
             container = self._client.containers.run(**settings)
         except docker.errors.ImageNotFound:
@@ -178,6 +177,18 @@ class DockerExecutor(Executor):
             out = container.exec_run(["/bin/sh", "-c", _PROBE])
             _programs[image_id] = frozenset(out.output.decode().split())
         _programs[self._image or ""] = _programs[image_id]
+
+    def _make_matplotlib_folder(self) -> None:
+        """MPLCONFIGDIR, made and handed over by descriptor: a block may
+        have left a link where .execbox or the folder belongs (then killed
+        the container so that this runs again): the link is removed, never
+        followed. Best effort: matplotlib does without it."""
+        parts = (INTERNAL_DIR, "matplotlib")
+        try:
+            os.close(_open_folders(self.workspace.path, parts, "/".join(parts), create=True, repair=True))
+        except (WorkspaceError, OSError):
+            return
+        hand_over(str(self.workspace.path), self.user, [os.path.join(*parts)])
 
     def _stop(self) -> None:
         container_id, self._container_id = self._container_id, None
@@ -215,7 +226,7 @@ class DockerExecutor(Executor):
         assert language.command is not None
         program = "python3" if language.command[0] == PYTHON else language.command[0]
         argv = [program, *language.command[1:], code_path]
-        hand_over(str(self.workspace.path), [os.path.normpath(code_path)])
+        hand_over(str(self.workspace.path), self.user, [os.path.normpath(code_path)])
         note = ""
         with self._container_lock:
             if self._container_id is None:
