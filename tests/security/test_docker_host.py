@@ -63,6 +63,17 @@ def _tree(folder: Path) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+def test_starting_a_container_leaves_the_host_devices_to_root(hostile):
+    """runsc gave a container's stdio to its sandbox user: with the host's
+    /dev/null as a detached container's stdin, that was /dev/null (owner
+    65534, seen under gVisor). The module fixture compares before and after,
+    which misses a flip that happened earlier; this says what they must be."""
+    assert hostile.run(CodeBlock("python", "print('up')")).stdout == "up\n"
+    for path in HOST_DEVICES:
+        uid, gid, mode = _identity(path)
+        assert (uid, gid, oct(mode & 0o7777)) == (0, 0, "0o666"), f"{path} is now {uid}:{gid} {oct(mode)}"
+
+
 # -- links the host must not follow -------------------------------------------
 
 # Replace (part of) execbox's own folder with a link to the host folder, then

@@ -110,6 +110,10 @@ def confined(*, image: str, user: str, memory_mb: int, pids: int, cpus: float | 
         settings["nano_cpus"] = int(cpus * 1e9)
     if runtime:
         settings["runtime"] = runtime
+    if runtime == "runsc":
+        # runsc gives a container's stdio to its sandbox user (65534); a
+        # detached container's stdin is otherwise the host's /dev/null.
+        settings["stdin_open"] = True
     if name:
         settings["name"] = name
     return settings

@@ -30,7 +30,8 @@ from typing import Any
 from .._output import Capture
 from .._process import DRAIN_GRACE_S, TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 
-__all__ = ["IPC_SWEEP", "KILLER", "ContainerGone", "kill_leftovers", "memory_kills", "run_exec"]
+__all__ = ["IPC_SWEEP", "KILLER", "ContainerGone", "exec_output", "kill_leftovers", "memory_kills", "open_exec",
+           "run_exec"]
 
 # Before the block, when no other block runs (only init, the keep-alive and
 # the wrapper are there; a killed process not yet reaped does not count), it
@@ -215,9 +216,8 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
     environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER, "EXECBOX_IPC_SWEEP": IPC_SWEEP,
                    "EXECBOX_LIVE_TOKENS": " ".join(others)}
     try:
-        exec_id = client.api.exec_create(container_id, ["/bin/sh", "-c", WRAPPER, "execbox", *argv],
-                                         environment=environment, workdir=workdir)["Id"]
-        sock = client.api.exec_start(exec_id, socket=True)
+        exec_id, raw = open_exec(client, container_id, ["/bin/sh", "-c", WRAPPER, "execbox", *argv],
+                                 environment=environment, workdir=workdir)
     except docker.errors.NotFound as exc:
         raise ContainerGone(str(exc.explanation or exc)) from None
     except docker.errors.APIError as exc:
@@ -225,7 +225,6 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
         if exc.status_code == 409 or "is not running" in text or "No such container" in text:
             raise ContainerGone(text) from None
         raise
-    raw = getattr(sock, "_sock", sock)
     try:
         capture, timed_out, cancelled = _read_frames(
             raw, deadline=started + timeout_s, output_limit=output_limit, cancel=cancel, on_output=on_output,
@@ -243,14 +242,50 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
     return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started)
 
 
+def open_exec(client: Any, container_id: str, argv: Sequence[str], **options: Any) -> tuple[str, socket.socket]:
+    """Create and start an exec; its id and the socket of its output.
+
+    Its stdin is the attached stream, closed at once (the process reads
+    end of file), never the engine's default: the host's /dev/null, which
+    runsc gives to the container's user (the host's /dev/null became
+    65534's after every exec under gVisor)."""
+    exec_id = client.api.exec_create(container_id, list(argv), stdin=True, **options)["Id"]
+    sock = client.api.exec_start(exec_id, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    try:
+        raw.shutdown(socket.SHUT_WR)
+    except OSError:
+        raw.close()
+        raise
+    return exec_id, raw
+
+
+def exec_output(client: Any, container_id: str, argv: Sequence[str], timeout_s: float = 30.0) -> str:
+    """What a short command prints on stdout (``open_exec``'s stdin)."""
+    _, raw = open_exec(client, container_id, argv)
+    raw.settimeout(timeout_s)
+    data = b""
+    try:
+        while chunk := raw.recv(1 << 16):
+            data += chunk
+    finally:
+        raw.close()
+    out = b""
+    while len(data) >= _HEADER.size:
+        kind, size = _HEADER.unpack_from(data)
+        if kind == 1:
+            out += data[_HEADER.size:_HEADER.size + size]
+        data = data[_HEADER.size + size:]
+    return out.decode(errors="replace")
+
+
 def memory_kills(client: Any, container_id: str) -> int | None:
     """How many times the kernel's OOM killer has struck in the container
     (cgroup v1 or v2), or None when it cannot be read."""
     try:
-        out = client.api.exec_create(container_id, ["/bin/sh", "-c",
-                                     "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
-                                     "cat /sys/fs/cgroup/memory.events 2>/dev/null"])
-        text = client.api.exec_start(out["Id"]).decode(errors="replace")
+        text = exec_output(client, container_id, ["/bin/sh", "-c",
+                                                  "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
+                                                  "cat /sys/fs/cgroup/memory.events 2>/dev/null"])
     except Exception:  # noqa: BLE001 - a best-effort reading
         return None
     for line in text.splitlines():
@@ -271,9 +306,7 @@ def _kill_block(client: Any, container_id: str, tokens: list[str], kill_containe
     ones), given KILL_TIMEOUT_S; when it cannot start (no pid left, no
     python3), fails or hangs, the container is killed."""
     try:
-        exec_id = client.api.exec_create(container_id, ["python3", "-I", "-c", KILLER, *tokens], workdir="/")["Id"]
-        sock = client.api.exec_start(exec_id, socket=True)
-        raw = getattr(sock, "_sock", sock)
+        exec_id, raw = open_exec(client, container_id, ["python3", "-I", "-c", KILLER, *tokens], workdir="/")
         raw.settimeout(KILL_TIMEOUT_S)
         try:
             while raw.recv(1 << 16):

@@ -28,7 +28,7 @@ from ..environments._docker import DockerPython
 from ._base import Capabilities, Executor
 from ._docker_container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
-from ._docker_exec import ContainerGone, kill_leftovers, memory_kills, run_exec
+from ._docker_exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
 from ._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ._outcome import Outcome, outcome_to_result
 from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
@@ -174,8 +174,7 @@ class DockerExecutor(Executor):
         self._oom_seen = 0
         image_id = container.attrs["Image"]  # (container.image would ask the engine again)
         if image_id not in _programs:
-            out = container.exec_run(["/bin/sh", "-c", _PROBE])
-            _programs[image_id] = frozenset(out.output.decode().split())
+            _programs[image_id] = frozenset(exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE]).split())
         _programs[self._image or ""] = _programs[image_id]
 
     def _make_matplotlib_folder(self) -> None:
