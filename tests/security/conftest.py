@@ -66,7 +66,8 @@ TIMING_OUT = LIMITS.replace(timeout_s=4)
 # The modules gVisor runs (within the battery's time budget): the attacks on
 # host files, the network and the kernel's surface; those on processes and
 # resources run under runc (mode docker).
-GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host"})
+GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host",
+                            "test_host_side"})
 
 
 def pytest_configure(config):

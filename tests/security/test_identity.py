@@ -50,6 +50,16 @@ def test_files_a_block_makes_are_not_roots(mode, hostile):
         assert st.st_uid == os.geteuid()
 
 
+def test_a_named_blocks_folders_are_the_blocks_to_write_in(mode, hostile):
+    """Having its own id must not cost a block its own folders: execbox
+    makes them for a named block (as root), and hands them to the jail."""
+    code = ("import os\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+            "open(os.path.join(here, 'next-to-me.txt'), 'w').write('x')\nprint('wrote')\n")
+    result = hostile.run(CodeBlock("python", code, filename="deep/er/named.py"))
+    assert result.exit_code == 0 and result.stdout == "wrote\n", result.output
+    assert (hostile.workspace.path / "deep/er/next-to-me.txt").read_text() == "x"
+
+
 def test_processes_of_a_block_are_not_roots(mode, hostile):
     if mode == "docker-gvisor":
         pytest.skip("not for docker-gvisor: the block's processes live in gVisor's own kernel, not in host /proc")

@@ -30,6 +30,7 @@ from .._errors import BackendUnavailableError, ConfigurationError
 from .._failures import timeout_note
 from .._languages import Language, Policy, resolve_program
 from .._models import ErrorInfo, Limits
+from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments import Environment, SystemPython
@@ -284,6 +285,10 @@ class JupyterExecutor(Executor):
         with self._cell_lock:
             kernel = self._kernel
             assert kernel is not None
+            jail = kernel.jail_id if isinstance(kernel, SandboxKernel) else None
+            if jail is not None and not code_path.startswith(INTERNAL_DIR + "/"):
+                # a named block's folders, made by execbox (root), are the jail's to write in
+                hand_over(str(self.workspace.path), *jail, [code_path])
             try:
                 if kernel.restarted:
                     execute(kernel.channels, self._setup_code(kernel), silent=True)
