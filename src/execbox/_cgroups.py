@@ -6,6 +6,12 @@ v2 (one unified hierarchy, most current hosts) are detected once. Each block
 gets a group of its own under ``<our cgroup>/execbox-<pid>/``; a process joins
 it by writing ``0`` into the group's ``cgroup.procs`` (so a process inside a
 namespace can join through a descriptor the host opened for it).
+
+On v2 a user who is not root gets groups in a delegated subtree (systemd's
+``Delegate=yes``, or a group chowned to the user): the groups go beside
+ours when our parent is ours to write, else inside our own group, after its
+processes (this one among them) move to a leaf, ``execbox-leaf``: v2 lets
+no group with processes give its children controllers.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ __all__ = ["BlockCgroup", "CgroupSupport", "cgroup_support"]
 
 CONTROLLERS = ("memory", "pids", "cpu")
 CPU_PERIOD_US = 100_000
+# cgroup v2, a delegated group: where its processes go so that it may have children
+LEAF = "execbox-leaf"
 _names = itertools.count(1)
 
 
@@ -221,11 +229,16 @@ def _detect_v2(own: str, mount: tuple[Path, str]) -> tuple[CgroupSupport | None,
     current = point / os.path.relpath(own, root)
     if own == root:  # the root group may enable controllers while holding processes
         parent = current
-    else:
+    elif os.access(current.parent / "cgroup.subtree_control", os.W_OK):  # groups beside ours
         parent = current.parent
-        if not os.access(parent / "cgroup.subtree_control", os.W_OK):
-            return None, (f"cgroup v2: cannot create groups beside {current} "
-                          "(run as root, or in a delegated cgroup: systemd-run -p Delegate=yes)")
+    elif _owned(current):  # a delegated group (systemd's Delegate=yes): groups inside it
+        why = _vacate(current)
+        if why:
+            return None, why
+        parent = current
+    else:
+        return None, (f"cgroup v2: {current} is not delegated to this user, nor is its parent: no group "
+                      "can be made (run as root, or under systemd-run --user --scope -p Delegate=yes)")
     enabled = set((parent / "cgroup.subtree_control").read_text().split())
     available = set((parent / "cgroup.controllers").read_text().split())
     missing = [c for c in CONTROLLERS if c not in available]
@@ -242,6 +255,34 @@ def _detect_v2(own: str, mount: tuple[Path, str]) -> tuple[CgroupSupport | None,
     except OSError as exc:
         return None, f"cgroup v2: cannot enable {', '.join(CONTROLLERS)} under {parent}: {exc}"
     return CgroupSupport(2, {c: base for c in CONTROLLERS}), ""
+
+
+def _owned(group: Path) -> bool:
+    """The group is this process's to divide (what a delegation hands over)."""
+    return all(os.access(group / name, os.W_OK) for name in ("cgroup.procs", "cgroup.subtree_control")) \
+        and os.access(group, os.W_OK)
+
+
+def _vacate(group: Path) -> str:
+    """cgroup v2's rule: a group that holds processes cannot give its
+    children controllers. Move every process of ``group`` (this one, and
+    the shell a delegated scope may have started in it) into a leaf, so that
+    the block groups can be made inside it. '' or why it could not."""
+    leaf = group / LEAF
+    try:
+        leaf.mkdir(exist_ok=True)
+        for _ in range(5):  # a process forked meanwhile lands in the group: move it too
+            pids = (group / "cgroup.procs").read_text().split()
+            for pid in pids:
+                try:
+                    _write(leaf / "cgroup.procs", pid)
+                except ProcessLookupError:
+                    pass  # it has exited
+            if not (group / "cgroup.procs").read_text().split():
+                return ""
+    except OSError as exc:
+        return f"cgroup v2: cannot move the processes of {group} into {leaf} to make groups inside it: {exc}"
+    return f"cgroup v2: processes keep arriving in {group}: cannot make groups inside it"
 
 
 def _own_cgroups() -> dict[str, str]:

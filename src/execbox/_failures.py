@@ -45,10 +45,19 @@ def timeout_note(limits: Limits) -> str:
     )
 
 
+# What a program prints when an allocation fails (Python, C, C++, Node, Rust, Go).
+_ALLOCATION_FAILED = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|"
+                                r"memory allocation of \d+ bytes failed|JavaScript heap out of memory",
+                                re.IGNORECASE)
+
+
 def explain_failure(language: str, exit_code: int, stderr: str, *, timed_out: bool,
-                    limits: Limits, memory_exceeded_mb: int | None = None) -> tuple[ErrorInfo, str]:
+                    limits: Limits, memory_exceeded_mb: int | None = None,
+                    address_space_mb: int | None = None) -> tuple[ErrorInfo, str]:
     """(error, note for the output) for a block that did not succeed.
-    ``memory_exceeded_mb``: the limit the kernel enforced, when it did."""
+    ``memory_exceeded_mb``: the limit the kernel enforced, when it did;
+    ``address_space_mb``: the RLIMIT_AS standing in for a memory limit, if
+    one did (an allocation over it fails instead)."""
     if memory_exceeded_mb is not None:
         note = (f"memory limit {memory_exceeded_mb} MB exceeded (Limits.memory_mb): the kernel killed "
                 "the block; use less memory or raise Limits.memory_mb")
@@ -56,10 +65,14 @@ def explain_failure(language: str, exit_code: int, stderr: str, *, timed_out: bo
     if timed_out:
         note = timeout_note(limits)
         return ErrorInfo("Timeout", note), note
-    if language == "python":
-        found = python_error(stderr)
-        if found is not None:
-            return found, ""
+    found = python_error(stderr) if language == "python" else None
+    if address_space_mb is not None and (
+            found.name == "MemoryError" if found is not None else bool(_ALLOCATION_FAILED.search(stderr[-4096:]))):
+        note = (f"memory limit {address_space_mb} MB reached (Limits.memory_mb, held as the address-space "
+                "limit RLIMIT_AS): an allocation failed; use less memory or raise Limits.memory_mb")
+        return ErrorInfo("MemoryLimit", note, found.traceback if found is not None else ""), note + "."
+    if found is not None:
+        return found, ""
     if exit_code > 128:
         signum = exit_code - 128
         note = f"The process was killed by signal {signum}"

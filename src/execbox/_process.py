@@ -84,6 +84,7 @@ class ProcessOutcome:
     cancelled: bool
     duration_s: float
     memory_exceeded_mb: int | None = None  # set when the kernel killed it at a memory limit
+    address_space_mb: int | None = None  # the RLIMIT_AS that stood in for a memory limit, if one did
 
 
 def run_process(

@@ -22,7 +22,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
@@ -45,13 +45,17 @@ class UnenforcedLimitWarning(UserWarning):
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do. ``enforced`` names the ``Limits`` fields it
-    enforces; ``languages`` the languages it can execute here."""
+    enforces; ``languages`` the languages it can execute here. Where a
+    backend says: ``mechanisms``, how each enforced limit holds on this
+    host; ``gaps``, for a limit it cannot hold here, why and the fix."""
 
     backend: str
     isolated: bool
     stateful: bool
     enforced: frozenset[str]
     languages: tuple[str, ...]
+    mechanisms: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    gaps: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 class Executor(ABC):
@@ -301,12 +305,19 @@ class Executor(ABC):
         if self.limits.network is False:
             asked.add("network")
         missing = sorted(asked - enforced)
-        if missing:
-            warnings.warn(
-                f"the {self.name} backend cannot enforce Limits {', '.join(missing)}: they are ignored "
-                "(use the sandbox or docker backend to enforce them)",
-                UnenforcedLimitWarning, stacklevel=4,
-            )
+        if not missing:
+            return
+        gaps = self.capabilities.gaps
+        if all(name in gaps for name in missing):  # the backend says why, and the fix
+            why = "; ".join(f"{name}: {gaps[name]}" for name in missing)
+            warnings.warn(f"the {self.name} backend cannot enforce Limits {', '.join(missing)} on this host: "
+                          f"they are ignored ({why})", UnenforcedLimitWarning, stacklevel=4)
+            return
+        warnings.warn(
+            f"the {self.name} backend cannot enforce Limits {', '.join(missing)}: they are ignored "
+            "(use the sandbox or docker backend to enforce them)",
+            UnenforcedLimitWarning, stacklevel=4,
+        )
 
 
 def _failed(common: dict[str, Any], language: str, name: str, message: str) -> BlockResult:

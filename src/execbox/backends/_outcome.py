@@ -45,7 +45,8 @@ def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) ->
     if outcome.exit_code == 0:
         return Outcome("ok", 0, output, stdout, stderr, None, outcome.duration_s, False, cap.truncated)
     error, note = explain_failure(language, outcome.exit_code, stderr, timed_out=outcome.timed_out,
-                                  limits=limits, memory_exceeded_mb=outcome.memory_exceeded_mb)
+                                  limits=limits, memory_exceeded_mb=outcome.memory_exceeded_mb,
+                                  address_space_mb=outcome.address_space_mb)
     status = "timeout" if outcome.timed_out else "failed"
     return Outcome(status, outcome.exit_code, _append(output, note) if note else output, stdout, stderr,
                     error, outcome.duration_s, outcome.timed_out, cap.truncated)

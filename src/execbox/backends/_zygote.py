@@ -72,6 +72,25 @@ def enter_user_namespace():
     write_file("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
+def enter_block_user_namespace():
+    """The block's own user namespace (the same ids mapped): RLIMIT_NPROC
+    counts a user's processes per user namespace, so set in here it bounds
+    the block and its children only, with no cgroup (a non-root user on a
+    cgroup v1 host). Where one cannot be made, the limit counts in the
+    zygote's namespace: the executor's processes, still not the host's."""
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        return
+    # /proc/self of a process that is not dumpable is not its own to write
+    check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+    try:
+        write_file("/proc/self/setgroups", "deny")
+        write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+        write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+
+
 def enter_namespaces(tmp_bytes, keep):
     """A unit's mount, PID and IPC namespaces (no SysV object or POSIX
     queue of an earlier block is seen), and a fresh /tmp and /dev/shm, each
@@ -213,6 +232,7 @@ def code_main(sock, cgroup_fds, config):
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 1 << 16)
         os.chdir(config["cwd"])
+        enter_block_user_namespace()
         config["privileges"].drop()
         warm_up()
         failed = None

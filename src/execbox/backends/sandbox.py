@@ -18,8 +18,10 @@ every folder execbox makes for a named block.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,7 @@ from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, 
 from .._seccomp import filter_fd, filter_program, supported as seccomp_supported
 from .._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from ._base import Capabilities
+from ._enforcement import enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._outcome import Outcome
 from ._jail import (CLONE_NEWNET, DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, INSTALL_HINT,
@@ -45,6 +48,12 @@ DEFAULT_MAX_PROCESSES = 512
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
 # (a pool unit's init stays outside the block's cgroup)
 ONE_SHOT_OVERHEAD = 2
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    """util-linux's prlimit, as the jail sees it (it binds /usr)."""
+    return shutil.which("prlimit", path=INSIDE_PATH)
 
 
 def default_memory_mb() -> int:
@@ -113,11 +122,11 @@ class SandboxExecutor(LocalExecutor):
 
     @property
     def capabilities(self) -> Capabilities:
-        enforced = {"timeout_s", "max_output_bytes", "memory_mb", "network"}
-        if self.cgroups and cgroup_support()[0] is not None:
-            enforced |= {"max_processes", "cpus"}
-        return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(enforced),
-                            languages=runnable_languages(INSIDE_PATH))
+        held = enforcement(cgroup_support()[0] if self.cgroups else None,
+                           nproc_in_userns=self.pool or _prlimit() is not None,
+                           network="an empty network namespace (the block has only a loopback of its own)")
+        return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(held.held),
+                            languages=runnable_languages(INSIDE_PATH), mechanisms=held.held, gaps=held.missing)
 
     @property
     def memory_mb(self) -> int:
@@ -152,7 +161,7 @@ class SandboxExecutor(LocalExecutor):
                                         extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
             keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
             config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
-                      "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._rlimits(),
+                      "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
                       "seccomp": filter_program().hex() if self.seccomp else ""}
             self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
                                       size=self.pool_size, make_cgroup=self._make_cgroup,
@@ -180,17 +189,28 @@ class SandboxExecutor(LocalExecutor):
         return super()._execute(language, code_path, cancel, on_output)
 
     def _rlimits(self) -> dict[str, int]:
+        """What a process gets before it enters the jail (one-shot: bwrap's;
+        the pool: each code process, with ``_block_rlimits``)."""
         # no memory cgroup: the address space is the next best thing
         return jail_rlimits(self.max_open_files, self.file_size_mb,
                             self.memory_mb if self._cgroups is None else None)
+
+    def _block_rlimits(self) -> dict[str, int]:
+        """A pool's code process's: also RLIMIT_NPROC, set inside the block's
+        own user namespace, where it counts the block's processes only (on
+        the host it would count every process of the user)."""
+        return {**self._rlimits(), "NPROC": self._max_processes}
+
+    @property
+    def _max_processes(self) -> int:
+        return self.limits.max_processes or DEFAULT_MAX_PROCESSES
 
     def _make_cgroup(self) -> BlockCgroup | None:
         if self._cgroups is None:
             return None
         return self._cgroups.create(
             memory_mb=self.memory_mb, cpus=self.limits.cpus,
-            max_processes=(self.limits.max_processes or DEFAULT_MAX_PROCESSES)
-            + (0 if self.pool else ONE_SHOT_OVERHEAD))
+            max_processes=self._max_processes + (0 if self.pool else ONE_SHOT_OVERHEAD))
 
     def _launch(self, argv: list[str], *, python_file: bool, cancel: Cancellation,
                 on_output: OutputCallback | None) -> ProcessOutcome:
@@ -206,6 +226,8 @@ class SandboxExecutor(LocalExecutor):
                 outcome = self._one_shot(argv, group, cancel, on_output)
             if group is not None and outcome.exit_code != 0 and group.oom_killed():
                 outcome.memory_exceeded_mb = self.memory_mb
+            if "AS" in self._rlimits():  # no memory cgroup: the address space stood in
+                outcome.address_space_mb = self.memory_mb
             return outcome
         finally:
             if group is not None:
@@ -236,9 +258,12 @@ class SandboxExecutor(LocalExecutor):
                 os.close(fd)  # used: the block must not inherit them (host cgroup paths, the namespace)
             jailer.enter()
 
+        # RLIMIT_NPROC inside the jail's user namespace (see _block_rlimits):
+        # the jail's init and the block's processes count there
+        nproc = [prlimit, f"--nproc={self._max_processes + 1}", "--"] if (prlimit := _prlimit()) else []
         try:
             return run_process(
-                [*self._prefix, *setenv, "--", *argv], cwd=str(self.workspace.path),
+                [*self._prefix, *setenv, "--", *nproc, *argv], cwd=str(self.workspace.path),
                 env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}, timeout_s=self.limits.timeout_s,
                 output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output, token=token,
                 preexec=enter, pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else []),
