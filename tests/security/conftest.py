@@ -75,8 +75,6 @@ def pytest_configure(config):
                                        "(TIMING_OUT in tests/security/conftest.py)")
     config.addinivalue_line("markers", "premise: checks what every attack of the battery relies on "
                                        "(runs even when the premise fails)")
-    config.addinivalue_line("markers", "as_user: runs again as a non-root user when the suite runs as root "
-                                       "(tests/security/test_as_user.py)")
 
 
 # mode -> None when its executor runs ordinary blocks one after another under

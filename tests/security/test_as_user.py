@@ -54,7 +54,8 @@ def test_the_as_user_attempts_pass_as_a_non_root_user(tmp_path):
                "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1",
                "EXECBOX_REQUIRE": "all" if REQUIRE_ALL else ""}
         runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "runuser"
-        argv = [runuser, "-u", TESTER, "--", str(python), "-m", "pytest", "tests/security", "-m", "as_user",
+        argv = [runuser, "-u", TESTER, "--", str(python), "-m", "pytest", "tests/security", "tests/hosts",
+                "-m", "as_user",
                 "-q", "-rf", "--tb=short", "-p", "no:cacheprovider", f"--basetemp={base / 'run'}"]
         done = subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
     finally:

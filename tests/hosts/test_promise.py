@@ -1,0 +1,188 @@
+"""The sandbox's promise, on whatever host this runs: isolated by default,
+with limits. Run as root and as a user who is not root (``as_user``), on
+the cgroup v1 host and in the cgroup v2 VM (tests/test_cgroup2_vm.py), for
+each isolation tier the host has.
+
+Seen before: for a user who is not root, ``max_processes=40`` let a block
+fork 300 processes and a block over ``memory_mb`` got a bare MemoryError.
+Each test checks from outside the sandbox, then runs an ordinary block on the
+same executor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from execbox import CodeBlock, Executor, Limits, SandboxExecutor, Workspace
+from execbox.backends.sandbox import find_bwrap
+from tests.conftest import marked, require
+
+pytestmark = pytest.mark.as_user
+
+MODES = {
+    "pool": {},
+    "oneshot": {"pool": False},
+}
+LIMITS = Limits(timeout_s=15, memory_mb=128, max_processes=40)
+
+
+@pytest.fixture(params=sorted(MODES))
+def make(request, tmp_path) -> Iterator:
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    made: list[Executor] = []
+
+    def build(limits: Limits = LIMITS) -> Executor:
+        executor = SandboxExecutor(workspace=Workspace(tmp_path / f"ws{len(made)}"), limits=limits,
+                                   **MODES[request.param])
+        made.append(executor)
+        executor.start()
+        return executor
+
+    yield build
+    for executor in made:
+        executor.close()
+
+
+def healthy(executor: Executor) -> None:
+    result = executor.run(CodeBlock("python", "print(6*7)"))
+    assert result.output == "42\n", f"the executor did not survive:\n{result.output}"
+
+
+FORK_BOMB = """
+import os, time
+made = 0
+try:
+    for _ in range(400):
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        made += 1
+except OSError as exc:
+    print('refused', exc.errno)
+print('made', made)
+"""
+
+
+def test_a_fork_bomb_is_bounded_by_max_processes(make):
+    executor = make()
+    assert "max_processes" in executor.capabilities.enforced, executor.capabilities.gaps
+    result = executor.run(CodeBlock("python", FORK_BOMB))
+    made = int(result.stdout.split("made ")[-1].split()[0])
+    assert made < LIMITS.max_processes, result.output
+    assert "refused" in result.stdout, result.output
+    healthy(executor)
+
+
+def test_a_memory_bomb_is_reported_naming_the_limit(make):
+    executor = make()
+    result = executor.run(CodeBlock("python", "x = bytearray(600 * 1024 * 1024)\nprint('allocated')"))
+    assert "allocated" not in result.stdout, result.output
+    assert result.error is not None and result.error.name == "MemoryLimit", result.output
+    assert "Limits.memory_mb" in result.output and "128 MB" in result.output, result.output
+    healthy(executor)
+
+
+DAEMON = """
+import os, subprocess, time
+subprocess.Popen(['setsid', 'sleep', '{marker}'], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print('started', flush=True)
+{then}
+"""
+
+
+@pytest.mark.parametrize("ending", ["returns", "times-out"])
+def test_a_setsid_daemon_dies_with_its_block(make, ending):
+    executor = make(LIMITS.replace(timeout_s=4))
+    marker = f"7{secrets.randbelow(10**8):08d}"  # a sleep of years: only a kill ends it
+    then = "time.sleep(60)" if ending == "times-out" else "time.sleep(0.5)"
+    result = executor.run(CodeBlock("python", DAEMON.format(marker=marker, then=then)))
+    assert "started" in result.stdout, result.output
+    assert result.timed_out == (ending == "times-out"), result.output
+    deadline = time.monotonic() + 5
+    while marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not marked(marker), f"the daemon outlived its block: pids {marked(marker)}"
+    healthy(executor)
+
+
+@contextlib.contextmanager
+def loopback_server(token: str) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that hands ``token`` to whoever connects."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(token.encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+
+
+@pytest.fixture
+def planted_in_home() -> Iterator[tuple[Path, str]]:
+    """A secret in ``~/.ssh`` of whoever runs the tests (removed after)."""
+    ssh = Path.home() / ".ssh"
+    existed = ssh.exists()
+    ssh.mkdir(mode=0o700, exist_ok=True)
+    token = f"execbox-secret-{secrets.token_hex(16)}"
+    path = ssh / f"execbox-promise-{secrets.token_hex(4)}"
+    path.write_text(token)
+    try:
+        yield path, token
+    finally:
+        path.unlink()
+        if not existed:
+            ssh.rmdir()
+
+
+PEEK = """
+import os, socket
+print('env', [k for k, v in os.environ.items() if {token!r} in v])
+for path in ({ssh!r}, {home!r}):
+    try:
+        print('read', path, open(path).read() if os.path.isfile(path) else os.listdir(path))
+    except OSError as exc:
+        print('refused', path, exc.errno)
+try:
+    with socket.create_connection(('127.0.0.1', {port}), timeout=3) as conn:
+        print('served', conn.recv(100))
+except OSError as exc:
+    print('refused server', exc.errno)
+"""
+
+
+def test_host_secrets_stay_out_of_reach(make, planted_in_home, monkeypatch):
+    path, token = planted_in_home
+    monkeypatch.setenv("EXECBOX_PROMISE_SECRET", token)  # in the executor's environment from its start
+    executor = make()
+    with loopback_server(token) as port:
+        result = executor.run(CodeBlock("python", PEEK.format(token=token, ssh=str(path), home=str(Path.home()),
+                                                              port=port)))
+    assert result.exit_code == 0, result.output
+    assert token not in result.output, result.output
+    assert "env []" in result.stdout, result.output
+    assert "refused server" in result.stdout, result.output
+    healthy(executor)
