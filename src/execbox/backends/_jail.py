@@ -169,7 +169,8 @@ def probe(prefix: Sequence[str], preexec: Callable[[], None] | None = None) -> N
             "sandbox",
             f"bubblewrap could not create a sandbox here ({done.stderr.strip() or done.returncode}): "
             "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
-            "user.max_user_namespaces > 0); or run unisolated with backend='local' (CLI: --backend local)",
+            "user.max_user_namespaces > 0; `execbox doctor` names what this host lacks and the fix); or run "
+            "unisolated with backend='local' (CLI: --backend local)",
         )
 
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _chat, _explore, _images, _languages, _run
+from . import _chat, _doctor, _explore, _images, _languages, _run
 from . import _mcp
 from . import _papers
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _run.register(commands)
     _languages.register(commands)
+    _doctor.register(commands)
     _images.register(commands)
     _chat.register(commands)
     _explore.register(commands)

@@ -1,0 +1,183 @@
+"""What the sandbox gets on this host, for this user: the isolation tier the
+default backend picks, how each limit holds, and for each thing missing the
+exact fix. ``execbox doctor`` prints it; a sandbox that cannot start points
+there.
+
+Every finding is read or tried here, not assumed: bubblewrap is started for
+real, a block is run in each tier that can start.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ._cgroups import cgroup_support
+
+__all__ = ["APPARMOR_PROFILE", "Diagnosis", "Finding", "diagnose"]
+
+APPARMOR_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+APPARMOR_PROFILE = """abi <abi/4.0>,
+include <tunables/global>
+
+profile bwrap /usr/bin/bwrap flags=(unconfined) {
+  userns,
+
+  include if exists <local/bwrap>
+}
+"""
+APPARMOR_FIX = ("AppArmor refuses user namespaces to unconfined programs "
+                "(kernel.apparmor_restrict_unprivileged_userns=1). Allow bubblewrap alone: write this profile to "
+                "/etc/apparmor.d/bwrap and run `sudo apparmor_parser -r /etc/apparmor.d/bwrap` (Ubuntu 25.04+ "
+                "ships one: bwrap-userns-restrict), or for every program: "
+                "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`")
+CGROUP_FIX = ("run under a delegated cgroup: `systemd-run --user --scope -p Delegate=yes <your command>` (or as "
+              "root); the limits then hold with a cgroup per block")
+
+
+@dataclass
+class Finding:
+    """One thing checked: ``ok``, what was seen, and the fix when not ok."""
+
+    name: str
+    ok: bool
+    seen: str
+    fix: str = ""
+
+
+@dataclass
+class Diagnosis:
+    user: str
+    root: bool
+    tier: str  # the tier the default sandbox gets: "namespaces", "landlock" or "none"
+    findings: list[Finding] = field(default_factory=list)
+    limits: dict[str, str] = field(default_factory=dict)  # limit -> how it holds
+    gaps: dict[str, str] = field(default_factory=dict)  # limit -> why not, and the fix
+    hidden: list[str] = field(default_factory=list)  # what the tier hides from a block
+    exposed: list[str] = field(default_factory=list)  # what it does not
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+NAMESPACES_HIDE = ["host files outside the system folders, the interpreter and the workspace",
+                   "host processes (a PID namespace of its own)", "the host's network (an empty one)",
+                   "host IPC objects and /dev/shm", "the host's /dev (a minimal one)"]
+NAMESPACES_SHOW = ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"]
+
+
+def diagnose(*, try_blocks: bool = True) -> Diagnosis:
+    """Look at this host (``try_blocks``: also run a block in each tier)."""
+    from .backends._jail import find_bwrap
+
+    uid = os.geteuid()
+    try:
+        import pwd
+        user = pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        user = str(uid)
+    found: list[Finding] = []
+    bwrap = find_bwrap()
+    found.append(Finding("bubblewrap installed", bwrap is not None, bwrap or "bwrap is not on PATH",
+                         "" if bwrap else "sudo apt-get install bubblewrap (Debian, Ubuntu)"))
+    found += _namespaces_findings()
+    namespaces_ok, why = (_try_tier("namespaces") if bwrap and try_blocks else (False, "not tried"))
+    found.append(Finding("the namespaces tier starts", namespaces_ok, "a block ran" if namespaces_ok else why,
+                         "" if namespaces_ok else _namespaces_fix(found)))
+    support, reason = cgroup_support()
+    found.append(Finding("a cgroup per block", support is not None,
+                         f"cgroup v{support.version} under {sorted(set(map(str, support.bases.values())))[0]}"
+                         if support is not None else reason, "" if support is not None else _cgroup_fix()))
+    container = _container()
+    if container:  # a finding only where it stops bubblewrap
+        found.append(Finding("inside a container", namespaces_ok, container, "" if namespaces_ok else
+                             "bubblewrap needs user namespaces, which the container's seccomp and AppArmor "
+                             "profiles refuse: start the container with --security-opt seccomp=unconfined "
+                             "--security-opt apparmor=unconfined, or let execbox use the Landlock tier"))
+    tier = "namespaces" if namespaces_ok else "none"
+    diagnosis = Diagnosis(user=user, root=uid == 0, tier=tier, findings=found)
+    if tier == "namespaces":
+        _limits_of(diagnosis)
+        diagnosis.hidden, diagnosis.exposed = list(NAMESPACES_HIDE), list(NAMESPACES_SHOW)
+    return diagnosis
+
+
+def _namespaces_findings() -> list[Finding]:
+    found = []
+    apparmor = _read(APPARMOR_SYSCTL)
+    if apparmor == "1" and os.geteuid() != 0:
+        found.append(Finding("AppArmor lets bubblewrap make user namespaces", _bwrap_profile_loaded(),
+                             "kernel.apparmor_restrict_unprivileged_userns=1",
+                             "" if _bwrap_profile_loaded() else APPARMOR_FIX + ":\n" + APPARMOR_PROFILE))
+    for path, name, fix in (
+            (Path("/proc/sys/user/max_user_namespaces"), "user.max_user_namespaces",
+             "sudo sysctl user.max_user_namespaces=15000"),
+            (Path("/proc/sys/kernel/unprivileged_userns_clone"), "kernel.unprivileged_userns_clone",
+             "sudo sysctl kernel.unprivileged_userns_clone=1")):
+        value = _read(path)
+        if value == "0":
+            found.append(Finding(f"{name} allows user namespaces", False, f"{name}=0", fix))
+    return found
+
+
+def _cgroup_fix() -> str:
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():  # cgroup v2
+        return CGROUP_FIX
+    return ("this host mounts cgroup v1, where only root makes groups: run as root, or on a cgroup v2 host "
+            "under `systemd-run --user --scope -p Delegate=yes <your command>`")
+
+
+def _namespaces_fix(found: list[Finding]) -> str:
+    for finding in found:
+        if not finding.ok and finding.fix:
+            return finding.fix
+    return "see the error above; `execbox run --backend local` runs unisolated"
+
+
+def _bwrap_profile_loaded() -> bool:
+    text = _read(Path("/sys/kernel/security/apparmor/profiles")) or ""
+    return any(line.split(" ")[0] in ("bwrap", "bwrap-userns-restrict") for line in text.splitlines())
+
+
+def _try_tier(tier: str) -> tuple[bool, str]:
+    """Run ``print(6*7)`` in a sandbox of ``tier``: (it printed 42, or why not)."""
+    import warnings
+
+    from . import CodeBlock, Limits, SandboxExecutor, Workspace
+    from ._errors import ExecboxError
+
+    with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with SandboxExecutor(workspace=Workspace(folder), pool=False, limits=Limits(timeout_s=30)) as sandbox:
+                result = sandbox.run(CodeBlock("python", "print(6*7)"))
+        except ExecboxError as exc:
+            return False, str(exc)
+    return result.output == "42\n", result.output.strip()[:300]
+
+
+def _limits_of(diagnosis: Diagnosis) -> None:
+    from . import SandboxExecutor
+
+    capabilities = SandboxExecutor().capabilities
+    diagnosis.limits = dict(capabilities.mechanisms)
+    diagnosis.gaps = dict(capabilities.gaps)
+
+
+def _container() -> str:
+    if Path("/.dockerenv").exists():
+        return "/.dockerenv exists: a Docker container"
+    if Path("/run/.containerenv").exists():
+        return "/run/.containerenv exists: a Podman container"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "KUBERNETES_SERVICE_HOST is set: a Kubernetes pod"
+    return ""
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None

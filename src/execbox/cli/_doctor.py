@@ -1,0 +1,43 @@
+"""``execbox doctor``: what the sandbox gets on this host, and the fixes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .._doctor import diagnose
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("doctor", help="which isolation and limits the sandbox gets here, and the fixes")
+    cmd.add_argument("--json", action="store_true", help="print JSON")
+    cmd.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    diagnosis = diagnose()
+    if args.json:
+        print(json.dumps(diagnosis.to_json(), indent=2))
+        return 0 if diagnosis.tier != "none" else 1
+    who = f"{diagnosis.user} ({'root' if diagnosis.root else 'not root'})"
+    print(f"execbox doctor, as {who}")
+    print(f"isolation the sandbox gets: {diagnosis.tier}")
+    print()
+    for finding in diagnosis.findings:
+        print(f"  [{'ok' if finding.ok else '!!'}] {finding.name}: {finding.seen}")
+        if finding.fix:
+            for line in finding.fix.splitlines():
+                print(f"         fix: {line}" if line == finding.fix.splitlines()[0] else f"              {line}")
+    if diagnosis.limits or diagnosis.gaps:
+        print("\nlimits:")
+        for name, how in diagnosis.limits.items():
+            print(f"  [ok] {name}: {how}")
+        for name, why in diagnosis.gaps.items():
+            print(f"  [!!] {name}: {why}")
+    if diagnosis.hidden:
+        print("\nwhat a block cannot see: " + "; ".join(diagnosis.hidden))
+        print("what it can: " + "; ".join(diagnosis.exposed))
+    if diagnosis.tier == "none":
+        print("\nthe sandbox cannot start here: apply a fix above, or run unisolated with --backend local")
+        return 1
+    return 0

@@ -1,0 +1,86 @@
+"""``execbox doctor`` tells the truth about this host, for this user: run
+for real as root, as the non-root test user, and where bubblewrap cannot
+start (no user namespace can be made)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from execbox.backends.sandbox import find_bwrap
+from tests.conftest import require
+from tests.hostile_hosts import without_user_namespaces
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TESTER = "execbox-tester"
+
+
+def _tester() -> tuple[pwd.struct_passwd, str]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: runs doctor as another user")
+    try:
+        tester = pwd.getpwnam(TESTER)
+    except KeyError:
+        tester = None
+    python = f"{tester.pw_dir}/venv/bin/python" if tester else ""
+    require("the non-root test user", tester is not None and os.path.exists(python),
+            f"./dev.sh test creates {TESTER} and its virtual environment (as root)")
+    return tester, python  # type: ignore[return-value]
+
+
+def _env(home: str) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "PYTHONPATH": SRC,
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _doctor(done: subprocess.CompletedProcess[str]) -> dict:
+    start = done.stdout.find("{")
+    assert start >= 0, done.stdout + done.stderr
+    return json.loads(done.stdout[start:])
+
+
+def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    done = subprocess.run([sys.executable, "-m", "execbox.cli", "doctor", "--json"], capture_output=True,
+                          text=True, env=_env(os.environ.get("HOME", "/")), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = _doctor(done)
+    assert found["tier"] == "namespaces"
+    for limit in ("timeout_s", "memory_mb", "max_processes", "network"):
+        assert limit in found["limits"], found
+    if os.geteuid() == 0:
+        assert "cgroup" in found["limits"]["max_processes"], found
+
+
+def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():
+    tester, python = _tester()
+    runuser = "/usr/sbin/runuser" if os.path.exists("/usr/sbin/runuser") else "runuser"
+    done = subprocess.run([runuser, "-u", TESTER, "--", python, "-m", "execbox.cli", "doctor", "--json"],
+                          capture_output=True, text=True, env=_env(tester.pw_dir), cwd="/", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = _doctor(done)
+    assert found["root"] is False and found["tier"] == "namespaces", found
+    cgroup = next(f for f in found["findings"] if f["name"] == "a cgroup per block")
+    if not cgroup["ok"]:  # this host (cgroup v1) gives a user no cgroup
+        assert "RLIMIT_AS" in found["limits"]["memory_mb"], found
+        assert "RLIMIT_NPROC" in found["limits"]["max_processes"], found
+        assert "cpus" in found["gaps"] and cgroup["fix"], found
+
+
+def test_doctor_where_no_user_namespace_can_be_made_names_the_sysctl():
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    tester, python = _tester()
+    done = without_user_namespaces([python, "-m", "execbox.cli", "doctor", "--json"], uid=tester.pw_uid,
+                                   gid=tester.pw_gid, env=_env(tester.pw_dir), cwd="/")
+    found = _doctor(done)
+    assert found["tier"] != "namespaces", found
+    refused = {f["name"]: f for f in found["findings"] if not f["ok"]}
+    assert "the namespaces tier starts" in refused, found
+    assert "user.max_user_namespaces allows user namespaces" in refused, found
+    assert "sysctl user.max_user_namespaces" in refused["the namespaces tier starts"]["fix"], found
