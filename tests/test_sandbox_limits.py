@@ -94,3 +94,56 @@ def test_capabilities_say_what_is_enforced(tmp_path):
     if cgroup_support()[0] is not None:
         assert {"max_processes", "cpus"} <= enforced
     ex.close()
+
+
+# Loads a filter (hex in argv[1]) into this process, then tries each socket family and the host's IPC.
+LOAD_AND_TRY = r"""
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+program = bytes.fromhex(sys.argv[1])
+buf = ctypes.create_string_buffer(program)
+prog = Fprog(len(program) // 8, ctypes.addressof(buf))
+assert libc.prctl(38, 1, 0, 0, 0) == 0                      # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0     # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+def attempt(label, make):
+    try:
+        make().close()
+        print(label, "ok")
+    except OSError as exc:
+        print(label, errno.errorcode.get(exc.errno, exc.errno))
+for name in ("AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK"):
+    attempt(name, lambda: socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name != "AF_UNIX" else socket.SOCK_STREAM))
+a, b = socket.socketpair()
+print("socketpair ok")
+shm, queue = libc.shmget(0, 4096, 0o1600), libc.msgget(0, 0o1600)  # IPC_PRIVATE: removed below
+print("shmget", shm >= 0, errno.errorcode.get(ctypes.get_errno()))
+print("msgget", queue >= 0, errno.errorcode.get(ctypes.get_errno()))
+print("mq_open", libc.syscall(240 if os.uname().machine == "x86_64" else 180, b"execbox-test", 0o100 | 2, 0o600, None) >= 0)
+libc.shmctl(shm, 0, None), libc.msgctl(queue, 0, None), libc.mq_unlink(b"/execbox-test")  # IPC_RMID
+"""
+
+
+def test_seccomp_can_keep_sockets_to_unix_and_refuse_the_hosts_ipc(tmp_path):
+    """The Landlock tier's filter: no namespace of its own, so only AF_UNIX
+    sockets (socketpair too) and no SysV IPC or POSIX message queues."""
+    import subprocess
+    import sys
+
+    from execbox._seccomp import HOST_IPC, filter_program, supported
+
+    require("seccomp", supported(), "x86_64 or aarch64")
+    program = filter_program(unix_sockets_only=True, also_denied=HOST_IPC).hex()
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert seen["AF_UNIX"] == "ok" and seen["socketpair"] == "ok", done.stdout
+    for family in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK"):
+        assert seen[family] == "EPERM", done.stdout
+    assert seen["shmget"] == "False EPERM" and seen["msgget"] == "False EPERM", done.stdout
+    assert seen["mq_open"] == "False", done.stdout
+    # the default filter keeps every family (the namespaces tier has a network namespace of its own)
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, filter_program().hex()], capture_output=True,
+                          text=True, timeout=60)
+    assert "AF_INET ok" in done.stdout and "shmget True" in done.stdout, done.stdout + done.stderr

@@ -14,6 +14,13 @@ user could run it (the host also strips such bits after each run);
 ENOSYS (callers fall back to openat). A foreign architecture (the x32 ABI, or a
 32-bit entry) is refused the same way.
 
+Two options for a sandbox that has no namespaces of its own (the Landlock
+tier): ``unix_sockets_only`` refuses ``socket()`` for every family but
+AF_UNIX (IPv4, IPv6, packet, netlink, vsock...: the host's network
+namespace is the block's; ``socketpair`` stays allowed), and ``also_denied``
+names more system calls to refuse (``HOST_IPC``: SysV IPC and POSIX message
+queues, which are the host's without an IPC namespace).
+
 The program is plain bytes (``struct sock_filter[]``): bubblewrap takes it
 with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
 """
@@ -24,8 +31,10 @@ import errno
 import os
 import platform
 import struct
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["DENIED", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
+__all__ = ["DENIED", "HOST_IPC", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
 
 SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
@@ -39,6 +48,13 @@ DENIED = (
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "iopl", "ioperm",
 )
+# SysV IPC and POSIX message queues: global unless the sandbox has an IPC namespace
+HOST_IPC = (
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
+)
+AF_UNIX = 1
 
 _X86_64 = {
     "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
@@ -51,7 +67,11 @@ _X86_64 = {
     "swapoff": 168, "syslog": 103, "acct": 163, "quotactl": 179, "settimeofday": 164,
     "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "sethostname": 170,
     "setdomainname": 171, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "iopl": 172, "ioperm": 173, "clone": 56, "clone3": 435, "openat2": 437,
+    "iopl": 172, "ioperm": 173, "clone": 56, "clone3": 435, "openat2": 437, "socket": 41,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+    "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+    "truncate": 76,
 }
 # system call -> index of its mode argument
 _X86_64_MODES = {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 257: 3, 85: 1, 133: 1, 259: 2}
@@ -66,7 +86,11 @@ _AARCH64 = {
     "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60, "settimeofday": 170,
     "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "sethostname": 161,
     "setdomainname": 162, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "clone": 220, "clone3": 435, "openat2": 437,
+    "clone": 220, "clone3": 435, "openat2": 437, "socket": 198,
+    "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+    "mq_getsetattr": 185, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
+    "semctl": 191, "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
+    "truncate": 45,
 }
 _AARCH64_MODES = {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}
 # machine -> (AUDIT_ARCH_*, syscall numbers, lowest number of a foreign ABI or None, mode arguments)
@@ -92,12 +116,18 @@ def supported(machine: str | None = None) -> bool:
     return (machine or platform.machine()) in _ARCHES
 
 
-def filter_program(machine: str | None = None) -> bytes:
-    """The filter for this machine's architecture, as ``struct sock_filter[]``."""
+def filter_program(machine: str | None = None, *, unix_sockets_only: bool = False,
+                   also_denied: Sequence[str] = ()) -> bytes:
+    """The filter for this machine's architecture, as ``struct sock_filter[]``.
+    ``unix_sockets_only``: ``socket()`` of any family but AF_UNIX answers
+    EPERM; ``also_denied``: more system calls (by name) that answer EPERM."""
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
     arch, numbers, foreign, modes = _ARCHES[machine]
+    unknown = [name for name in also_denied if name not in numbers]
+    if unknown:
+        raise ValueError(f"no {machine} system call numbers for {', '.join(unknown)}")
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
     prog = [
         (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
@@ -107,9 +137,17 @@ def filter_program(machine: str | None = None) -> bytes:
     ]
     if foreign is not None:
         prog += [(_JGE, 0, 1, foreign), (_RET, 0, 0, eperm)]
-    for name in DENIED:
+    for name in dict.fromkeys((*DENIED, *also_denied)):
         if name in numbers:
             prog += [(_JEQ, 0, 1, numbers[name]), (_RET, 0, 0, eperm)]
+    if unix_sockets_only:
+        prog += [
+            (_JEQ, 0, 4, numbers["socket"]),
+            (_LD_ABS, 0, 0, 16),  # low half of args[0]: the address family
+            (_JEQ, 1, 0, AF_UNIX),
+            (_RET, 0, 0, eperm),
+            (_RET, 0, 0, _ALLOW),
+        ]
     prog += [(_JEQ, 0, 1, numbers["clone3"]), (_RET, 0, 0, enosys),
              (_JEQ, 0, 1, numbers["openat2"]), (_RET, 0, 0, enosys)]
     for number, index in modes.items():
@@ -128,10 +166,11 @@ def filter_program(machine: str | None = None) -> bytes:
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
-def filter_fd() -> int:
+def filter_fd(**options: Any) -> int:
     """The read end of a pipe holding the filter program (for bwrap's
-    ``--seccomp FD``); the caller passes it to the child and closes it."""
+    ``--seccomp FD``; ``options`` as ``filter_program``'s); the caller
+    passes it to the child and closes it."""
     read, write = os.pipe()
-    os.write(write, filter_program())
+    os.write(write, filter_program(**options))
     os.close(write)
     return read
