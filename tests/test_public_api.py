@@ -7,7 +7,7 @@ EXPECTED = {
     "ConfigurationError", "Display", "DockerExecutor", "DockerJupyterServer", "DockerPython", "Environment", "EnvironmentSetupError", "ErrorInfo",
     "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
     "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
-    "UnenforcedLimitWarning", "Venv", "Workspace", "WorkspaceError", "__version__",
+    "UnenforcedLimitWarning", "Venv", "WeakerIsolationWarning", "Workspace", "WorkspaceError", "__version__",
     "backend_names", "canonical_language", "create_executor", "default_executor", "executor_from_config",
     "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
 }

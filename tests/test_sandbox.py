@@ -104,8 +104,15 @@ def test_host_processes_are_invisible(sandbox):
 def test_missing_bubblewrap_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BackendUnavailableError, match="apt-get install bubblewrap"):
-        with SandboxExecutor(workspace=tmp_path):
+        with SandboxExecutor(workspace=tmp_path, isolation="namespaces"):
             pass
+    from execbox import WeakerIsolationWarning
+    from execbox.backends._landlock_tier import landlock_problem
+
+    if landlock_problem() is None:  # "auto" falls back to the Landlock tier, and says why
+        with pytest.warns(WeakerIsolationWarning, match="apt-get install bubblewrap"):
+            with SandboxExecutor(workspace=tmp_path) as ex:
+                assert ex.isolation_in_use == "landlock"
 
 
 def test_interpreter_under_host_tmp_is_visible(tmp_path):

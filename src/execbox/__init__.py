@@ -16,6 +16,7 @@ from ._errors import (
     ExecutorClosedError,
     NoCodeBlocksError,
     PathEscapeError,
+    WeakerIsolationWarning,
     WorkspaceError,
 )
 from ._config import executor_from_config
@@ -71,6 +72,7 @@ __all__ = [
     "SystemPython",
     "UnenforcedLimitWarning",
     "Venv",
+    "WeakerIsolationWarning",
     "Workspace",
     "WorkspaceError",
     "__version__",

@@ -17,6 +17,9 @@ calls::
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change.
+
+A warning, not an error: ``WeakerIsolationWarning`` (a ``UserWarning``) when
+the sandbox runs blocks in its weaker tier (Landlock, no namespaces).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "NoCodeBlocksError",
     "PaperNotFoundError",
     "PathEscapeError",
+    "WeakerIsolationWarning",
     "WorkspaceError",
 ]
 
@@ -107,3 +111,8 @@ class PaperNotFoundError(CatalogError):
             f"no paper {arxiv_id!r} in {where}: check the arXiv id, or find it "
             "with `execbox papers search WORDS` (Catalog.search(query))"
         )
+
+
+class WeakerIsolationWarning(UserWarning):
+    """The sandbox isolates blocks with its weaker tier here (Landlock,
+    seccomp and rlimits, no namespaces): the message says why."""

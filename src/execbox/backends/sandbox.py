@@ -14,6 +14,14 @@ allows it (root, or a delegated cgroup), else rlimits stand in where they can.
 When execbox runs as root, the executor's jails run as a host id of its own
 (``_identity``): the workspace is handed to that id at start, and so is
 every folder execbox makes for a named block.
+
+Two isolation tiers (``isolation``): namespaces (bubblewrap, above), and,
+where bubblewrap cannot make a user namespace (Ubuntu 24.04+ for a user who
+is not root, Docker and Kubernetes containers), Landlock + seccomp + rlimits
+with no namespace and one process per block (``_landlock_tier``, which says
+what that tier leaves visible). ``"auto"`` takes the first that starts and
+warns once when it is Landlock (``WeakerIsolationWarning``);
+``isolation_in_use`` says which runs.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from .._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from ._base import Capabilities
 from ._enforcement import enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
+from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
 from ._outcome import Outcome
 from ._jail import (CLONE_NEWNET, DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, INSTALL_HINT,
                     empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
@@ -45,6 +54,7 @@ from .local import LocalExecutor
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
 DEFAULT_MAX_PROCESSES = 512
+ISOLATION_TIERS = ("auto", "namespaces", "landlock")
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
 # (a pool unit's init stays outside the block's cgroup)
 ONE_SHOT_OVERHEAD = 2
@@ -80,7 +90,10 @@ class SandboxExecutor(LocalExecutor):
     - ``seccomp`` (True): deny ptrace, mount, bpf, keyctl, namespaces... .
     - ``cgroups`` (True): a cgroup per block where the host allows it; False
       leaves memory to RLIMIT_AS and processes to the timeout.
-    - ``hostname``: what the block sees as its host name.
+    - ``hostname``: what the block sees as its host name (namespaces only).
+    - ``isolation`` ("auto"): "namespaces" (bubblewrap; fails where it cannot
+      start), "landlock" (no namespaces: weaker, see ``_landlock_tier``; no
+      pool), or "auto": namespaces where bubblewrap starts, else Landlock.
 
     Unset ``Limits.memory_mb`` and ``max_processes`` take the sandbox's
     defaults: half the machine's memory (at most 8 GiB) and 512 processes.
@@ -92,8 +105,14 @@ class SandboxExecutor(LocalExecutor):
                  tmp_size_mb: int = 256, file_size_mb: int = DEFAULT_FILE_SIZE_MB,
                  max_open_files: int = DEFAULT_OPEN_FILES,
                  seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
-                 **options: Any) -> None:
+                 isolation: str = "auto", **options: Any) -> None:
         super().__init__(**options)
+        if isolation not in ISOLATION_TIERS:
+            raise ConfigurationError(f"SandboxExecutor(isolation=...) must be one of "
+                                     f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}")
+        if preload and isolation == "landlock":
+            raise ConfigurationError("preload=... needs the warm pool, which the Landlock tier has not: "
+                                     "drop preload, or isolation='landlock'")
         for label, value in (("pool_size", pool_size), ("tmp_size_mb", tmp_size_mb),
                              ("file_size_mb", file_size_mb), ("max_open_files", max_open_files)):
             if not isinstance(value, int) or value < 1:
@@ -112,6 +131,9 @@ class SandboxExecutor(LocalExecutor):
         self.seccomp = seccomp and seccomp_supported()
         self.cgroups = cgroups
         self.hostname = hostname
+        self.isolation = isolation
+        self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
+        self._landlock: LandlockTier | None = None
         self._prefix: list[str] = []
         self._inside_env: dict[str, str] = {}
         self._zygote: ZygotePool | None = None
@@ -134,8 +156,8 @@ class SandboxExecutor(LocalExecutor):
         return self.limits.memory_mb or default_memory_mb()
 
     def _start(self) -> None:
-        bwrap = find_bwrap()
-        if bwrap is None:
+        bwrap = find_bwrap() if self.isolation != "landlock" else None
+        if bwrap is None and self.isolation == "namespaces":
             raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         super()._start()
         assert self._python is not None
@@ -143,32 +165,70 @@ class SandboxExecutor(LocalExecutor):
         readonly = interpreter_dirs(self._python)
         workspace = str(self.workspace.path)
         self._lease = lease()
-        if self._lease is not None:  # the jail's id owns the workspace, and what earlier jails left in it
-            hand_over(workspace, self._lease.uid, self._lease.gid)
-            reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
-        self._jailer = Jailer(self._lease, [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])])
-        options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
-                                       hostname=self.hostname, workspace=workspace, source=self._jailer.source)
-        self._prefix = [bwrap, *jail_args(readonly, **options)]
-        probe(self._prefix, self._jailer.enter)
-        self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
-        if self._netns is not None:  # one-shot jails join one empty network namespace
-            self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
-        inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
-        self._inside_env = inside
-        if self.pool:
-            prefix = [bwrap, *jail_args(readonly, **options,
-                                        extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
-            keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
-            config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
-                      "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
-                      "seccomp": filter_program().hex() if self.seccomp else ""}
-            self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
-                                      size=self.pool_size, make_cgroup=self._make_cgroup,
-                                      preexec=self._jailer.enter, owner=self._lease)
-            self._zygote.start()
+        try:
+            if self._lease is not None:  # the jail's id owns the workspace, and what earlier jails left in it
+                hand_over(workspace, self._lease.uid, self._lease.gid)
+                reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
+            inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
+            self._inside_env = inside
+            why = (f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+                   if bwrap is None and self.isolation == "auto" else None)
+            if bwrap is not None:
+                self._jailer = Jailer(self._lease,
+                                      [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])])
+                options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
+                                               hostname=self.hostname, workspace=workspace,
+                                               source=self._jailer.source)
+                self._prefix = [bwrap, *jail_args(readonly, **options)]
+                try:
+                    probe(self._prefix, self._jailer.enter)
+                except BackendUnavailableError as exc:
+                    if self.isolation == "namespaces":
+                        raise
+                    why = str(exc).removeprefix(f"{self.name} backend unavailable: ")
+            if why is not None or self.isolation == "landlock":
+                self._start_landlock(readonly, why)
+                return
+            self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
+            if self._netns is not None:  # one-shot jails join one empty network namespace
+                self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
+            if self.pool:
+                prefix = [bwrap, *jail_args(readonly, **options,
+                                            extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
+                keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
+                config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
+                          "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
+                          "seccomp": filter_program().hex() if self.seccomp else ""}
+                self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
+                                          size=self.pool_size, make_cgroup=self._make_cgroup,
+                                          preexec=self._jailer.enter, owner=self._lease)
+                self._zygote.start()
+            self.isolation_in_use = "namespaces"
+        except BaseException:
+            self._stop()  # the lease, the staging folders, a half-started pool
+            raise
+
+    def _start_landlock(self, readonly: list[str], why: str | None) -> None:
+        """The Landlock tier; ``why``: what kept the namespaces tier from starting."""
+        assert self._python is not None
+        self._jailer.close()
+        self._jailer = Jailer(None, ())
+        problem = landlock_problem()
+        if problem is not None:
+            fix = "or run unisolated with backend='local' (CLI: --backend local)"
+            raise BackendUnavailableError(self.name, (
+                f"neither isolation tier can run here. Namespaces: {why}. Landlock: {problem}; {LANDLOCK_HINT}"
+                if why else f"the Landlock tier cannot run here: {problem}; {LANDLOCK_HINT}") + f"; {fix}")
+        self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
+                                      network=bool(self.limits.network), rlimits=self._block_rlimits(),
+                                      lease=self._lease, seccomp=self.seccomp)
+        self._landlock.probe(self._python)
+        self.isolation_in_use = "landlock"
+        preload = "; preload is not used (no warm pool in this tier)" if self.preload else ""
+        warn_weaker((why or "isolation='landlock' was asked for") + preload)
 
     def _stop(self) -> None:
+        self._landlock = None
         if self._zygote is not None:
             self._zygote.stop()
             self._zygote = None
@@ -223,7 +283,10 @@ class SandboxExecutor(LocalExecutor):
                                                   on_output=on_output)
             else:
                 group = self._make_cgroup()
-                outcome = self._one_shot(argv, group, cancel, on_output)
+                outcome = (self._landlock.run(argv, group, timeout_s=self.limits.timeout_s,
+                                              output_limit=self.limits.max_output_bytes, cancel=cancel,
+                                              on_output=on_output)
+                           if self._landlock is not None else self._one_shot(argv, group, cancel, on_output))
             if group is not None and outcome.exit_code != 0 and group.oom_killed():
                 outcome.memory_exceeded_mb = self.memory_mb
             if "AS" in self._rlimits():  # no memory cgroup: the address space stood in

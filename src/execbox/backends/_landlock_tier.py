@@ -1,0 +1,412 @@
+"""The sandbox's second tier: Landlock, seccomp and rlimits, no namespaces.
+
+Where bubblewrap cannot make a user namespace (Ubuntu 24.04+ for a user who
+is not root: AppArmor's ``kernel.apparmor_restrict_unprivileged_userns``;
+inside Docker or Kubernetes, whose default seccomp and AppArmor profiles
+deny namespaces), each block runs as a plain child process confined by what
+needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
+(system calls only; everything is prepared in the parent), the child:
+
+- joins the block's cgroup where the host allows one (memory, pids, CPU);
+- sets rlimits: NOFILE, FSIZE, CORE=0, AS where no memory cgroup is, and
+  NPROC = ``Limits.max_processes``. Without a user namespace RLIMIT_NPROC
+  counts every process of the real uid: as root, the child first becomes the
+  executor's leased jail id (``_identity``: no supplementary groups, an
+  emptied capability bounding set), so the count is this executor's
+  processes; as a user who is not root it counts all of that user's
+  processes (a user with many running may find blocks refused ``fork``);
+- joins a session keyring of its own (the host's keys are not possessed);
+- restricts itself with Landlock (``_landlock``): read and execute on the
+  system folders and the interpreter's, read on a few files of /etc and on
+  /proc, read and write on the workspace and on a private temporary folder
+  made for the block (``TMPDIR`` and ``HOME``; removed afterwards), files
+  but no listing in /dev/shm (POSIX semaphores), /dev/null and its kin;
+  nothing else. With the network off, TCP bind and connect are refused
+  (ABI 4+); signals and abstract unix sockets stay inside the block's domain
+  (ABI 6+);
+- loads the project's seccomp filter, with ``socket()`` for AF_UNIX only
+  when the network is off and no SysV IPC or POSIX message queues (both are
+  the host's here); no_new_privs is set.
+
+The environment is the one the namespaces tier builds (``inside_environment``),
+the working directory the workspace. What a block starts dies with it: its
+process group, every process carrying its run token, its cgroup, and, as
+root, every process of the jail id (``kill -9 -1`` run as that id, when no
+other block of the executor runs); files it left in /dev/shm go too.
+
+As root, the jail id must reach the workspace and the interpreter: where a
+folder above them is closed (an interpreter under /root), the child shows
+them through a private mount namespace (a tmpfs over the closed folder with
+the needed paths bound in), which root outside a container may make; where
+it may not, start fails and says which folder to open.
+
+What this tier does not hide (the namespaces tier does):
+
+- host processes: /proc lists them and their command lines (their
+  environment, memory, descriptors and root folder stay refused: other ids,
+  and Landlock refuses ptrace-like access outside the domain);
+- the host's network namespace: sockets other than AF_UNIX cannot be made
+  when the network is off, but a pathname unix socket the block's uid may
+  open can be connected to (Landlock does not mediate ``connect``): as root
+  the jail id reaches only world-writable ones; a user who is not root
+  reaches the user's own (a session D-Bus) and, in the docker group, the
+  Docker socket, which is root on the host; with the network on, the host's
+  interfaces and loopback services;
+- the host's name, /dev (device nodes are visible; only null, zero, full,
+  random and urandom open), readable system files (/usr, the granted /etc
+  files, /proc, including /proc/cmdline);
+- /dev/shm is the host's: a block may open a file there whose name it
+  knows and whose mode lets its uid; no size cap but RLIMIT_FSIZE per file;
+- no private /tmp: /tmp is the host's and read-only to the block; the
+  block's temporary folder is on the host's disk, bounded per file only;
+- without signal scoping (Landlock ABI < 6) a block run by a user who is not
+  root may signal that user's other processes and reach abstract sockets;
+  below ABI 4 TCP is refused by seccomp alone; below ABI 3 ``truncate(2)``
+  is refused outright; ABI 1 refuses renames across folders;
+- as a user who is not root without a delegated cgroup, a daemon that clears
+  its environment and leaves the session outlives the block;
+- no warm pool (``pool``, ``preload``) and no ``hostname``: one process per
+  block.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .. import _landlock as ll
+from .._cgroups import BlockCgroup
+from .._errors import BackendUnavailableError, WeakerIsolationWarning
+from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from .._seccomp import HOST_IPC, filter_program, supported as seccomp_supported
+from ._identity import Lease, give_pipe, reachable
+from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
+
+__all__ = ["LandlockTier", "landlock_problem", "warn_weaker"]
+
+SYSTEM_RIGHTS = ll.READ | ll.EXECUTE
+WRITABLE_RIGHTS = ll.READ | ll.WRITE | ll.EXECUTE  # the workspace and the block's temporary folder
+DEVICE_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.IOCTL_DEV
+DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full")
+DEVICES_RO = ("/dev/random", "/dev/urandom")
+SHM = "/dev/shm"
+SHM_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.MAKE_REG | ll.REMOVE_FILE  # no listing
+MIN_ABI_TRUNCATE = 3
+LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active security modules "
+                 "(the lsm= boot parameter)")
+
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
+OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 0x4
+KEYCTL_JOIN_SESSION_KEYRING = 1
+_SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126, "open_tree": 428, "move_mount": 429},
+             "aarch64": {"keyctl": 219, "capset": 91, "open_tree": 428, "move_mount": 429}}
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall  # called between fork and exec: made here, not there
+_syscall.restype = ctypes.c_long
+_prctl, _unshare, _mount = _libc.prctl, _libc.unshare, _libc.mount
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def landlock_problem() -> str | None:
+    """Why the Landlock tier cannot run here (None: it can)."""
+    reason = ll.unavailable_reason()
+    if reason is None and os.uname().machine not in _SYSCALLS:
+        reason = f"no system call numbers for the {os.uname().machine} architecture"
+    return reason
+
+
+def warn_weaker(why: str) -> None:
+    """Warn, once per process for each reason, that blocks run in the Landlock tier."""
+    with _warned_lock:
+        if why in _warned:
+            return
+        _warned.add(why)
+    warnings.warn(f"the sandbox runs blocks in its Landlock tier, weaker than namespaces (host processes, "
+                  f"the host's network namespace, /dev and system files stay visible: see "
+                  f"execbox.backends._landlock_tier), because {why}", WeakerIsolationWarning, stacklevel=5)
+
+
+class _Reach:
+    """As root: shows paths the jail id cannot reach (a closed folder above
+    them) at their own place, in a private mount namespace of the child: a
+    tmpfs over each closed folder, with the needed paths bound in."""
+
+    def __init__(self, paths: Sequence[str], lease: Lease, workspace: str) -> None:
+        self.paths: list[tuple[bytes, bool]] = []
+        self.tops: list[bytes] = []
+        self.dirs: list[bytes] = []
+        self.workspace = os.fsencode(workspace)
+        needed = [p for p in dict.fromkeys(paths) if not reachable(p, lease.uid, lease.gid)]
+        needed = [p for p in needed if not any(p != q and p.startswith(q + "/") for q in needed)]
+        for path in needed:
+            top = next(str(f) for f in reversed(Path(path).parents) if not _searchable(str(f), lease))
+            if not any(top == t or top.startswith(t + "/") for t in map(os.fsdecode, self.tops)):
+                self.tops = [t for t in self.tops if not os.fsdecode(t).startswith(top + "/")]
+                self.tops.append(os.fsencode(top))
+            self.paths.append((os.fsencode(path), os.path.isdir(path)))
+        for path, _ in self.paths:
+            folder = Path(os.fsdecode(path)).parent
+            chain = []
+            while os.fsencode(str(folder)) not in self.tops and str(folder) != "/":
+                chain.append(os.fsencode(str(folder)))
+                folder = folder.parent
+            self.dirs += [d for d in reversed(chain) if d not in self.dirs]
+        self.numbers = _SYSCALLS.get(os.uname().machine, {})
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+    def enter(self) -> None:
+        """In the child, as root: system calls only."""
+        _check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
+        _check(_mount(None, b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
+        trees = []
+        for path, _ in self.paths:
+            fd = _syscall(self.numbers["open_tree"], AT_FDCWD, path,
+                          OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+            _check(0 if fd >= 0 else -1, "clone a mount of " + os.fsdecode(path))
+            trees.append(int(fd))
+        for top in self.tops:
+            _check(_mount(b"tmpfs", top, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "mount a tmpfs")
+        for folder in self.dirs:
+            try:
+                os.mkdir(folder, 0o755)
+            except FileExistsError:
+                pass
+            os.chmod(folder, 0o755)
+        for (path, is_dir), fd in zip(self.paths, trees):
+            if is_dir:
+                os.mkdir(path, 0o755)
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            _check(_syscall(self.numbers["move_mount"], fd, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH),
+                   "bind " + os.fsdecode(path))
+            os.close(fd)
+        os.chdir(self.workspace)
+
+
+def _searchable(folder: str, lease: Lease) -> bool:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return False
+    bit = 0o100 if st.st_uid == lease.uid else 0o010 if st.st_gid == lease.gid else 0o001
+    return bool(st.st_mode & bit)
+
+
+class LandlockTier:
+    """One executor's blocks, each a process confined as the module says.
+
+    ``readonly``: the interpreter's folders; ``env``: the inside environment
+    (its HOME and TMPDIR of /tmp become the block's temporary folder);
+    ``rlimits``: name without RLIMIT_ -> value (NPROC included)."""
+
+    def __init__(self, *, workspace: str, readonly: Sequence[str], env: Mapping[str, str], network: bool,
+                 rlimits: Mapping[str, int], lease: Lease | None, seccomp: bool) -> None:
+        self.workspace = workspace
+        self.network = network
+        self.lease = lease
+        self.abi = ll.abi()
+        self.env = dict(env)
+        self.limits = []
+        for name, value in rlimits.items():
+            which = getattr(resource, f"RLIMIT_{name}")
+            hard = resource.getrlimit(which)[1]
+            self.limits.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+        self.rules: list[tuple[str, int]] = [(p, SYSTEM_RIGHTS) for p in SYSTEM_DIRS if not os.path.islink(p)]
+        self.rules += [(p, SYSTEM_RIGHTS) for p in readonly]
+        self.rules += [(p, ll.READ) for p in (*ETC_FILES, *(NETWORK_FILES if network else ()), "/proc")]
+        self.rules += [(p, DEVICE_RIGHTS) for p in DEVICES_RW] + [(p, ll.READ_FILE) for p in DEVICES_RO]
+        self.rules += [(SHM, SHM_RIGHTS), (workspace, WRITABLE_RIGHTS)]
+        self.tmp_base = tempfile.gettempdir()
+        if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
+            self.tmp_base = "/tmp"
+        self.reach = _Reach([workspace, *readonly], lease, workspace) if lease is not None else None
+        denied = (*HOST_IPC, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
+        self.program = (filter_program(unix_sockets_only=not network, also_denied=denied)
+                        if seccomp and seccomp_supported() else b"")
+        self.filter = ctypes.create_string_buffer(self.program) if self.program else None
+        self.fprog = _SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
+        self.numbers = _SYSCALLS.get(os.uname().machine, {})
+        self.cap_header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        self.cap_data = (ctypes.c_uint32 * 6)()
+        self.last_cap = _last_cap()
+        self.kill = shutil.which("kill", path="/usr/bin:/bin")
+        self._running = 0
+        self._running_lock = threading.Lock()
+
+    def probe(self, python: str) -> None:
+        """Raise BackendUnavailableError if a block cannot start in this tier."""
+        problem = landlock_problem()
+        if problem is not None:
+            raise BackendUnavailableError("sandbox", f"the Landlock tier cannot run: {problem}")
+        outcome = self.run([python, "-c", ""], None, timeout_s=60, output_limit=1 << 16, cancel=None,
+                           on_output=None)
+        if outcome.exit_code != 0:
+            raise BackendUnavailableError("sandbox", "the interpreter does not start in the Landlock tier "
+                                                     f"(exit {outcome.exit_code}): {outcome.capture.combined.text()[-800:]}")
+
+    def run(self, argv: list[str], group: BlockCgroup | None, *, timeout_s: float, output_limit: int,
+            cancel: Cancellation | None, on_output: OutputCallback | None) -> ProcessOutcome:
+        tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
+        ruleset = -1
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        fds: list[int] = []
+        with self._running_lock:
+            self._running += 1
+        try:
+            if self.lease is not None:
+                os.chown(tmp, self.lease.uid, self.lease.gid)
+            ruleset = ll.create_ruleset([*self.rules, (tmp, WRITABLE_RIGHTS)], deny_tcp=not self.network,
+                                        scoped=True, version=self.abi)
+            fds = group.open_procs() if group is not None else []
+            env = {**self.env, **{k: tmp for k in ("HOME", "TMPDIR") if self.env.get(k, "/tmp") == "/tmp"}}
+            token = new_token()
+            try:
+                return run_process(argv, cwd=self.workspace, env=env, timeout_s=timeout_s,
+                                   output_limit=output_limit, cancel=cancel, on_output=on_output, token=token,
+                                   preexec=self._enter(ruleset, fds, status_w), also_kill=self._killer(group))
+            except (OSError, subprocess.SubprocessError) as exc:
+                os.close(status_w)
+                status_w = -1
+                said = os.read(status_r, 4096).decode(errors="replace")
+                raise BackendUnavailableError(
+                    "sandbox", f"a block could not be confined in the Landlock tier: {said or exc}") from None
+        finally:
+            with self._running_lock:
+                self._running -= 1
+            for fd in (ruleset, status_r, status_w, *fds):
+                if fd >= 0:
+                    os.close(fd)
+            _remove_tree(tmp)
+            if self.lease is not None:
+                _remove_owned(SHM, self.lease.uid)
+
+    def _enter(self, ruleset: int, procs: Sequence[int], status: int) -> Callable[[], None]:
+        limits, lease, reach, fprog = self.limits, self.lease, self.reach, self.fprog
+        keyctl, capset = self.numbers["keyctl"], self.numbers["capset"]
+        cap_header, cap_data, last_cap = self.cap_header, self.cap_data, self.last_cap
+
+        def enter() -> None:  # in the child, before the exec: system calls only
+            step = "join the block's cgroup"
+            try:
+                for fd in procs:
+                    os.write(fd, b"0")
+                step = "set rlimits"
+                for which, value in limits:
+                    resource.setrlimit(which, (value, value))
+                if reach:
+                    step = "show the paths the jail id cannot reach (a mount namespace)"
+                    reach.enter()
+                if lease is not None:
+                    step = "drop privileges to the jail id"
+                    for cap in range(last_cap + 1):
+                        _check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
+                    for fd in (1, 2):
+                        give_pipe(fd, lease)
+                    os.setgroups([])
+                    os.setresgid(lease.gid, lease.gid, lease.gid)
+                    os.setresuid(lease.uid, lease.uid, lease.uid)
+                step = "drop capabilities"
+                _check(_syscall(capset, cap_header, cap_data), "capset")
+                step = "join a session keyring of its own"
+                _check(0 if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0 else -1, "keyctl")
+                _check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
+                step = "restrict itself with Landlock"
+                err = ll.restrict_self(ruleset)
+                if err:
+                    raise OSError(err, os.strerror(err))
+                if fprog is not None:
+                    step = "load the seccomp filter"
+                    _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+            except OSError as exc:
+                os.write(status, f"{step}: {exc.strerror or exc}".encode(errors="replace"))
+                raise
+
+        return enter
+
+    def _killer(self, group: BlockCgroup | None) -> Callable[[], None]:
+        """What kills the block's processes besides its group and token: as
+        root, every process of the jail id, once (``kill(-1)`` is one pass
+        the kernel makes with forks held off), unless another block of this
+        executor runs now."""
+        done = False
+
+        def kill() -> None:
+            nonlocal done
+            if group is not None:
+                group.kill()
+            if done or self.lease is None or self.kill is None:
+                return
+            with self._running_lock:
+                alone = self._running == 1
+            if alone:
+                done = True
+                subprocess.run([self.kill, "-9", "-1"], user=self.lease.uid, group=self.lease.gid,
+                               extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, close_fds=True, check=False)
+
+        return kill
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno() or errno.EPERM
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 63
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the block's temporary folder, also where it closed folders to its owner."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            try:
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+            except (OSError, NotImplementedError):
+                pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_owned(folder: str, uid: int) -> None:
+    """Remove the entries of ``folder`` that ``uid`` owns (no link followed)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for entry in os.scandir(fd):
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid and not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
