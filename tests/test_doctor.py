@@ -73,13 +73,15 @@ def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():
         assert "cpus" in found["gaps"] and cgroup["fix"], found
 
 
-def test_doctor_where_no_user_namespace_can_be_made_names_the_sysctl():
+def test_doctor_where_no_user_namespace_can_be_made_names_the_sysctl_and_the_landlock_tier():
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     tester, python = _tester()
     done = without_user_namespaces([python, "-m", "execbox.cli", "doctor", "--json"], uid=tester.pw_uid,
                                    gid=tester.pw_gid, env=_env(tester.pw_dir), cwd="/")
     found = _doctor(done)
-    assert found["tier"] != "namespaces", found
+    assert found["tier"] == "landlock", found  # the tier that needs no namespace
+    assert "RLIMIT_NPROC" in found["limits"]["max_processes"] and "AF_UNIX" in found["limits"]["network"], found
+    assert any("/proc" in seen for seen in found["exposed"]), found  # says what the tier does not hide
     refused = {f["name"]: f for f in found["findings"] if not f["ok"]}
     assert "the namespaces tier starts" in refused, found
     assert "user.max_user_namespaces allows user namespaces" in refused, found

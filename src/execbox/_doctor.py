@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ._cgroups import cgroup_support
+from ._landlock import abi
+from .backends._landlock_tier import LANDLOCK_HINT, landlock_problem
 
 __all__ = ["APPARMOR_PROFILE", "Diagnosis", "Finding", "diagnose"]
 
@@ -62,10 +64,21 @@ class Diagnosis:
         return asdict(self)
 
 
-NAMESPACES_HIDE = ["host files outside the system folders, the interpreter and the workspace",
-                   "host processes (a PID namespace of its own)", "the host's network (an empty one)",
-                   "host IPC objects and /dev/shm", "the host's /dev (a minimal one)"]
-NAMESPACES_SHOW = ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"]
+# tier -> (what a block cannot see or reach, what it can)
+TIERS = {
+    "namespaces": (["host files outside the system folders, the interpreter and the workspace",
+                    "host processes (a PID namespace of its own)", "the host's network (an empty one)",
+                    "host IPC objects and /dev/shm", "the host's /dev (a minimal one)"],
+                   ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"]),
+    "landlock": (["host files outside the system folders, the interpreter and the workspace (Landlock)",
+                  "TCP and UDP (socket() of AF_UNIX only, when the network is off)",
+                  "host SysV IPC and POSIX queues (seccomp)",
+                  "signals to and abstract sockets of processes outside the block (Landlock ABI 6+)"],
+                 ["host processes and their command lines in /proc",
+                  "pathname unix sockets the block's user may open (the Docker socket, for a user in the "
+                  "docker group)", "the host's name, /dev nodes (only null, zero, full, random open), /dev/shm",
+                  "the system folders, read-only"]),
+}
 
 
 def diagnose(*, try_blocks: bool = True) -> Diagnosis:
@@ -96,11 +109,18 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
                              "bubblewrap needs user namespaces, which the container's seccomp and AppArmor "
                              "profiles refuse: start the container with --security-opt seccomp=unconfined "
                              "--security-opt apparmor=unconfined, or let execbox use the Landlock tier"))
-    tier = "namespaces" if namespaces_ok else "none"
+    landlock = landlock_problem()
+    found.append(Finding("Landlock (the tier without namespaces)", landlock is None,
+                         f"ABI {abi()}" if landlock is None else landlock, "" if landlock is None else LANDLOCK_HINT))
+    landlock_ok = False
+    if landlock is None and try_blocks and not namespaces_ok:
+        landlock_ok, why = _try_tier("landlock")
+        found.append(Finding("the Landlock tier starts", landlock_ok, "a block ran" if landlock_ok else why))
+    tier = "namespaces" if namespaces_ok else "landlock" if landlock_ok else "none"
     diagnosis = Diagnosis(user=user, root=uid == 0, tier=tier, findings=found)
-    if tier == "namespaces":
-        _limits_of(diagnosis)
-        diagnosis.hidden, diagnosis.exposed = list(NAMESPACES_HIDE), list(NAMESPACES_SHOW)
+    if tier != "none":
+        _limits_of(diagnosis, tier)
+        diagnosis.hidden, diagnosis.exposed = TIERS[tier]
     return diagnosis
 
 
@@ -151,17 +171,18 @@ def _try_tier(tier: str) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            with SandboxExecutor(workspace=Workspace(folder), pool=False, limits=Limits(timeout_s=30)) as sandbox:
+            with SandboxExecutor(workspace=Workspace(folder), pool=False, limits=Limits(timeout_s=30),
+                                 isolation=tier) as sandbox:
                 result = sandbox.run(CodeBlock("python", "print(6*7)"))
         except ExecboxError as exc:
             return False, str(exc)
     return result.output == "42\n", result.output.strip()[:300]
 
 
-def _limits_of(diagnosis: Diagnosis) -> None:
+def _limits_of(diagnosis: Diagnosis, tier: str) -> None:
     from . import SandboxExecutor
 
-    capabilities = SandboxExecutor().capabilities
+    capabilities = SandboxExecutor(isolation=tier).capabilities
     diagnosis.limits = dict(capabilities.mechanisms)
     diagnosis.gaps = dict(capabilities.gaps)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .._cgroups import CgroupSupport
 
-__all__ = ["CGROUP_FIX", "Enforcement", "enforcement"]
+__all__ = ["CGROUP_FIX", "NPROC_IN_USERNS", "Enforcement", "enforcement"]
 
 CGROUP_FIX = ("a cgroup of its own: run as root, or in a delegated cgroup v2 subtree "
               "(systemd-run --user --scope -p Delegate=yes <your command>); `execbox doctor` says what this "
@@ -31,12 +31,15 @@ class Enforcement:
         self.missing = missing
 
 
-def enforcement(cgroups: CgroupSupport | None, *, nproc_in_userns: bool, network: str,
+NPROC_IN_USERNS = "RLIMIT_NPROC in the block's own user namespace"
+
+
+def enforcement(cgroups: CgroupSupport | None, *, nproc: str | None, network: str,
                 network_held: bool = True) -> Enforcement:
     """``cgroups``: the per-block groups this executor uses (None: none);
-    ``nproc_in_userns``: RLIMIT_NPROC is set inside the block's own user
-    namespace; ``network``: what cuts the network off when Limits.network is
-    False."""
+    ``nproc``: how RLIMIT_NPROC bounds processes, if it does
+    (``NPROC_IN_USERNS``: the block's own); ``network``: what cuts the
+    network off when Limits.network is False."""
     held = {"timeout_s": "a timer; every process the block started is killed (its cgroup, or its marker "
                          "in the environment)",
             "max_output_bytes": "execbox keeps the head and the tail of the output"}
@@ -45,16 +48,13 @@ def enforcement(cgroups: CgroupSupport | None, *, nproc_in_userns: bool, network
     if cgroups is not None:
         held["memory_mb"] = f"a memory {version} per block (the kernel kills the block at the limit)"
         held["cpus"] = f"a cpu {version} quota per block"
-        processes = f"a pids {version} per block"
-        if nproc_in_userns:
-            processes += ", and RLIMIT_NPROC in the block's own user namespace"
-        held["max_processes"] = processes
+        held["max_processes"] = f"a pids {version} per block" + (f", and {nproc}" if nproc else "")
     else:
         held["memory_mb"] = ("RLIMIT_AS, the address space (no memory cgroup here): an allocation over the "
                              "limit fails, and the result names Limits.memory_mb")
         missing["cpus"] = f"no CPU quota without a cgroup: the block may use every core; needs {CGROUP_FIX}"
-        if nproc_in_userns:
-            held["max_processes"] = "RLIMIT_NPROC in the block's own user namespace (no pids cgroup here)"
+        if nproc:
+            held["max_processes"] = f"{nproc} (no pids cgroup here)"
         else:
             missing["max_processes"] = f"no process limit here: needs {CGROUP_FIX}"
     if network_held:

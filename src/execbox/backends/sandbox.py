@@ -41,7 +41,7 @@ from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, 
 from .._seccomp import filter_fd, filter_program, supported as seccomp_supported
 from .._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from ._base import Capabilities
-from ._enforcement import enforcement
+from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
 from ._outcome import Outcome
@@ -144,9 +144,15 @@ class SandboxExecutor(LocalExecutor):
 
     @property
     def capabilities(self) -> Capabilities:
-        held = enforcement(cgroup_support()[0] if self.cgroups else None,
-                           nproc_in_userns=self.pool or _prlimit() is not None,
-                           network="an empty network namespace (the block has only a loopback of its own)")
+        cgroups = cgroup_support()[0] if self.cgroups else None
+        if (self.isolation_in_use or self.isolation) == "landlock":
+            nproc = ("RLIMIT_NPROC of the executor's own jail id (its blocks' processes together)" if os.geteuid() == 0
+                     else "RLIMIT_NPROC, which here counts every process of the user, not the block's alone")
+            held = enforcement(cgroups, nproc=nproc, network="seccomp: sockets of AF_UNIX only, and Landlock "
+                                                              "refuses TCP; pathname unix sockets stay reachable")
+        else:
+            held = enforcement(cgroups, nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
+                               network="an empty network namespace (the block has only a loopback of its own)")
         return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(held.held),
                             languages=runnable_languages(INSIDE_PATH), mechanisms=held.held, gaps=held.missing)
 
