@@ -35,6 +35,8 @@ MODES: dict[str, Factory] = {
     "docker": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits),
     # the same under gVisor: its processes live in the sandbox's own kernel
     "docker-gvisor": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits, runtime="runsc"),
+    # the sandbox's second tier, where namespaces cannot be made: Landlock + seccomp + rlimits
+    "landlock": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, isolation="landlock"),
 }
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
 
@@ -51,12 +53,20 @@ def _require_gvisor() -> None:
             "scripts/docker-engine.sh registers runsc with the engine")
 
 
+def _require_landlock() -> None:
+    from execbox.backends._landlock_tier import landlock_problem
+
+    problem = landlock_problem()
+    require("Landlock", problem is None, problem or "")
+
+
 REQUIRES: dict[str, Callable[[], None]] = {
     "pool": _require_bubblewrap,
     "oneshot": _require_bubblewrap,
     "jupyter": _require_bubblewrap,
     "docker": require_docker,
     "docker-gvisor": _require_gvisor,
+    "landlock": _require_landlock,
 }
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=64)

@@ -34,7 +34,7 @@ from tests.security.conftest import LIMITS, not_for, run_then_healthy
 
 pytestmark = pytest.mark.as_user
 
-KERNEL_ONLY = {"pool", "oneshot", "docker", "docker-gvisor"}
+KERNEL_ONLY = {"pool", "oneshot", "docker", "docker-gvisor", "landlock"}
 
 
 # Where execbox's own folder is not the block's to write (the host made it,

@@ -56,6 +56,9 @@ for kind in ('shm', 'msg', 'sem'):
 
 def test_ipc_and_dev_shm_of_a_block_are_gone_for_the_next(mode, hostile):
     not_for(mode, "jupyter", "a kernel keeps its state between blocks by design (README)")
+    if mode == "landlock" and os.geteuid() != 0:
+        pytest.skip("not for landlock as a user who is not root: /dev/shm is the host's, and a file the block "
+                    "left there cannot be told from the user's own, so it stays (the tier's documented gap)")
     secret = secrets.token_hex(16)
     left = hostile.run(CodeBlock("python", f"SECRET = {secret!r}\n{LEAVE_IPC}"))
     assert left.exit_code == 0, left.output
@@ -64,7 +67,8 @@ def test_ipc_and_dev_shm_of_a_block_are_gone_for_the_next(mode, hostile):
     assert "shm file False" in found.output, found.output
     assert "segment False" in found.output and "queue False" in found.output, found.output
     for kind in ("shm", "msg", "sem"):
-        assert f"{kind} objects 0" in found.output, found.output
+        # the Landlock tier refuses SysV IPC (seccomp): /proc/sysvipc lists the host's namespace
+        assert f"{kind} objects 0" in found.output or mode == "landlock", found.output
     assert secret not in found.output
 
 
@@ -90,6 +94,8 @@ for target in ('/dev/stderr', '/dev/stdout'):
 
 
 def test_dev_shm_is_capped(mode, hostile):
+    not_for(mode, "landlock", "/dev/shm is the host's without a mount namespace: its size is the host's "
+                              "(the block may make and open files there, not list it)")
     result = run_then_healthy(hostile, "python",
                               "import os\nst = os.statvfs('/dev/shm')\nprint(st.f_blocks * st.f_frsize)")
     assert result.exit_code == 0, result.output
@@ -99,9 +105,12 @@ def test_dev_shm_is_capped(mode, hostile):
 
 SERVE = """
 import socket, threading, time
-tcp = socket.socket()
-tcp.bind(('127.0.0.1', 0))
-tcp.listen()
+try:
+    tcp = socket.socket()
+    tcp.bind(('127.0.0.1', 0))
+    tcp.listen()
+except OSError:  # no TCP at all (the Landlock tier, the network off)
+    tcp = None
 unix = socket.socket(socket.AF_UNIX)
 unix.bind(NAME)
 unix.listen()
@@ -114,8 +123,9 @@ def serve(server):
         except OSError:
             return
 for server in (tcp, unix):
-    threading.Thread(target=serve, args=(server,), daemon=True).start()
-print('listening', tcp.getsockname()[1], flush=True)
+    if server is not None:
+        threading.Thread(target=serve, args=(server,), daemon=True).start()
+print('listening', tcp.getsockname()[1] if tcp is not None else 0, flush=True)
 time.sleep(6)
 """
 KNOCK = """
@@ -212,7 +222,11 @@ def test_host_device_events_do_not_reach_a_block(mode, hostile):
 
     code = """
 import socket
-s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)
+try:
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)
+except OSError as exc:
+    print('refused', exc.errno)
+    raise SystemExit
 s.bind((0, 1))
 s.settimeout(2)
 print('listening', flush=True)
@@ -222,6 +236,9 @@ except OSError as exc:
     print('nothing', exc)
 """
     result = hostile.run(CodeBlock("python", code), on_output=on_output)
-    assert listening.is_set(), result.output
+    if mode == "landlock":  # the host's network namespace: its netlink sockets are refused outright
+        assert result.output.startswith("refused"), result.output
+    else:
+        assert listening.is_set(), result.output
     assert "got" not in result.output, result.output
     assert hostile.run(CodeBlock("python", "print(6*7)")).output == "42\n"
