@@ -161,6 +161,41 @@ class TestConfinement:
             server.close()
         assert "CONNECTED b'hello'" in on.output, on.output
 
+    @pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
+    def test_a_host_unix_socket_the_uid_may_open_is_not_reached(self, tmp_path, open_folder, network):
+        # Landlock does not mediate connect(): a socket the block's uid may write (a session D-Bus, the
+        # Docker socket for a docker-group member) is kept out by refusing unix stream sockets
+        server = socket.socket(socket.AF_UNIX)
+        path = str(open_folder / "host.sock")
+        server.bind(path)
+        os.chmod(path, 0o777)
+        server.listen(1)
+        server.settimeout(1)
+        code = textwrap.dedent(f"""
+            import socket
+            for kind in ("SOCK_STREAM", "SOCK_SEQPACKET"):
+                try:
+                    s = socket.socket(socket.AF_UNIX, getattr(socket, kind))
+                    s.connect({path!r})
+                    print("CONNECTED", kind)
+                except OSError as exc:
+                    print("refused", kind, exc.errno)
+            a, b = socket.socketpair()
+            a.sendall(b"pair")
+            print("socketpair", b.recv(4))
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close()
+            print("datagram ok")
+        """)
+        try:
+            with _executor(tmp_path, LIMITS.replace(network=network)) as ex:
+                result = _run(ex, code)
+            with pytest.raises(OSError):
+                server.accept()
+        finally:
+            server.close()
+        assert result.output == ("refused SOCK_STREAM 1\nrefused SOCK_SEQPACKET 1\nsocketpair b'pair'\n"
+                                 "datagram ok\n"), result.output
+
     def test_a_host_process_of_the_same_uid_cannot_be_signalled(self, tmp_path):
         if _landlock.abi() < 6:
             pytest.skip(f"Landlock ABI {_landlock.abi()} < 6 has no signal scoping: a block may signal the "
@@ -284,7 +319,8 @@ with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     with SandboxExecutor(workspace=workspace, limits=Limits(timeout_s=20)) as ex:
         print("tier", ex.isolation_in_use)
-        code = f"import os\\ntry:\\n    print(open({secret!r}).read())\\nexcept OSError as exc:\\n    print('refused', exc.errno)"
+        code = (f"import os\\ntry:\\n    print(open({secret!r}).read())\\n"
+                "except OSError as exc:\\n    print('refused', exc.errno)")
         print("block", ex.run(CodeBlock("python", code)).output.strip())
         print("uid", ex.run(CodeBlock("python", "import os; print(os.getuid())")).output.strip())
 for w in seen:

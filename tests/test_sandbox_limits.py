@@ -114,36 +114,41 @@ def attempt(label, make):
     except OSError as exc:
         print(label, errno.errorcode.get(exc.errno, exc.errno))
 for name in ("AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK"):
-    attempt(name, lambda: socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name != "AF_UNIX" else socket.SOCK_STREAM))
+    attempt(name, lambda: socket.socket(getattr(socket, name), socket.SOCK_DGRAM))
+for kind in ("SOCK_STREAM", "SOCK_SEQPACKET"):
+    attempt("AF_UNIX-" + kind, lambda: socket.socket(socket.AF_UNIX, getattr(socket, kind) | socket.SOCK_CLOEXEC))
 a, b = socket.socketpair()
 print("socketpair ok")
 shm, queue = libc.shmget(0, 4096, 0o1600), libc.msgget(0, 0o1600)  # IPC_PRIVATE: removed below
 print("shmget", shm >= 0, errno.errorcode.get(ctypes.get_errno()))
 print("msgget", queue >= 0, errno.errorcode.get(ctypes.get_errno()))
-print("mq_open", libc.syscall(240 if os.uname().machine == "x86_64" else 180, b"execbox-test", 0o100 | 2, 0o600, None) >= 0)
+mq_open = 240 if os.uname().machine == "x86_64" else 180
+print("mq_open", libc.syscall(mq_open, b"execbox-test", 0o100 | 2, 0o600, None) >= 0)  # O_CREAT | O_RDWR
 libc.shmctl(shm, 0, None), libc.msgctl(queue, 0, None), libc.mq_unlink(b"/execbox-test")  # IPC_RMID
 """
 
 
 def test_seccomp_can_keep_sockets_to_unix_and_refuse_the_hosts_ipc(tmp_path):
     """The Landlock tier's filter: no namespace of its own, so only AF_UNIX
-    sockets (socketpair too) and no SysV IPC or POSIX message queues."""
+    datagram sockets and socketpair, and no SysV IPC or POSIX message queues."""
     import subprocess
     import sys
 
     from execbox._seccomp import HOST_IPC, filter_program, supported
 
     require("seccomp", supported(), "x86_64 or aarch64")
-    program = filter_program(unix_sockets_only=True, also_denied=HOST_IPC).hex()
+    program = filter_program(unix_sockets_only=True, no_unix_streams=True, also_denied=HOST_IPC).hex()
     done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     seen = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert seen["AF_UNIX"] == "ok" and seen["socketpair"] == "ok", done.stdout
-    for family in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK"):
+    for family in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK", "AF_UNIX-SOCK_STREAM",
+                   "AF_UNIX-SOCK_SEQPACKET"):
         assert seen[family] == "EPERM", done.stdout
     assert seen["shmget"] == "False EPERM" and seen["msgget"] == "False EPERM", done.stdout
     assert seen["mq_open"] == "False", done.stdout
     # the default filter keeps every family (the namespaces tier has a network namespace of its own)
     done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, filter_program().hex()], capture_output=True,
                           text=True, timeout=60)
-    assert "AF_INET ok" in done.stdout and "shmget True" in done.stdout, done.stdout + done.stderr
+    assert "AF_INET ok" in done.stdout and "AF_UNIX-SOCK_STREAM ok" in done.stdout, done.stdout + done.stderr
+    assert "shmget True" in done.stdout, done.stdout

@@ -17,9 +17,13 @@ ENOSYS (callers fall back to openat). A foreign architecture (the x32 ABI, or a
 Two options for a sandbox that has no namespaces of its own (the Landlock
 tier): ``unix_sockets_only`` refuses ``socket()`` for every family but
 AF_UNIX (IPv4, IPv6, packet, netlink, vsock...: the host's network
-namespace is the block's; ``socketpair`` stays allowed), and ``also_denied``
-names more system calls to refuse (``HOST_IPC``: SysV IPC and POSIX message
-queues, which are the host's without an IPC namespace).
+namespace is the block's); ``no_unix_streams`` refuses AF_UNIX stream and
+seqpacket sockets (with the host's filesystem in view, a block would
+``connect()`` to any pathname socket its uid may open: a session D-Bus, the
+Docker socket; Landlock does not mediate ``connect``); ``socketpair`` stays
+allowed, and so do datagram sockets; ``also_denied`` names more system calls
+to refuse (``HOST_IPC``: SysV IPC and POSIX message queues, which are the
+host's without an IPC namespace).
 
 The program is plain bytes (``struct sock_filter[]``): bubblewrap takes it
 with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
@@ -55,6 +59,7 @@ HOST_IPC = (
     "mq_getsetattr",
 )
 AF_UNIX = 1
+SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # the type argument also carries SOCK_CLOEXEC and SOCK_NONBLOCK
 
 _X86_64 = {
     "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
@@ -103,6 +108,7 @@ _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 _ALLOW = 0x7FFF0000
 _KILL_PROCESS = 0x80000000
@@ -116,11 +122,13 @@ def supported(machine: str | None = None) -> bool:
     return (machine or platform.machine()) in _ARCHES
 
 
-def filter_program(machine: str | None = None, *, unix_sockets_only: bool = False,
+def filter_program(machine: str | None = None, *, unix_sockets_only: bool = False, no_unix_streams: bool = False,
                    also_denied: Sequence[str] = ()) -> bytes:
     """The filter for this machine's architecture, as ``struct sock_filter[]``.
     ``unix_sockets_only``: ``socket()`` of any family but AF_UNIX answers
-    EPERM; ``also_denied``: more system calls (by name) that answer EPERM."""
+    EPERM; ``no_unix_streams``: so does ``socket()`` of an AF_UNIX stream or
+    seqpacket socket; ``also_denied``: more system calls (by name) that
+    answer EPERM."""
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
@@ -140,14 +148,21 @@ def filter_program(machine: str | None = None, *, unix_sockets_only: bool = Fals
     for name in dict.fromkeys((*DENIED, *also_denied)):
         if name in numbers:
             prog += [(_JEQ, 0, 1, numbers[name]), (_RET, 0, 0, eperm)]
-    if unix_sockets_only:
-        prog += [
-            (_JEQ, 0, 4, numbers["socket"]),
+    if unix_sockets_only or no_unix_streams:
+        block = [
             (_LD_ABS, 0, 0, 16),  # low half of args[0]: the address family
             (_JEQ, 1, 0, AF_UNIX),
-            (_RET, 0, 0, eperm),
-            (_RET, 0, 0, _ALLOW),
+            (_RET, 0, 0, eperm if unix_sockets_only else _ALLOW),
         ]
+        if no_unix_streams:
+            block += [
+                (_LD_ABS, 0, 0, 24),  # low half of args[1]: the type
+                (_AND, 0, 0, SOCK_TYPE_MASK),
+                (_JEQ, 1, 0, SOCK_DGRAM),
+                (_RET, 0, 0, eperm),
+            ]
+        block.append((_RET, 0, 0, _ALLOW))
+        prog += [(_JEQ, 0, len(block), numbers["socket"]), *block]
     prog += [(_JEQ, 0, 1, numbers["clone3"]), (_RET, 0, 0, enosys),
              (_JEQ, 0, 1, numbers["openat2"]), (_RET, 0, 0, enosys)]
     for number, index in modes.items():

@@ -25,8 +25,12 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
   (ABI 4+); signals and abstract unix sockets stay inside the block's domain
   (ABI 6+);
 - loads the project's seccomp filter, with ``socket()`` for AF_UNIX only
-  when the network is off and no SysV IPC or POSIX message queues (both are
-  the host's here); no_new_privs is set.
+  when the network is off, no AF_UNIX stream or seqpacket socket ever (with
+  the host's filesystem in view, a block would connect to any pathname socket
+  its uid may open: Landlock does not mediate ``connect``, and a user's
+  session D-Bus or, for a docker-group member, the Docker socket run
+  programs outside any sandbox), and no SysV IPC or POSIX message queues
+  (both are the host's here); no_new_privs is set.
 
 The environment is the one the namespaces tier builds (``inside_environment``),
 the working directory the workspace. What a block starts dies with it: its
@@ -45,13 +49,13 @@ What this tier does not hide (the namespaces tier does):
 - host processes: /proc lists them and their command lines (their
   environment, memory, descriptors and root folder stay refused: other ids,
   and Landlock refuses ptrace-like access outside the domain);
-- the host's network namespace: sockets other than AF_UNIX cannot be made
-  when the network is off, but a pathname unix socket the block's uid may
-  open can be connected to (Landlock does not mediate ``connect``): as root
-  the jail id reaches only world-writable ones; a user who is not root
-  reaches the user's own (a session D-Bus) and, in the docker group, the
-  Docker socket, which is root on the host; with the network on, the host's
-  interfaces and loopback services;
+- the host's network namespace: with the network off only AF_UNIX
+  datagram sockets (and ``socketpair``) can be made, and a datagram may
+  reach a host datagram socket its uid may write (journald, syslog); with
+  the network on, the host's interfaces and loopback services;
+- unix stream sockets are refused, so what needs them fails with EPERM:
+  multiprocessing's forkserver (Python 3.14's default start method: use
+  ``fork``) and ``Manager``, a unix-socket server of the block's own;
 - the host's name, /dev (device nodes are visible; only null, zero, full,
   random and urandom open), readable system files (/usr, the granted /etc
   files, /proc, including /proc/cmdline);
@@ -241,7 +245,7 @@ class LandlockTier:
             self.tmp_base = "/tmp"
         self.reach = _Reach([workspace, *readonly], lease, workspace) if lease is not None else None
         denied = (*HOST_IPC, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
-        self.program = (filter_program(unix_sockets_only=not network, also_denied=denied)
+        self.program = (filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
                         if seccomp and seccomp_supported() else b"")
         self.filter = ctypes.create_string_buffer(self.program) if self.program else None
         self.fprog = _SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
@@ -261,8 +265,9 @@ class LandlockTier:
         outcome = self.run([python, "-c", ""], None, timeout_s=60, output_limit=1 << 16, cancel=None,
                            on_output=None)
         if outcome.exit_code != 0:
+            said = outcome.capture.combined.text()[-800:]
             raise BackendUnavailableError("sandbox", "the interpreter does not start in the Landlock tier "
-                                                     f"(exit {outcome.exit_code}): {outcome.capture.combined.text()[-800:]}")
+                                                     f"(exit {outcome.exit_code}): {said}")
 
     def run(self, argv: list[str], group: BlockCgroup | None, *, timeout_s: float, output_limit: int,
             cancel: Cancellation | None, on_output: OutputCallback | None) -> ProcessOutcome:
