@@ -134,7 +134,8 @@ def test_folders_planted_at_code_file_names_do_not_stop_later_blocks(mode, hosti
         assert result.output == f"{n + 1}\n"
     # and at the file's own name: a folder, a FIFO, a socket are moved aside or replaced
     planted = (f"{TAKE_OVER}\nimport socket\nos.makedirs('.execbox/code/dir.py/inside', exist_ok=True)\n"
-               "os.mkfifo('.execbox/code/fifo.py')\nsocket.socket(socket.AF_UNIX).bind('.execbox/code/sock.py')\n"
+               "os.mkfifo('.execbox/code/fifo.py')\n"
+               "socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind('.execbox/code/sock.py')\n"
                "print('planted')")
     assert hostile.run(CodeBlock("python", planted)).output == "planted\n"
     for name in ("dir.py", "fifo.py", "sock.py"):

@@ -105,15 +105,15 @@ def test_dev_shm_is_capped(mode, hostile):
 
 SERVE = """
 import socket, threading, time
-try:
-    tcp = socket.socket()
-    tcp.bind(('127.0.0.1', 0))
-    tcp.listen()
-except OSError:  # no TCP at all (the Landlock tier, the network off)
-    tcp = None
-unix = socket.socket(socket.AF_UNIX)
-unix.bind(NAME)
-unix.listen()
+def listen(family, address):
+    try:
+        server = socket.socket(family)
+        server.bind(address)
+        server.listen()
+        return server
+    except OSError:  # refused outright (the Landlock tier: no TCP with the network off, no unix streams)
+        return None
+tcp, unix = listen(socket.AF_INET, ('127.0.0.1', 0)), listen(socket.AF_UNIX, NAME)
 def serve(server):
     while True:
         try:
