@@ -34,9 +34,10 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
 
 The environment is the one the namespaces tier builds (``inside_environment``),
 the working directory the workspace. What a block starts dies with it: its
-process group, every process carrying its run token, its cgroup, and, as
-root, every process of the jail id (``kill -9 -1`` run as that id, when no
-other block of the executor runs); files it left in /dev/shm go too.
+process group, every process carrying its run token, its cgroup, or, as
+root without one, every process of the jail id (``kill -9 -1`` run as that
+id, when no other block of the executor runs); as root, files it left in
+/dev/shm go too.
 
 As root, the jail id must reach the workspace and the interpreter: where a
 folder above them is closed (an interpreter under /root), the child shows
@@ -349,7 +350,8 @@ class LandlockTier:
         return enter
 
     def _killer(self, group: BlockCgroup | None) -> Callable[[], None]:
-        """What kills the block's processes besides its group and token: as
+        """What kills the block's processes besides its process group and
+        token: its cgroup, which none of them can leave; without one, as
         root, every process of the jail id, once (``kill(-1)`` is one pass
         the kernel makes with forks held off), unless another block of this
         executor runs now."""
@@ -359,6 +361,7 @@ class LandlockTier:
             nonlocal done
             if group is not None:
                 group.kill()
+                return
             if done or self.lease is None or self.kill is None:
                 return
             with self._running_lock:
