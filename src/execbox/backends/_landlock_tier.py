@@ -175,6 +175,10 @@ class _Reach:
                 folder = folder.parent
             self.dirs += [d for d in reversed(chain) if d not in self.dirs]
         self.numbers = _SYSCALLS.get(os.uname().machine, {})
+        shown = ", ".join(os.fsdecode(p) for p, _ in self.paths)
+        self.step = (f"show {shown} to the jail id (uid {lease.uid}), which cannot reach them, in a mount namespace "
+                     f"(where none can be made, open the folders above them to others: chmod o+x "
+                     f"{', '.join(map(os.fsdecode, self.tops))}; or use a workspace and interpreter outside)")
 
     def __bool__(self) -> bool:
         return bool(self.paths)
@@ -320,7 +324,7 @@ class LandlockTier:
                 for which, value in limits:
                     resource.setrlimit(which, (value, value))
                 if reach:
-                    step = "show the paths the jail id cannot reach (a mount namespace)"
+                    step = reach.step
                     reach.enter()
                 if lease is not None:
                     step = "drop privileges to the jail id"
