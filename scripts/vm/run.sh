@@ -9,6 +9,7 @@
 #   --cwd DIR       where the command starts (default: the current folder)
 #   --share DIR     a host folder the guest may write, at the same path (results)
 #   --timeout S     qemu is killed after S seconds (default 900)
+#   --log FILE      keep the guest's boot log (kernel and stage 2) there
 # The guest sees the host's root read-only under a tmpfs overlay: it writes
 # where it likes and the writes vanish. The command's output is printed as it
 # comes; the exit status is the command's (124: timed out, 125: the guest did
@@ -21,9 +22,9 @@ CACHE=${EXECBOX_VM_CACHE:-$(cd "$HERE/../.." && pwd)/.cache/vm}
 TESTER=execbox-tester
 
 say() { printf 'vm: %s\n' "$*" >&2; }
-usage() { say "usage: $0 [--as root|user|delegated] [--cwd DIR] [--share DIR] [--timeout S] [--memory MB] -- command..."; exit 2; }
+usage() { say "usage: $0 [--as root|user|delegated] [--cwd DIR] [--share DIR] [--timeout S] [--memory MB] [--log FILE] -- command..."; exit 2; }
 
-kind=root cwd=$PWD share="" timeout_s=900 memory_mb=3072
+kind=root cwd=$PWD share="" timeout_s=900 memory_mb=3072 log=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --as) kind=${2:-}; shift 2 ;;
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
         --share) share=${2:-}; shift 2 ;;
         --timeout) timeout_s=${2:-}; shift 2 ;;
         --memory) memory_mb=${2:-}; shift 2 ;;
+        --log) log=${2:-}; shift 2 ;;
         --) shift; break ;;
         *) usage ;;
     esac
@@ -42,15 +44,21 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || { say "qemu-system-x86_64 is mi
 if [ "$kind" != root ] && ! id "$TESTER" >/dev/null 2>&1; then
     say "no user $TESTER: ./dev.sh test creates it"; exit 2
 fi
+[ -d "$cwd" ] || { say "no folder $cwd (--cwd)"; exit 2; }
 cwd=$(cd "$cwd" && pwd)
 if [ -n "$share" ]; then
+    [ -d "$share" ] || { say "no folder $share (--share)"; exit 2; }
     share=$(cd "$share" && pwd)
 fi
 
 "$HERE/build.sh"
 
 job=$(mktemp -d /tmp/execbox-vm.XXXXXX)
-trap 'rm -rf "$job"' EXIT
+finish() {
+    [ -z "$log" ] || cp "$job/console.log" "$log"
+    rm -rf "$job"
+}
+trap finish EXIT
 chmod 0755 "$job"   # the job's user reads job.sh
 printf 'KIND=%q\nSHARE=%q\nTESTER=%q\n' "$kind" "$share" "$TESTER" >"$job/settings"
 {
@@ -69,12 +77,15 @@ fi
 # TCG: a KVM guest hangs at boot on the machines this runs on. -cpu max: the
 # host's Python and its wheels may use any x86-64 extension. Two serial
 # ports: the boot log to a file, the job's output to our stdout.
+# tsc=reliable: the guest finds TCG's TSCs unsynchronised and falls back to
+# the HPET, whose every read is an emulated device access (a Python busy
+# loop ran 2.4x slower); mitigations=off: nothing to protect from in here.
 status=0
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
     -accel tcg -cpu max -smp 2 -m "$memory_mb" \
     -nodefaults -no-user-config -display none -no-reboot -nic none \
     -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initramfs.cpio.gz" \
-    -append "console=ttyS0 loglevel=4 panic=-1 cgroup_no_v1=all execbox.stage2=$HERE/guest.sh" \
+    -append "console=ttyS0 loglevel=6 printk.time=1 panic=-1 tsc=reliable mitigations=off cgroup_no_v1=all execbox.stage2=$HERE/guest.sh" \
     -chardev "file,id=boot,path=$job/console.log" -serial chardev:boot \
     -chardev stdio,id=out,signal=off -serial chardev:out \
     "${shares[@]}" </dev/null || status=$?
