@@ -5,6 +5,8 @@
 #   ./dev.sh test    the whole test suite (extra arguments go to pytest)
 #   ./dev.sh bench   the benchmarks, side by side with the peers
 #   ./dev.sh docker  start the Docker engine and build the images
+#   ./dev.sh vm [--as root|user|delegated] -- CMD...
+#                    run CMD in a cgroup-v2 VM (qemu) on this machine's files
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -83,6 +85,19 @@ setup_docker() {
     done
 }
 
+setup_vm() {
+    # As root only (the VM shares the whole root filesystem): qemu when
+    # missing, then Debian's kernel, busybox and an initramfs in .cache/vm
+    # (scripts/vm/build.sh, once). tests/test_cgroup2_vm.py boots it.
+    [ "$(id -u)" = 0 ] || return 0
+    if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
+        say "installing system packages: qemu-system-x86"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null
+    fi
+    scripts/vm/build.sh
+}
+
 job=${1:-}
 shift || true
 case "$job" in
@@ -90,7 +105,7 @@ case "$job" in
         install_system_packages; setup_venv
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
-        install_system_packages; setup_venv; setup_docker; setup_tester
+        install_system_packages; setup_venv; setup_docker; setup_tester; setup_vm
         exec .venv/bin/python -m pytest "$@" ;;
     bench)
         install_system_packages; setup_venv; setup_docker
@@ -99,6 +114,9 @@ case "$job" in
         install_system_packages; setup_venv ;;
     docker)
         install_system_packages; setup_venv; setup_docker ;;
+    vm)
+        install_system_packages; setup_venv; setup_tester; setup_vm
+        exec scripts/vm/run.sh "$@" ;;
     *)
-        say "usage: ./dev.sh run|test|bench|setup|docker"; exit 2 ;;
+        say "usage: ./dev.sh run|test|bench|setup|docker|vm"; exit 2 ;;
 esac
