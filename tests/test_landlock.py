@@ -312,9 +312,25 @@ def test_the_landlock_tier_warns_once():
 
 # Runs inside a user namespace whose max_user_namespaces is 0: bubblewrap cannot make the jail's.
 FALLBACK = """
-import os, sys, warnings
-from execbox import CodeBlock, Limits, SandboxExecutor, WeakerIsolationWarning
-secret, workspace = sys.argv[1], sys.argv[2]
+import ctypes, os, struct, sys, warnings
+from execbox import BackendUnavailableError, CodeBlock, Limits, SandboxExecutor, WeakerIsolationWarning
+secret, workspace, landlock = sys.argv[1:4]
+if landlock == "refused":  # as a container's seccomp profile may: Landlock's calls answer ENOSYS
+    nr = {"x86_64": 444, "aarch64": 444}[os.uname().machine]
+    prog = [(0x20, 0, 0, 0)]
+    for i in range(3):
+        prog += [(0x15, 0, 1, nr + i), (0x06, 0, 0, 0x00050000 | 38)]
+    prog.append((0x06, 0, 0, 0x7FFF0000))
+    code = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(code)
+    fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, fprog, 0, 0) == 0
+    try:
+        SandboxExecutor(workspace=workspace).start()
+    except BackendUnavailableError as exc:
+        print("error", exc)
+    raise SystemExit
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     with SandboxExecutor(workspace=workspace, limits=Limits(timeout_s=20)) as ex:
@@ -354,22 +370,36 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
-def test_auto_falls_back_to_landlock_where_bubblewrap_cannot_make_a_namespace(open_folder):
+def _in_a_namespace_without_namespaces(open_folder: Path, landlock: str) -> subprocess.CompletedProcess[str]:
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     if not ROOT:
         pytest.skip("needs root: the test maps host ids 0-65535 into a user namespace of its own")
-    token = secrets.token_hex(16)
-    (open_folder / "secret.txt").write_text(token)
+    (open_folder / "secret.txt").write_text(secrets.token_hex(16))
     os.chmod(open_folder / "secret.txt", 0o644)
-    done = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, FALLBACK, str(open_folder / "secret.txt"), str(open_folder / "ws")],
+    return subprocess.run(
+        [sys.executable, "-c", LAUNCHER, FALLBACK, str(open_folder / "secret.txt"), str(open_folder / "ws"),
+         landlock],
         capture_output=True, text=True, timeout=180, cwd=CHECKOUT,
         # the executor's jail ids from a range inside the mapped ones
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": SRC, "LANG": "C.UTF-8",
              "EXECBOX_JAIL_IDS": "50000:1000"})
+
+
+def test_auto_falls_back_to_landlock_where_bubblewrap_cannot_make_a_namespace(open_folder):
+    done = _in_a_namespace_without_namespaces(open_folder, "present")
     assert done.returncode == 0, done.stdout + done.stderr
     out = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert out["tier"] == "landlock", done.stdout
     assert out["block"] == "refused 13", done.stdout
     assert 50000 <= int(out["uid"]) < 51000, done.stdout
     assert "bubblewrap could not create a sandbox" in out["warned"], out["warned"]
+
+
+def test_where_neither_tier_can_run_the_error_names_both_causes_and_fixes(open_folder):
+    done = _in_a_namespace_without_namespaces(open_folder, "refused")
+    assert done.returncode == 0, done.stdout + done.stderr
+    error = done.stdout.removeprefix("error ")
+    assert error.startswith("sandbox backend unavailable: neither isolation tier can run here"), done.stdout
+    for named in ("max_*_namespaces", "apparmor_restrict_unprivileged_userns", "the kernel has no Landlock",
+                  "lsm=", "backend='local'"):
+        assert named in error, error

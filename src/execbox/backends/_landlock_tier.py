@@ -108,7 +108,7 @@ SHM = "/dev/shm"
 SHM_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.MAKE_REG | ll.REMOVE_FILE  # no listing
 MIN_ABI_TRUNCATE = 3
 LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active security modules "
-                 "(the lsm= boot parameter)")
+                 "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls")
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
 CLONE_NEWNS = 0x00020000

@@ -55,6 +55,10 @@ __all__ = ["SandboxExecutor", "find_bwrap"]
 
 DEFAULT_MAX_PROCESSES = 512
 ISOLATION_TIERS = ("auto", "namespaces", "landlock")
+NAMESPACES_HINT = ("on Ubuntu 24.04+ a user who is not root needs sysctl "
+                   "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
+                   "a container needs --security-opt seccomp=unconfined "
+                   "--security-opt apparmor=unconfined (or to be privileged)")
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
 # (a pool unit's init stays outside the block's cgroup)
 ONE_SHOT_OVERHEAD = 2
@@ -221,10 +225,12 @@ class SandboxExecutor(LocalExecutor):
         self._jailer = Jailer(None, ())
         problem = landlock_problem()
         if problem is not None:
-            fix = "or run unisolated with backend='local' (CLI: --backend local)"
+            local = "or run unisolated with backend='local' (CLI: --backend local)"
+            cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
             raise BackendUnavailableError(self.name, (
-                f"neither isolation tier can run here. Namespaces: {why}. Landlock: {problem}; {LANDLOCK_HINT}"
-                if why else f"the Landlock tier cannot run here: {problem}; {LANDLOCK_HINT}") + f"; {fix}")
+                f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). Landlock: "
+                f"{problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
+                f"{LANDLOCK_HINT}") + f"; {local}")
         self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
                                       network=bool(self.limits.network), rlimits=self._block_rlimits(),
                                       lease=self._lease, seccomp=self.seccomp)
