@@ -62,6 +62,8 @@ What this tier does not hide (the namespaces tier does):
   files, /proc, including /proc/cmdline);
 - /dev/shm is the host's: a block may open a file there whose name it
   knows and whose mode lets its uid; no size cap but RLIMIT_FSIZE per file;
+  as a user who is not root, a file a block leaves there stays (it cannot
+  be told from the user's own);
 - no private /tmp: /tmp is the host's and read-only to the block; the
   block's temporary folder is on the host's disk, bounded per file only;
 - without signal scoping (Landlock ABI < 6) a block run by a user who is not
@@ -71,7 +73,8 @@ What this tier does not hide (the namespaces tier does):
 - as a user who is not root without a delegated cgroup, a daemon that clears
   its environment and leaves the session outlives the block;
 - no warm pool (``pool``, ``preload``) and no ``hostname``: one process per
-  block.
+  block; ``seccomp=False`` drops the socket and IPC refusals too (with the
+  network off, only TCP stays refused, on ABI 4+).
 """
 
 from __future__ import annotations
