@@ -80,7 +80,6 @@ fi
 # tsc=reliable: the guest finds TCG's TSCs unsynchronised and falls back to
 # the HPET, whose every read is an emulated device access (a Python busy
 # loop ran 2.4x slower); mitigations=off: nothing to protect from in here.
-status=0
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
     -accel tcg -cpu max -smp 2 -m "$memory_mb" \
     -nodefaults -no-user-config -display none -no-reboot -nic none \
@@ -88,7 +87,18 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
     -append "console=ttyS0 loglevel=6 printk.time=1 panic=-1 tsc=reliable mitigations=off cgroup_no_v1=all execbox.stage2=$HERE/guest.sh" \
     -chardev "file,id=boot,path=$job/console.log" -serial chardev:boot \
     -chardev stdio,id=out,signal=off -serial chardev:out \
-    "${shares[@]}" </dev/null || status=$?
+    "${shares[@]}" </dev/null &
+# timeout puts qemu in a process group of its own, out of reach of a Ctrl-C
+# or a signal to this script: pass those on, and wait for qemu to be gone.
+qemu=$! status=0 stopped=""
+trap 'stopped=1; kill -TERM "$qemu" 2>/dev/null' INT TERM HUP
+while kill -0 "$qemu" 2>/dev/null; do
+    wait "$qemu" && status=0 || status=$?
+done
+if [ -n "$stopped" ]; then
+    say "stopped: qemu killed"
+    exit 130
+fi
 
 if [ -f "$job/rc" ]; then
     exit "$(cat "$job/rc")"
