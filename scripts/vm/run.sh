@@ -7,7 +7,8 @@
 #   --as user       the non-root test user, in a root-owned group (no delegation)
 #   --as delegated  that user in a group delegated to it (systemd's Delegate=yes)
 #   --cwd DIR       where the command starts (default: the current folder)
-#   --share DIR     a host folder the guest may write, at the same path (results)
+#   --share DIR     a host folder the guest may write, at the same path (results;
+#                   cached: what the host changes there during the run may not show)
 #   --timeout S     qemu is killed after S seconds (default 900)
 #   --log FILE      keep the guest's boot log (kernel and stage 2) there
 # The guest sees the host's root read-only under a tmpfs overlay: it writes
