@@ -32,6 +32,7 @@ def _tester() -> pwd.struct_passwd | None:
         return None
 
 
+@pytest.mark.timeout(TIME_LIMIT_S + 60)  # the whole battery's as_user attempts, every mode: past the default
 def test_the_as_user_attempts_pass_as_a_non_root_user(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("this run is not root's: the as_user attempts ran as this user already")
