@@ -72,11 +72,11 @@ TIERS = {
                    ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"]),
     "landlock": (["host files outside the system folders, the interpreter and the workspace (Landlock)",
                   "TCP and UDP (socket() of AF_UNIX only, when the network is off)",
+                  "unix stream sockets: none can be made (the Docker socket, a session D-Bus)",
                   "host SysV IPC and POSIX queues (seccomp)",
                   "signals to and abstract sockets of processes outside the block (Landlock ABI 6+)"],
-                 ["host processes and their command lines in /proc",
-                  "pathname unix sockets the block's user may open (the Docker socket, for a user in the "
-                  "docker group)", "the host's name, /dev nodes (only null, zero, full, random open), /dev/shm",
+                 ["host processes and their command lines in /proc", "the host's interfaces in /proc/net",
+                  "the host's name, /dev nodes (only null, zero, full, random open), /dev/shm",
                   "the system folders, read-only"]),
 }
 

@@ -92,7 +92,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .. import _landlock as ll
+import execbox._landlock as ll
 from .._cgroups import BlockCgroup
 from .._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process

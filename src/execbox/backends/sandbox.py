@@ -152,8 +152,8 @@ class SandboxExecutor(LocalExecutor):
         if (self.isolation_in_use or self.isolation) == "landlock":
             nproc = ("RLIMIT_NPROC of the executor's own jail id (its blocks' processes together)" if os.geteuid() == 0
                      else "RLIMIT_NPROC, which here counts every process of the user, not the block's alone")
-            held = enforcement(cgroups, nproc=nproc, network="seccomp: sockets of AF_UNIX only, and Landlock "
-                                                              "refuses TCP; pathname unix sockets stay reachable")
+            held = enforcement(cgroups, nproc=nproc, network="seccomp: unix datagram sockets only (no stream: "
+                                                              "Landlock does not mediate connect), TCP refused by Landlock")
         else:
             held = enforcement(cgroups, nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
                                network="an empty network namespace (the block has only a loopback of its own)")
