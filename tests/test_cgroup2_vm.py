@@ -13,9 +13,10 @@ folder (the test user may not be able to read this one), the inner junit
 report comes out through it.
 
 Measured on CI's 2-core machine: boot to the first line of the job 12-14 s,
-Python with execbox and pytest imported 8-10 s more, the inner tests ~6x
-slower than on the host; each guest, boot to power-off: root 230-280 s,
-delegated ~105 s, user ~85 s; the module ~7.8 min.
+Python with execbox and pytest imported 5-8 s more, the inner tests 5-7x
+slower than on the host; each guest, boot to power-off: root 180-280 s,
+delegated 95-120 s, user 70-150 s (the higher ones with the machine busy);
+the module 6-8 min.
 """
 
 from __future__ import annotations
