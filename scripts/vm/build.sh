@@ -19,8 +19,8 @@ mkdir -p "$CACHE/debs"
 cd "$CACHE"
 
 # The kernel package: the one cached, else the one linux-image-amd64 depends on.
-kernel_deb() { ls debs/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | grep -v -- -cloud- | sort -V | tail -1; }
-busybox_deb() { ls debs/busybox-static_*.deb 2>/dev/null | sort -V | tail -1; }
+kernel_deb() { find debs -name 'linux-image-6.1.0-*-amd64_*.deb' ! -name '*-cloud-*' | sort -V | tail -1; }
+busybox_deb() { find debs -name 'busybox-static_*.deb' | sort -V | tail -1; }
 
 download() {
     say "downloading $* into $CACHE/debs"

@@ -56,8 +56,10 @@ case "$KIND" in
         group=/sys/fs/cgroup/root-session
         user_env=(HOME=/root USER=root LOGNAME=root) ;;
     user|delegated)
-        uid=$(id -u "$TESTER") && gid=$(id -g "$TESTER") && home=$(getent passwd "$TESTER" | cut -d: -f6) \
-            || fail "no user $TESTER in the guest (./dev.sh test creates it)"
+        if ! uid=$(id -u "$TESTER") || ! gid=$(id -g "$TESTER"); then
+            fail "no user $TESTER in the guest (./dev.sh test creates it)"
+        fi
+        home=$(getent passwd "$TESTER" | cut -d: -f6)
         user_env=(HOME="$home" USER="$TESTER" LOGNAME="$TESTER")
         if [ "$KIND" = user ]; then
             group=/sys/fs/cgroup/user-session   # root's: no delegation
