@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from execbox._cgroups import cgroup_support
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 from tests.hostile_hosts import without_user_namespaces
@@ -54,8 +55,13 @@ def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
     assert found["tier"] == "namespaces"
     for limit in ("timeout_s", "memory_mb", "max_processes", "network"):
         assert limit in found["limits"], found
-    if os.geteuid() == 0:
-        assert "cgroup" in found["limits"]["max_processes"], found
+    support = cgroup_support()[0]  # what this process finds, doctor must say (v1 host, v2 VM, delegated)
+    if support is not None:
+        assert f"cgroup v{support.version}" in found["limits"]["max_processes"], found
+        assert "cpus" in found["limits"], found
+    else:
+        assert "RLIMIT_AS" in found["limits"]["memory_mb"] and "cpus" in found["gaps"], found
+    assert "RLIMIT_NPROC in the block's own user namespace" in found["limits"]["max_processes"], found
 
 
 def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():
