@@ -401,5 +401,5 @@ def test_where_neither_tier_can_run_the_error_names_both_causes_and_fixes(open_f
     error = done.stdout.removeprefix("error ")
     assert error.startswith("sandbox backend unavailable: neither isolation tier can run here"), done.stdout
     for named in ("max_*_namespaces", "apparmor_restrict_unprivileged_userns", "the kernel has no Landlock",
-                  "lsm=", "backend='local'"):
+                  "lsm=", "backend='local'", "execbox doctor"):
         assert named in error, error

@@ -230,7 +230,7 @@ class SandboxExecutor(LocalExecutor):
             raise BackendUnavailableError(self.name, (
                 f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). Landlock: "
                 f"{problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
-                f"{LANDLOCK_HINT}") + f"; {local}")
+                f"{LANDLOCK_HINT}") + f"; {local}. `execbox doctor` checks this host and names each fix")
         self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
                                       network=bool(self.limits.network), rlimits=self._block_rlimits(),
                                       lease=self._lease, seccomp=self.seccomp)
