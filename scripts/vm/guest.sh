@@ -28,7 +28,8 @@ mkdir -p /dev/pts /dev/shm /dev/mqueue
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts /dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /dev/shm
 mount -t mqueue mqueue /dev/mqueue 2>/dev/null
-mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /tmp
+# /tmp stays the host's (read-only below, the overlay's tmpfs above): a checkout or a venv under
+# the host's /tmp (a CI clone) must be seen in the guest
 mount -t tmpfs -o nosuid,nodev,mode=0755 tmpfs /run
 # As systemd mounts it on a current host.
 mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate,memory_recursiveprot cgroup2 /sys/fs/cgroup \
