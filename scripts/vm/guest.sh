@@ -44,6 +44,11 @@ if [ -n "$SHARE" ]; then
     # Cached as the root is (a copy of the checkout read from here imported
     # 3 s faster); the guest's writes still reach the host at once.
     mkdir -p "$SHARE"
+    # The folders above it may be closed to the test user on the host
+    # (pytest's /tmp/pytest-of-root is 0700): searchable in the guest's
+    # overlay only, as they were when the guest's /tmp was a tmpfs.
+    dir=$SHARE
+    while [ "$dir" != / ]; do dir=$(dirname "$dir"); chmod a+x "$dir"; done
     mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose share "$SHARE" \
         || fail "cannot mount the shared folder at $SHARE (9p tag 'share')"
 fi
