@@ -270,13 +270,21 @@ def exec_output(client: Any, container_id: str, argv: Sequence[str], timeout_s: 
             data += chunk
     finally:
         raw.close()
-    out = b""
-    while len(data) >= _HEADER.size:
-        kind, size = _HEADER.unpack_from(data)
-        if kind == 1:
-            out += data[_HEADER.size:_HEADER.size + size]
-        data = data[_HEADER.size + size:]
-    return out.decode(errors="replace")
+    frames, _ = _split_frames(data)
+    return b"".join(payload for kind, payload in frames if kind == 1).decode(errors="replace")
+
+
+def _split_frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """The engine's whole frames in ``buffer`` (stream 1 stdout, 2 stderr;
+    8-byte header: stream, size), and what is left of a frame still coming."""
+    frames = []
+    while len(buffer) >= _HEADER.size:
+        kind, size = _HEADER.unpack_from(buffer)
+        if len(buffer) < _HEADER.size + size:
+            break
+        frames.append((kind, buffer[_HEADER.size:_HEADER.size + size]))
+        buffer = buffer[_HEADER.size + size:]
+    return frames, buffer
 
 
 def memory_kills(client: Any, container_id: str) -> int | None:
@@ -357,12 +365,8 @@ def _read_frames(sock: socket.socket, *, deadline: float, output_limit: int, can
             data = sock.recv(1 << 16)
             if not data:
                 break
-            buffer += data
-            while len(buffer) >= _HEADER.size:
-                kind, size = _HEADER.unpack_from(buffer)
-                if len(buffer) < _HEADER.size + size:
-                    break
-                payload, buffer = buffer[_HEADER.size:_HEADER.size + size], buffer[_HEADER.size + size:]
+            frames, buffer = _split_frames(buffer + data)
+            for kind, payload in frames:
                 name = "stdout" if kind == 1 else "stderr"
                 capture.feed(name, payload)
                 if on_output is not None:

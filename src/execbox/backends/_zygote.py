@@ -67,6 +67,11 @@ def enter_user_namespace():
     dropped every capability). Code processes drop these capabilities too."""
     uid, gid = os.getuid(), os.getgid()
     check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
+    map_own_ids(uid, gid)
+
+
+def map_own_ids(uid, gid):
+    """In a user namespace just made: the ids it was made with, mapped to themselves."""
     write_file("/proc/self/setgroups", "deny")
     write_file("/proc/self/uid_map", f"{uid} {uid} 1")
     write_file("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -84,9 +89,7 @@ def enter_block_user_namespace():
     # /proc/self of a process that is not dumpable is not its own to write
     check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     try:
-        write_file("/proc/self/setgroups", "deny")
-        write_file("/proc/self/uid_map", f"{uid} {uid} 1")
-        write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+        map_own_ids(uid, gid)
     finally:
         check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
 
