@@ -10,7 +10,10 @@ a string (the content) or a dict with any of:
 ``status`` + ``error`` (answer with that HTTP error instead),
 ``reject_response_format`` (answer 400 when the request asks for
 ``response_format``, like a server without structured output; the reply is
-then kept for the retry), ``prompt_tokens`` / ``completion_tokens``.
+then kept for the retry), ``prompt_tokens`` / ``completion_tokens``, and
+``tool_calls``: a list of ``{"name", "arguments" (a dict or a JSON string),
+"id"?}`` sent as the assistant's function calls (finish reason
+``tool_calls``; streamed as the real API streams them, arguments in pieces).
 A callable reply is called with the request body and returns one of those.
 Streaming requests get server-sent events, with a usage chunk when
 ``stream_options.include_usage`` is set. ``requests`` keeps every request
@@ -110,10 +113,13 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
             message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
             if "reasoning_content" in reply:
                 message["reasoning_content"] = reply["reasoning_content"]
+            calls = _tool_calls(reply, len(fake.requests))
+            if calls:
+                message["tool_calls"] = calls
             self._json(200, {
                 "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", fake.model),
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
                 "usage": usage,
             })
 
@@ -130,8 +136,15 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
                 deltas.append({"reasoning_content": reply["reasoning_content"]})
             content = reply.get("content") or ""
             deltas += [{"content": content[i:i + 7]} for i in range(0, len(content), 7)]
+            calls = _tool_calls(reply, len(fake.requests))
+            for index, call in enumerate(calls):
+                arguments = call["function"]["arguments"]
+                deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                               "function": {"name": call["function"]["name"], "arguments": ""}}]})
+                deltas += [{"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 5]}}]}
+                           for i in range(0, len(arguments), 5)]
             for i, delta in enumerate(deltas):
-                finish = "stop" if i == len(deltas) - 1 else None
+                finish = ("tool_calls" if calls else "stop") if i == len(deltas) - 1 else None
                 self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
             if (body.get("stream_options") or {}).get("include_usage"):
                 self._event({**base, "choices": [], "usage": usage})
@@ -152,6 +165,17 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(raw)
 
     return Handler
+
+
+def _tool_calls(reply: dict[str, Any], serial: int) -> list[dict[str, Any]]:
+    calls = []
+    for index, call in enumerate(reply.get("tool_calls") or ()):
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append({"id": call.get("id") or f"call_{serial}_{index}", "type": "function",
+                      "function": {"name": call["name"], "arguments": arguments}})
+    return calls
 
 
 def _words(text: str) -> int:
