@@ -286,7 +286,7 @@ def test_infrastructure_failure_is_a_protocol_error_and_code_timeout_a_result():
                                                                "time.sleep(30)"})
             assert not slow.is_error
             assert text(slow).startswith("exitcode: 124 (execution failed)\nCode output: start")
-            assert "Timed out after 1 s" in text(slow) and "execbox mcp --timeout S" in text(slow)
+            assert "Timeout after 1 s" in text(slow) and "execbox mcp --timeout S" in text(slow)
             bad = await client.call_tool("run_code", {"code": 42})
             assert bad.is_error and "code" in text(bad)
 

@@ -39,8 +39,9 @@ def _info(found: re.Match[str], lines: list[str]) -> ErrorInfo:
 
 
 def timeout_note(limits: Limits) -> str:
+    """Starts with "Timeout": AG2's agents and prompts look for that word."""
     return (
-        f"Timed out after {limits.timeout_s:g} s (Limits.timeout_s={limits.timeout_s:g}): the block "
+        f"Timeout after {limits.timeout_s:g} s (Limits.timeout_s={limits.timeout_s:g}): the block "
         "and every process it started were killed; the output printed before that is above."
     )
 

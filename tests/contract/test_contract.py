@@ -92,7 +92,9 @@ def test_timeout_keeps_partial_output(make_executor):
     assert "before" in result.output
     assert "after" not in result.stdout
     assert "Limits.timeout_s" in result.output
+    assert "Timeout" in result.output  # the word AG2's agents and prompts look for
     assert result.error is not None and result.error.name == "Timeout"
+    assert "Timeout" in result.error.value
 
 
 DESCENDANTS = r"""
