@@ -189,3 +189,19 @@ def test_venv_bad_package_names_the_fix(tmp_path, monkeypatch):
     env = Venv(packages=["this-package-does-not-exist-execbox-zz==0.0.1"], installer="pip")
     with pytest.raises(EnvironmentSetupError, match="check the package names"):
         env.prepare()
+
+
+def test_code_files_are_kept_unless_asked(tmp_path):
+    with LocalExecutor(workspace=tmp_path / "ws") as kept:
+        result = kept.run(CodeBlock("python", "print(1)"))
+        assert (kept.workspace.path / result.code_files[0]).is_file()
+    with LocalExecutor(workspace=tmp_path / "ws2", keep_code_files=False) as dropped:
+        result = dropped.run([CodeBlock("python", "print(1)"), CodeBlock("python", "1/0")])
+        assert result.code_files == () and result.error.name == "ZeroDivisionError"
+        assert not any((dropped.workspace.path / ".execbox" / "code").iterdir())
+
+
+def test_timeout_says_timeout(local):
+    local.limits = Limits(timeout_s=0.5)
+    result = local.run(CodeBlock("python", "import time; time.sleep(5)"))
+    assert result.timed_out and "Timeout" in result.output and "Limits.timeout_s" in result.output

@@ -147,6 +147,20 @@ class Workspace:
         """Read one of execbox's own files (refusing links, FIFOs, devices)."""
         return _read_under(self._root, _internal_parts(relative), relative)
 
+    def remove_internal(self, relative: str) -> None:
+        """Remove one of execbox's own files if it is there (a link planted
+        at its name is removed, never followed; a folder is left)."""
+        *folders, name = _internal_parts(relative)
+        try:
+            parent = _open_folders(self._root, folders, relative, create=False, repair=False)
+        except WorkspaceError:  # its folder is gone, or is a link: nothing of ours to remove
+            return
+        try:
+            with suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(name, dir_fd=parent)
+        finally:
+            os.close(parent)
+
     # -- caller facets ------------------------------------------------------
 
     def upload(self, source: str | os.PathLike[str] | bytes, dest: str) -> Path:

@@ -97,6 +97,17 @@ def test_timeout_keeps_partial_output(make_executor):
     assert "Timeout" in result.error.value
 
 
+def test_keep_code_files_false_removes_the_code_files_execbox_wrote(executor):
+    executor.keep_code_files = False  # as made with keep_code_files=False (AG2's cleanup_temp_files)
+    result = executor.run([py("print(1)"), py("print(2)", "kept.py")])
+    assert result.ok, result.output
+    assert result.code_files == ("kept.py",)  # a named block is the user's file
+    assert result.blocks[0].code_file is None and result.blocks[1].code_file == "kept.py"
+    code_dir = executor.workspace.path / ".execbox" / "code"
+    assert not (code_dir.exists() and any(code_dir.iterdir()))
+    assert (executor.workspace.path / "kept.py").read_text() == "print(2)"
+
+
 DESCENDANTS = r"""
 import os, subprocess, sys, time
 MARK = "{marker}"

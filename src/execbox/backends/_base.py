@@ -9,12 +9,14 @@ context-manager protocol.
 
 Code files of blocks without a filename get random names: with predictable
 ones, a folder planted at the next name by one block made every later block
-fail.
+fail. ``keep_code_files=False`` removes each one once its block has run (the
+peers' ``cleanup_temp_files``); a named block's file is the user's and stays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import secrets
 import threading
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
+from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
 from .._process import Cancellation, OutputCallback
@@ -64,6 +67,7 @@ class Executor(ABC):
     name: ClassVar[str] = "base"
 
     def __new__(cls, *args: Any, **options: Any) -> Executor:
+        refuse_foreign(cls, options, EXECUTOR_HINTS)  # AG2's timeout=, work_dir=...: name ours
         # The options it was made with, so that to_config() can save them.
         self = super().__new__(cls)
         self._init_options = dict(options)
@@ -76,12 +80,14 @@ class Executor(ABC):
         limits: Limits | None = None,
         execution_policies: Mapping[str, Policy | bool] | None = None,
         silence_pip: bool = True,
+        keep_code_files: bool = True,
     ) -> None:
         self._owns_workspace = not isinstance(workspace, Workspace)
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.limits = limits if limits is not None else Limits()
         self.policies: dict[str, Policy] = resolve_policies(execution_policies)
         self.silence_pip = silence_pip
+        self.keep_code_files = keep_code_files
         self._state_lock = threading.Lock()
         self._started = False
         self._closed = False
@@ -274,11 +280,17 @@ class Executor(ABC):
         if policy == "save":
             return BlockResult(**common, status="saved", exit_code=0, output=f"Code saved to {relative}\n")
         if cancel.is_set():
-            return BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
-                               error=ErrorInfo("Cancelled", "cancelled before it ran"))
-        outcome = self._execute_code(lang, relative if not relative.startswith("-") else f"./{relative}",
-                                     code, cancel, on_output)
-        return outcome.to_block(common)
+            result = BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
+                                 error=ErrorInfo("Cancelled", "cancelled before it ran"))
+        else:
+            outcome = self._execute_code(lang, relative if not relative.startswith("-") else f"./{relative}",
+                                         code, cancel, on_output)
+            result = outcome.to_block(common)
+        if not self.keep_code_files and not block.filename:  # a named block's file is the user's: kept
+            self.workspace.remove_internal(relative)
+            written.remove(relative)
+            result = dataclasses.replace(result, code_file=None)
+        return result
 
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))

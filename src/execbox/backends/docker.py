@@ -61,6 +61,8 @@ class DockerExecutor(Executor):
       the host user is root).
     - ``container_create_kwargs``: passed to the SDK's ``containers.create``
       on top of execbox's settings (a warning names each one replaced).
+    - ``keep_code_files`` (True): False removes a block's code file once it
+      has run (a named block's file is kept).
     """
 
     name = "docker"
@@ -85,6 +87,7 @@ class DockerExecutor(Executor):
         limits: Limits | None = None,
         execution_policies: Mapping[str, Policy | bool] | None = None,
         silence_pip: bool = True,
+        keep_code_files: bool = True,
         progress: Progress | None = None,
     ) -> None:
         if environment is not None and not isinstance(environment, DockerPython):
@@ -101,7 +104,7 @@ class DockerExecutor(Executor):
         if not (isinstance(tmp_size_mb, int) and tmp_size_mb > 0):
             raise ConfigurationError(f"tmp_size_mb must be a positive whole number, got {tmp_size_mb!r}")
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=silence_pip)
+                         silence_pip=silence_pip, keep_code_files=keep_code_files)
         self.environment = environment or DockerPython(image)
         self.runtime = runtime
         self.env = dict(env or {})

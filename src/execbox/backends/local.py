@@ -39,6 +39,9 @@ class LocalExecutor(Executor):
       instead of a minimal one.
     - ``functions``: host-defined functions the code can import from the
       module ``functions_module``; ``functions_prompt`` describes them.
+    - ``silence_pip`` (True): ``pip install`` in a block gets ``-qqq``.
+    - ``keep_code_files`` (True): False removes a block's code file once it
+      has run (a block named by ``# filename:`` is the user's file: kept).
     """
 
     name = "local"
@@ -55,10 +58,11 @@ class LocalExecutor(Executor):
         functions: Sequence[Callable[..., Any] | str] = (),
         functions_module: str = "functions",
         silence_pip: bool = True,
+        keep_code_files: bool = True,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__(workspace=workspace, limits=limits,
-                         execution_policies=execution_policies, silence_pip=silence_pip)
+        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
+                         silence_pip=silence_pip, keep_code_files=keep_code_files)
         if environment is not None and not isinstance(environment, Environment):
             raise ConfigurationError(
                 f"environment must be SystemPython(...) or Venv(...), not {environment!r}"

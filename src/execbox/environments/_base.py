@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import Any
+
+from .._foreign import ENVIRONMENT_HINTS, refuse_foreign
 
 __all__ = ["Environment", "Progress"]
 
@@ -15,6 +18,10 @@ Progress = Callable[[str], None]
 class Environment(ABC):
     """An interpreter plus packages. ``prepare()`` makes it ready (once) and
     returns the absolute path of its interpreter."""
+
+    def __new__(cls, *args: Any, **options: Any) -> Environment:
+        refuse_foreign(cls, options, ENVIRONMENT_HINTS)  # AG2's python_version=, venv_path=...: name ours
+        return super().__new__(cls)
 
     @abstractmethod
     def prepare(self, progress: Progress | None = None) -> str:
