@@ -216,3 +216,43 @@ def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
         first.close()
     assert not path.exists(), "the warm kernel's workspace is the executor's, removed on close"
     assert JupyterExecutor(kernel=kernel, pool_size=0)._kernel is None
+
+
+def test_one_display_of_an_image_is_one_png_file(jupyter):
+    require("Pillow", importlib.util.find_spec("PIL") is not None, "pip install pillow")
+    # a PIL image displays as PNG and JPEG at once: one file is kept, the PNG
+    code = "from PIL import Image\nfrom IPython.display import display\ndisplay(Image.new('RGB', (8, 8), 'red'))"
+    result = jupyter.run(py(code))
+    assert result.exit_code == 0, result.output
+    files = [d for d in result.displays if d.path is not None]
+    assert [d.mime_type for d in files] == ["image/png"]
+    assert sorted(os.listdir(jupyter.workspace.path / "outputs")) == [os.path.basename(files[0].path)]
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_output_dir_receives_the_display_files(tmp_path, where):
+    require_jupyter("local")
+    folder = tmp_path / "plots" if where == "outside" else tmp_path / "ws" / "figures"
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
+    with JupyterExecutor(workspace=tmp_path / "ws", kernel="local", output_dir=folder) as executor:
+        result = executor.run(py(code))
+    assert result.exit_code == 0, result.output
+    [png] = [d for d in result.displays if d.path is not None]
+    saved = list(folder.iterdir())
+    assert [p.name for p in saved] == [os.path.basename(png.path)]
+    assert saved[0].read_bytes().startswith(b"\x89PNG")
+    if where == "outside":  # named by absolute path, not in the workspace
+        assert png.path == str(saved[0]) and not (tmp_path / "ws" / "outputs").exists()
+    else:  # named workspace-relative, as the files of a run are
+        assert png.path == f"figures/{saved[0].name}" and png.path in result.files
+    assert f"saved to {png.path}" in result.output
+
+
+@pytest.mark.parametrize("silence", [True, False])
+def test_silence_pip_quiets_pip_magics(tmp_path, silence):
+    require_jupyter("local")
+    code = "!pip install --no-index pip\n%pip install --no-index pip"
+    with JupyterExecutor(workspace=tmp_path / "ws", kernel="local", silence_pip=silence) as executor:
+        result = executor.run(py(code))
+    assert result.exit_code == 0, result.output
+    assert ("Requirement already satisfied" in result.output) is not silence, result.output

@@ -121,7 +121,9 @@ class ErrorInfo:
 
 @dataclass(frozen=True)
 class Display:
-    """A rich output (an image, HTML, JSON...) produced by a run."""
+    """A rich output (an image, HTML, JSON...) produced by a run: its file's
+    ``path`` (workspace-relative; absolute when ``JupyterExecutor(output_dir=...)``
+    is outside the workspace) or its inline ``data``."""
 
     mime_type: str
     path: str | None = None

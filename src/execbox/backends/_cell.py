@@ -3,10 +3,11 @@
 iopub until the kernel is idle again).
 
 Streams go to the bounded capture like every backend's output;
-``execute_result`` and ``display_data`` become displays: images (PNG, JPEG,
-SVG) and HTML are saved as files in the workspace's output folder, text and
-JSON are kept inline; an ``error`` becomes the block's error, its traceback
-without ANSI colours.
+``execute_result`` and ``display_data`` become displays: one file per
+display, its first of PNG, JPEG, SVG and HTML (a PIL image comes as both
+PNG and JPEG: one ``display(img)`` is one image file, not two), saved where
+the executor says (``_display_files``); text and JSON are kept inline; an
+``error`` becomes the block's error, its traceback without ANSI colours.
 
 Displays are bounded like the streams: each block keeps displays up to the
 output limit (``Limits.max_output_bytes``), the rest dropped as they come,
@@ -37,6 +38,7 @@ __all__ = ["CellOutcome", "run_cell", "wait_done"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 POLL_S = 0.05
 REPLY_GRACE_S = 1.0
+# In order of preference: a display is saved as the first of these it has.
 SAVED = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html"}
 BINARY = {"image/png", "image/jpeg"}
 _names = itertools.count(1)
@@ -157,19 +159,18 @@ def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str
     if not isinstance(data, dict):  # the kernel is the block's: its messages may be anything
         return
     saved_any = False
-    for mime, suffix in SAVED.items():
-        if mime not in data or not _fits(out, data[mime]):
-            continue
+    mime = next((m for m in SAVED if m in data), None)
+    if mime is not None and _fits(out, data[mime]):
         raw = _text(data[mime])
         try:
             payload = base64.b64decode(raw) if mime in BINARY else raw.encode("utf-8", "replace")
-            path = save(f"{prefix}_{next(_names)}{suffix}", payload)
+            path = save(f"{prefix}_{next(_names)}{SAVED[mime]}", payload)
         except (WorkspaceError, OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
             _feed(out, "stdout", f"[{mime} not saved: {exc}]\n", on_output)
-            continue
-        out.displays.append(Display(mime, path=path))
-        _feed(out, "stdout", f"[{mime} saved to {path}]\n", on_output)
-        saved_any = True
+        else:
+            out.displays.append(Display(mime, path=path))
+            _feed(out, "stdout", f"[{mime} saved to {path}]\n", on_output)
+            saved_any = True
     if "application/json" in data and _fits(out, data["application/json"]):
         out.displays.append(Display("application/json", data=json.dumps(data["application/json"])))
     text = data.get("text/plain")

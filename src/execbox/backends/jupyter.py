@@ -38,6 +38,7 @@ from ._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
+from ._display_files import DisplayFiles
 from ._docker_jupyter import DockerJupyterServer
 from ._gateway_server import LocalJupyterServer
 from ._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
@@ -58,7 +59,6 @@ SERVERS = (LocalJupyterServer, DockerJupyterServer)
 Kernel = LocalKernel | SandboxKernel | GatewayKernel
 
 INTERRUPT_GRACE_S = 3.0
-OUTPUT_DIR = "outputs"
 
 
 class JupyterExecutor(Executor):
@@ -82,6 +82,13 @@ class JupyterExecutor(Executor):
       executor starts its own kernel and the pool fills behind it; later ones
       run their first block at once. Local and sandboxed kernels of the
       default environment only; 0 turns it off.
+    - ``output_dir``: where the image and HTML files of displays are saved
+      (default: ``outputs/`` in the workspace; a relative path is from the
+      current directory, as AG2's; see ``_display_files``).
+    - ``silence_pip`` (True): ``!pip install`` / ``%pip install`` get
+      ``-qqq``, as AG2's Jupyter executor does.
+    - ``keep_code_files`` (True): False removes a block's code file once it
+      has run (a named block's file is kept).
     """
 
     name = "jupyter"
@@ -92,9 +99,11 @@ class JupyterExecutor(Executor):
                  kernel_name: str | None = None,
                  env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
-                 progress: Callable[[str], None] | None = None, pool_size: int = 1) -> None:
+                 progress: Callable[[str], None] | None = None, pool_size: int = 1,
+                 output_dir: str | os.PathLike[str] | None = None, silence_pip: bool = True,
+                 keep_code_files: bool = True) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=False)
+                         silence_pip=silence_pip, keep_code_files=keep_code_files)
         if not isinstance(pool_size, int) or pool_size < 0:
             raise ConfigurationError(f"JupyterExecutor(pool_size={pool_size!r}) must be a whole number >= 0")
         if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (None, "sandbox", "local"):
@@ -118,6 +127,7 @@ class JupyterExecutor(Executor):
             donor = warm_pool(key, lambda: _started(options), _close, pool_size).take()
             if donor is not None:
                 self._adopt(donor)
+        self.display_files = DisplayFiles(self.workspace, output_dir)  # the workspace adopted, if one was
 
     def _adopt(self, donor: JupyterExecutor) -> None:
         """Take over a pooled executor's started kernel and its workspace."""
@@ -213,7 +223,7 @@ class JupyterExecutor(Executor):
                     execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
                 outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
                                    output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
-                                   save=self._save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
+                                   save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
                                    user_expressions=expressions)
                 note = self._settle(kernel, outcome)
             finally:
@@ -243,11 +253,6 @@ class JupyterExecutor(Executor):
             return (f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
                     "variables and imports of earlier blocks are lost.")
         return ""
-
-    def _save(self, name: str, data: bytes) -> str:
-        relative = f"{OUTPUT_DIR}/{name}"
-        self.workspace.write_bytes(relative, data)
-        return relative
 
 
 def _started(options: dict[str, Any]) -> JupyterExecutor:
