@@ -4,6 +4,7 @@ code run on real backends."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -31,7 +32,7 @@ def test_auto_chat_runs_fails_retries_and_terminates():
     assert "exitcode: 0 (execution succeeded)\nmean 6" in out
     assert "Stopped: the writer said TERMINATE after 3 writer turn(s)" in out
     assert "Summary: The mean is 6." in out
-    assert "Model usage:" in out and "$0.0000" in out
+    assert re.search(r"Model usage: \d+ prompt \+ \d+ completion tokens, \$0\.000\d+", out)
     assert "code runs on sandbox" in done.stderr  # the default backend
 
 

@@ -1,26 +1,39 @@
-"""Agents on top of the executors: an OpenAI-compatible model client, the
-code-executor agent (run code from messages; or write, run, retry, reflect),
-and the writer/executor conversation with a person in the loop.
+"""Agents on top of the executors: model clients (OpenAI-compatible chat
+completions, Anthropic's Messages API), the function-calling assistant,
+the code-executor agent (run code from messages; or write, run, retry,
+reflect), and the writer/executor conversation with a person in the loop.
 
-    from execbox.agents import CodeExecutorAgent, ModelClient
-    agent = CodeExecutorAgent("coder", execbox.SandboxExecutor(), model=ModelClient("gpt-4o-mini"),
-                              max_retries_on_error=2)
+    from execbox.agents import AssistantAgent, ModelClient
+    from execbox.tools import PythonTool
+    agent = AssistantAgent("assistant", ModelClient("gpt-4o-mini"), tools=[PythonTool()])
     print(agent.run("What is the 20th Fibonacci number?").content)
 
-The model client needs the OpenAI SDK (``pip install 'execbox[agents]'``);
-the rest imports without it.
+The clients need their SDK (``pip install 'execbox[agents]'``); the rest
+imports without them.
 """
 
 from .._errors import ModelError
+from ._anthropic import AnthropicClient
+from ._approval import Approval, ApprovalRequest
+from ._assistant import AssistantAgent
+from ._context import BufferedContext, TokenLimitedContext
 from ._conversation import ChatResult, Conversation, WriterAgent, format_chat_result, writer_system_message
-from ._events import (CodeExecutionEvent, CodeGenerationEvent, Response, RetryDecisionEvent, StreamChunkEvent,
-                      TextMessage, ThoughtEvent)
+from ._events import (ApprovalEvent, CodeExecutionEvent, CodeGenerationEvent, Response, RetryDecisionEvent,
+                      StreamChunkEvent, TextMessage, ThoughtEvent, ToolCallEvent, ToolResultEvent)
 from ._executor_agent import CodeExecutorAgent, describe_result
-from ._model import ModelClient, ModelReply
+from ._model import ModelClient
+from ._providers import model_client
+from ._reply import ModelReply, ToolCall
 from ._usage import PRICES, Usage, register_price
 
 __all__ = [
     "PRICES",
+    "AnthropicClient",
+    "Approval",
+    "ApprovalEvent",
+    "ApprovalRequest",
+    "AssistantAgent",
+    "BufferedContext",
     "ChatResult",
     "CodeExecutionEvent",
     "CodeExecutorAgent",
@@ -34,10 +47,15 @@ __all__ = [
     "StreamChunkEvent",
     "TextMessage",
     "ThoughtEvent",
+    "TokenLimitedContext",
+    "ToolCall",
+    "ToolCallEvent",
+    "ToolResultEvent",
     "Usage",
     "WriterAgent",
     "describe_result",
     "format_chat_result",
+    "model_client",
     "register_price",
     "writer_system_message",
 ]

@@ -9,6 +9,9 @@ turns run out; a person can be asked before each reply.
 - ``"TERMINATE"``: ask only when the writer says TERMINATE (Enter ends,
   text goes on).
 - ``"NEVER"``: run everything, stop at TERMINATE or ``max_turns``.
+
+``approval``: called with an ``ApprovalRequest`` holding the code blocks
+before they run; a refusal (and its reason) is what the writer hears back.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import Literal
 from .._errors import ConfigurationError
 from .._models import ExecutionResult
 from ..backends._base import Executor
+from ._approval import Approval, ApprovalRequest, check_approver, decide, refusal_text
+from ._bridge import Bridge
 from ._events import TextMessage
 from ._executor_agent import CodeExecutorAgent
-from ._model import ModelClient
+from ._providers import ChatModel
 from ._usage import Usage
 
 __all__ = ["ChatResult", "Conversation", "WriterAgent", "format_chat_result", "writer_system_message"]
@@ -35,9 +40,14 @@ UNATTENDED_MAX_TURNS = 30
 _TERMINATE_WORD = re.compile(r"\bTERMINATE\b")
 
 
-def writer_system_message(languages: Sequence[str] = ("python", "bash")) -> str:
-    """The writer's default instructions, for the languages the executor runs."""
+def writer_system_message(languages: Sequence[str] = ("python", "bash"), *, stateful: bool = False) -> str:
+    """The writer's default instructions, for the languages the executor
+    runs and whether it keeps state between blocks (a Jupyter kernel)."""
     fences = " or ".join(f"```{name}" for name in languages[:4])
+    state = ("- The executor keeps one Python session: variables, functions and imports stay defined between "
+             "blocks and turns, so later blocks may use them.\n" if stateful else
+             "- Each block runs in a fresh process: variables do not carry over between blocks, so repeat "
+             "what a block needs (files do carry over).\n")
     return (
         "You are a programmer working with an executor that runs your code and sends back what it printed. "
         "Solve the task step by step in code.\n"
@@ -45,6 +55,7 @@ def writer_system_message(languages: Sequence[str] = ("python", "bash")) -> str:
         "every block of your message, in order, and stops at the first failure.\n"
         "- To save a block as a file, make its first line a comment `# filename: path/name.py`; files stay "
         "in the working directory between turns.\n"
+        + state +
         "- The executor cannot type input and does not show return values: print every result you need.\n"
         "- Write complete programs; when one fails, read the error and send the whole corrected block.\n"
         "- Install nothing unless asked; prefer the standard library.\n"
@@ -56,11 +67,12 @@ def writer_system_message(languages: Sequence[str] = ("python", "bash")) -> str:
 class WriterAgent:
     """The model's side of the chat: reads the history, writes the next message."""
 
-    def __init__(self, model: ModelClient, *, name: str = "writer", system_message: str | None = None,
-                 languages: Sequence[str] = ("python", "bash")) -> None:
+    def __init__(self, model: ChatModel, *, name: str = "writer", system_message: str | None = None,
+                 languages: Sequence[str] = ("python", "bash"), stateful: bool = False) -> None:
         self.model = model
         self.name = name
-        self.system_message = system_message if system_message is not None else writer_system_message(languages)
+        self.system_message = system_message if system_message is not None else \
+            writer_system_message(languages, stateful=stateful)
 
     def reply(self, history: Sequence[TextMessage]) -> TextMessage:
         prompt = [{"role": "system", "content": self.system_message}] + [
@@ -80,6 +92,7 @@ class ChatResult:
     turns: int = 0
     stop_reason: str = ""
     executions: list[ExecutionResult] = field(default_factory=list)
+    refusals: list[Approval] = field(default_factory=list)
 
 
 class Conversation:
@@ -97,10 +110,11 @@ class Conversation:
                  human_input_mode: HumanInputMode = "NEVER", human_input: Callable[[str], str] | None = None,
                  on_message: Callable[[TextMessage], None] | None = None,
                  is_termination_msg: Callable[[TextMessage], bool] | None = None,
-                 user_name: str = "user") -> None:
+                 user_name: str = "user", approval: Callable[..., object] | None = None) -> None:
         if human_input_mode not in ("ALWAYS", "TERMINATE", "NEVER"):
             raise ConfigurationError(
                 f"human_input_mode={human_input_mode!r}: use 'ALWAYS', 'TERMINATE' or 'NEVER'")
+        check_approver(approval)
         if isinstance(executor, Executor):
             executor = CodeExecutorAgent("executor", executor)
         if executor.model is not None:
@@ -112,6 +126,7 @@ class Conversation:
         self.on_message = on_message
         self.is_termination_msg = is_termination_msg or (lambda m: bool(_TERMINATE_WORD.search(m.content)))
         self.user_name = user_name
+        self.approval = approval
 
     def initiate_chat(self, message: str, *, max_turns: int | None = None,
                       summary_method: Literal["last_msg", "reflection"] = "last_msg") -> ChatResult:
@@ -172,6 +187,13 @@ class Conversation:
             return TextMessage(self.executor.name, (
                 f"There is no code block in your message. Write code in a fenced block that names its "
                 f"language, or, if the task is done, say {TERMINATE}."))
+        approval = self.approval or self.executor.approval
+        if approval is not None:
+            request = ApprovalRequest("code", self.executor.name, code_blocks=tuple(blocks))
+            decision = decide(approval, request, Bridge().wait)
+            if not decision.approved:
+                result.refusals.append(decision)
+                return TextMessage(self.executor.name, refusal_text(decision))
         execution, text = self.executor.execute(blocks)
         result.executions.append(execution)
         state = "succeeded" if execution.exit_code == 0 else "failed"

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from .._models import CodeBlock, ExecutionResult
+from ._approval import ApprovalRequest
+from ._reply import ToolCall
 from ._usage import Usage
 
 __all__ = [
+    "ApprovalEvent",
     "CodeExecutionEvent",
     "CodeGenerationEvent",
     "Event",
@@ -18,6 +21,8 @@ __all__ = [
     "StreamChunkEvent",
     "TextMessage",
     "ThoughtEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
 ]
 
 
@@ -100,4 +105,36 @@ class Response:
         return self.message.content
 
 
-Event = Union[ThoughtEvent, StreamChunkEvent, CodeGenerationEvent, CodeExecutionEvent, RetryDecisionEvent]
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """The model asked for function calls (``iteration`` 0 is the first round)."""
+
+    source: str
+    iteration: int
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    """A tool call's result as the model reads it; ``is_error`` when the
+    call could not run (unknown tool, refused, bad arguments, a failure)."""
+
+    source: str
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalEvent:
+    """The approver's answer before code or a tool call ran."""
+
+    source: str
+    request: ApprovalRequest
+    approved: bool
+    reason: str = ""
+
+
+Event = Union[ThoughtEvent, StreamChunkEvent, CodeGenerationEvent, CodeExecutionEvent, RetryDecisionEvent,
+              ToolCallEvent, ToolResultEvent, ApprovalEvent]

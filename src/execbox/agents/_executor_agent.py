@@ -16,9 +16,7 @@ asyncio forms of the same code.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +26,15 @@ from .._errors import ConfigurationError, ModelError
 from .._extract import extract_code_blocks
 from .._models import CodeBlock, ExecutionResult
 from ..backends._base import Executor
-from ._events import (CodeExecutionEvent, CodeGenerationEvent, Event, Response, RetryDecisionEvent,
+from ._approval import ApprovalRequest, check_approver, decide, refusal_text
+from ._bridge import Bridge, stream_in_thread
+from ._context import bound, context_policy, describe, from_description
+from ._events import (ApprovalEvent, CodeExecutionEvent, CodeGenerationEvent, Event, Response, RetryDecisionEvent,
                       StreamChunkEvent, TextMessage, ThoughtEvent)
-from ._model import ModelClient, ModelReply
+from ._providers import ChatModel, model_from_config
+from ._reply import ModelReply
 
-__all__ = ["CodeExecutorAgent", "describe_result"]
+__all__ = ["CodeExecutorAgent", "describe_result", "task_messages"]
 
 TaskInput = str | TextMessage | dict[str, Any] | Sequence[TextMessage | str | dict[str, Any]]
 
@@ -67,6 +69,12 @@ class CodeExecutorAgent:
     - ``max_retries_on_error``: with a model, how many times a failed run
       may be followed by a new attempt (the model decides each time).
     - ``stream_model``: stream the model's answers as ``StreamChunkEvent``.
+    - ``approval``: called with an ``ApprovalRequest`` (the code blocks)
+      before code runs; a refusal is the run's answer and nothing runs.
+    - ``model_context``: what is sent to the model (None: all; N messages;
+      ``BufferedContext``; ``TokenLimitedContext``).
+
+    Cancelling ``arun``/``arun_stream`` kills the block that is running.
     """
 
     DEFAULT_SYSTEM_MESSAGE = (
@@ -79,16 +87,17 @@ class CodeExecutorAgent:
         "language, such as ```python or ```bash."
     )
 
-    def __init__(self, name: str, executor: Executor, *, model: ModelClient | None = None,
+    def __init__(self, name: str, executor: Executor, *, model: ChatModel | None = None,
                  system_message: str | None = DEFAULT_SYSTEM_MESSAGE, description: str | None = None,
                  sources: Sequence[str] | None = None, max_retries_on_error: int = 0,
-                 stream_model: bool = False) -> None:
+                 stream_model: bool = False, approval: Any = None, model_context: Any = None) -> None:
         if not isinstance(executor, Executor):
             raise ConfigurationError(f"CodeExecutorAgent needs an execbox executor, not {executor!r}")
         if not isinstance(max_retries_on_error, int) or max_retries_on_error < 0:
             raise ConfigurationError("max_retries_on_error must be a whole number >= 0")
         if max_retries_on_error and model is None:
             raise ConfigurationError("max_retries_on_error needs a model (model=ModelClient(...)) to decide retries")
+        check_approver(approval)
         self.name = name
         self.executor = executor
         self.model = model
@@ -99,6 +108,8 @@ class CodeExecutorAgent:
         self.sources = list(sources) if sources is not None else None
         self.max_retries_on_error = max_retries_on_error
         self.stream_model = stream_model
+        self.approval = approval
+        self.model_context = context_policy(model_context)
         self._context: list[dict[str, str]] = []
 
     def __repr__(self) -> str:
@@ -117,33 +128,28 @@ class CodeExecutorAgent:
 
     def stream(self, task: TaskInput) -> Iterator[Event | Response]:
         """The events of handling the task, then the ``Response``."""
-        messages = _messages(task)
-        if self.model is None:
-            yield self._run_given_code(messages)
-            return
-        yield from self._generate_and_run(messages, self.model)
+        return self._steps(task_messages(task), Bridge())
 
     async def arun(self, task: TaskInput) -> Response:
-        return await asyncio.to_thread(self.run, task)
+        """``run`` for asyncio; cancelling it kills the running block."""
+        final = None
+        async for item in self.arun_stream(task):
+            if isinstance(item, Response):
+                final = item
+        assert final is not None
+        return final
 
     async def arun_stream(self, task: TaskInput) -> AsyncIterator[Event | Response]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-
-        def produce() -> None:
-            try:
-                for item in self.stream(task):
-                    loop.call_soon_threadsafe(queue.put_nowait, item)
-            except BaseException as exc:  # handed to the consumer
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            loop.call_soon_threadsafe(queue.put_nowait, done)
-
-        threading.Thread(target=produce, name="execbox-agent", daemon=True).start()
-        while (item := await queue.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
+        """``stream`` for asyncio; cancelling it kills the running block."""
+        messages = task_messages(task)
+        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
             yield item
+
+    def _steps(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Event | Response]:
+        if self.model is None:
+            yield from self._run_given_code(messages, bridge)
+            return
+        yield from self._generate_and_run(messages, self.model, bridge)
 
     def reset(self) -> None:
         """Forget the conversation so far (the executor keeps its state)."""
@@ -157,35 +163,58 @@ class CodeExecutorAgent:
                 blocks.extend(extract_code_blocks(message.content))
         return blocks
 
-    def execute(self, blocks: Sequence[CodeBlock]) -> tuple[ExecutionResult, str]:
+    def execute(self, blocks: Sequence[CodeBlock], *, bridge: Bridge | None = None) -> tuple[ExecutionResult, str]:
         """Run the blocks: the result, and the text a model reads."""
-        result = self.executor.run(list(blocks))
+        result = (bridge or Bridge()).run_blocks(self.executor, blocks)
         return result, describe_result(result)
+
+    def approve(self, blocks: Sequence[CodeBlock], bridge: Bridge | None = None) -> ApprovalEvent | None:
+        """Ask ``approval`` about the blocks: None when there is no approver."""
+        if self.approval is None:
+            return None
+        request = ApprovalRequest("code", self.name, code_blocks=tuple(blocks))
+        decision = decide(self.approval, request, (bridge or Bridge()).wait)
+        return ApprovalEvent(self.name, request, decision.approved, decision.reason)
 
     # -- the two behaviours -------------------------------------------------------
 
-    def _run_given_code(self, messages: list[TextMessage]) -> Response:
+    def _run_given_code(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Event | Response]:
         blocks = self.code_blocks(messages)
         if not blocks:
-            return Response(TextMessage(self.name, self.NO_CODE_MESSAGE))
-        result, text = self.execute(blocks)
+            yield Response(TextMessage(self.name, self.NO_CODE_MESSAGE))
+            return
+        approval = self.approve(blocks, bridge)
+        if approval is not None:
+            yield approval
+            if not approval.approved:
+                yield Response(TextMessage(self.name, refusal_text(approval)), (approval,))
+                return
+        result, text = self.execute(blocks, bridge=bridge)
         event = CodeExecutionEvent(self.name, 0, result, text)
-        return Response(TextMessage(self.name, text), (event,))
+        yield Response(TextMessage(self.name, text), tuple(e for e in (approval, event) if e is not None))
 
-    def _generate_and_run(self, messages: list[TextMessage], model: ModelClient) -> Iterator[Event | Response]:
+    def _generate_and_run(self, messages: list[TextMessage], model: ChatModel,
+                          bridge: Bridge) -> Iterator[Event | Response]:
         before = model.usage
         inner: list[Event] = []
         for message in messages:
             self._context.append({"role": "user", "content": message.content})
         for attempt in range(self.max_retries_on_error + 1):
-            reply = yield from self._infer(model, inner)
+            reply = yield from self._infer(model, inner, bridge)
             blocks = extract_code_blocks(reply.content)
             if not blocks:
                 yield Response(TextMessage(self.name, reply.content), tuple(inner), model.usage - before)
                 return
             inner.append(CodeGenerationEvent(self.name, attempt, reply.content, tuple(blocks)))
             yield inner[-1]
-            result, text = self.execute(blocks)
+            approval = self.approve(blocks, bridge)
+            if approval is not None:
+                inner.append(approval)
+                yield approval
+                if not approval.approved:
+                    self._context.append({"role": "user", "content": refusal_text(approval)})
+                    break
+            result, text = self.execute(blocks, bridge=bridge)
             self._context.append({"role": "user", "content": text})
             inner.append(CodeExecutionEvent(self.name, attempt, result, text))
             yield inner[-1]
@@ -198,12 +227,13 @@ class CodeExecutorAgent:
                 break
             self._context.append({"role": "user", "content": (
                 f"Try again (attempt {attempt + 2}). What to fix: {decision['reason']}")})
-        reflection = yield from self._infer(model, inner)
+        reflection = yield from self._infer(model, inner, bridge)
         yield Response(TextMessage(self.name, reflection.content), tuple(inner), model.usage - before)
 
-    def _infer(self, model: ModelClient, inner: list[Event]) -> Generator[Event, None, ModelReply]:
+    def _infer(self, model: ChatModel, inner: list[Event], bridge: Bridge) -> Generator[Event, None, ModelReply]:
         """One model call on the context: yields its stream chunks and
         thought, adds its answer to the context, returns it."""
+        bridge.check()
         reply = None
         for item in self._ask(model):
             if isinstance(item, ModelReply):
@@ -211,13 +241,14 @@ class CodeExecutorAgent:
             else:
                 yield item
         assert reply is not None
+        bridge.check()
         if reply.thought:
             inner.append(ThoughtEvent(self.name, reply.thought))
             yield inner[-1]
         self._context.append({"role": "assistant", "content": reply.content})
         return reply
 
-    def _ask(self, model: ModelClient) -> Iterator[StreamChunkEvent | ModelReply]:
+    def _ask(self, model: ChatModel) -> Iterator[StreamChunkEvent | ModelReply]:
         prompt = self._prompt()
         if not self.stream_model:
             yield model.create(prompt)
@@ -226,11 +257,13 @@ class CodeExecutorAgent:
             yield StreamChunkEvent(self.name, piece) if isinstance(piece, str) else piece
 
     def _prompt(self) -> list[dict[str, str]]:
-        """The system message, then the conversation so far."""
+        """The system message, then the conversation so far (as much as
+        ``model_context`` keeps)."""
+        self._context[:] = bound(self._context, self.model_context)
         system = [{"role": "system", "content": self.system_message}] if self.system_message else []
         return system + self._context
 
-    def _decide_retry(self, model: ModelClient, output: str) -> dict[str, Any]:
+    def _decide_retry(self, model: ChatModel, output: str) -> dict[str, Any]:
         question = (
             f"The last run failed:\n{output}\n\nShould we try to fix it? Answer with 'retry' (true or false) "
             "and 'reason': what went wrong, why you decide so, and what you would change."
@@ -251,31 +284,33 @@ class CodeExecutorAgent:
                 "model": self.model.to_config() if self.model else None,
                 "system_message": self.system_message, "description": self.description,
                 "sources": self.sources, "max_retries_on_error": self.max_retries_on_error,
-                "stream_model": self.stream_model}
+                "stream_model": self.stream_model, "model_context": describe(self.model_context)}
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, api_key: str | None = None) -> CodeExecutorAgent:
+    def from_config(cls, config: dict[str, Any], *, api_key: str | None = None,
+                    approval: Any = None) -> CodeExecutorAgent:
         if config.get("type") != "CodeExecutorAgent":
             raise ConfigurationError("not a CodeExecutorAgent config (its 'type' must be 'CodeExecutorAgent')")
-        model = ModelClient.from_config(config["model"], api_key=api_key) if config.get("model") else None
+        model = model_from_config(config["model"], api_key=api_key) if config.get("model") else None
         return cls(config["name"], executor_from_config(config["executor"]), model=model,
                    system_message=config.get("system_message"), description=config.get("description"),
                    sources=config.get("sources"), max_retries_on_error=config.get("max_retries_on_error", 0),
-                   stream_model=config.get("stream_model", False))
+                   stream_model=config.get("stream_model", False), approval=approval,
+                   model_context=from_description(config.get("model_context")))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_config(), indent=2) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path, *, api_key: str | None = None) -> CodeExecutorAgent:
+    def load(cls, path: str | Path, *, api_key: str | None = None, approval: Any = None) -> CodeExecutorAgent:
         try:
             config = json.loads(Path(path).read_text())
         except ValueError as exc:
             raise ConfigurationError(f"{path} is not JSON: {exc}") from None
-        return cls.from_config(config, api_key=api_key)
+        return cls.from_config(config, api_key=api_key, approval=approval)
 
 
-def _messages(task: TaskInput) -> list[TextMessage]:
+def task_messages(task: TaskInput) -> list[TextMessage]:
     if isinstance(task, (str, TextMessage, dict)):
         return [TextMessage.of(task)]
     messages = [TextMessage.of(item) for item in task]

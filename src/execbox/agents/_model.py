@@ -5,6 +5,12 @@
     reply = model.create([{"role": "user", "content": "hi"}])
     for piece in model.stream(messages): ...                 # str chunks, then the ModelReply
     decision = model.create_json(messages, {"type": "object", ...})
+    reply = model.create(messages, tools=[tool.openai_schema()])   # reply.tool_calls
+
+Tools are given in the chat-completions form (``{"type": "function",
+"function": {...}}``); the context is kept in the same form (assistant
+messages with ``tool_calls``, ``tool`` messages with ``tool_call_id``), so
+the same context goes to ``AnthropicClient`` unchanged.
 
 Structured output asks the server for ``response_format: json_schema``; a
 server that refuses it is asked again for plain JSON (the schema in the
@@ -18,11 +24,11 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError, ModelError
 from ._json import parse_json_reply, schema_of
+from ._reply import OPENAI_MESSAGE_KEYS, ModelReply, ToolCall
 from ._usage import Usage
 
 __all__ = ["ModelClient", "ModelReply"]
@@ -31,18 +37,6 @@ Message = Mapping[str, Any]
 _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 # Servers on this machine or a private network need no key; OpenAI does.
 _LOCAL_KEY = "not-needed"
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    """What the model answered: ``content``, the ``thought`` it sent apart
-    (``reasoning_content`` or a leading ``<think>`` block), and the usage."""
-
-    content: str
-    thought: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    model: str = ""
-    finish_reason: str | None = None
 
 
 class ModelClient:
@@ -95,6 +89,8 @@ class ModelClient:
                                      max_retries=max_retries)
         self._explicit_key = api_key is not None
 
+    provider = "openai"
+
     def __repr__(self) -> str:
         return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
 
@@ -104,11 +100,14 @@ class ModelClient:
 
     # -- calls ------------------------------------------------------------------
 
-    def create(self, messages: Sequence[Message], *, json_schema: Any = None) -> ModelReply:
+    def create(self, messages: Sequence[Message], *, json_schema: Any = None,
+               tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None) -> ModelReply:
         """One completion. With ``json_schema`` (a schema dict or a pydantic
         model class) the server is asked for JSON that fits it: through
-        ``response_format`` where the server has it, else in the prompt."""
-        request = self._request(messages)
+        ``response_format`` where the server has it, else in the prompt.
+        With ``tools`` the model may answer with ``tool_calls``;
+        ``tool_choice``: "auto", "none" or "required"."""
+        request = self._request(messages, tools, tool_choice)
         if json_schema is None:
             return self._reply(self._call(request))
         name, schema = schema_of(json_schema)
@@ -134,16 +133,20 @@ class ModelClient:
         reply = self.create(messages, json_schema=json_schema)
         return parse_json_reply(reply.content, list(schema.get("required", [])))
 
-    def stream(self, messages: Sequence[Message]) -> Iterator[str | ModelReply]:
+    def stream(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
+               tool_choice: str | None = None) -> Iterator[str | ModelReply]:
         """The answer as it is written: text chunks, then the whole
-        ``ModelReply`` (with usage when the server reports it)."""
-        request = {**self._request(messages), "stream": True, "stream_options": {"include_usage": True}}
+        ``ModelReply`` (with usage when the server reports it, and the
+        function calls once their arguments are complete)."""
+        request = {**self._request(messages, tools, tool_choice), "stream": True,
+                   "stream_options": {"include_usage": True}}
         try:
             chunks = self._client.chat.completions.create(**request)
         except self._openai.OpenAIError as exc:
             raise self._translate(exc) from None
         content: list[str] = []
         thought: list[str] = []
+        calls: dict[int, list[str]] = {}
         usage = None
         finish = None
         try:
@@ -156,6 +159,12 @@ class ModelClient:
                     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
                     if reasoning:
                         thought.append(reasoning)
+                    for piece in choice.delta.tool_calls or ():
+                        call = calls.setdefault(piece.index, ["", "", ""])
+                        call[0] = piece.id or call[0]
+                        if piece.function is not None:
+                            call[1] = piece.function.name or call[1]
+                            call[2] += piece.function.arguments or ""
                     if choice.delta.content:
                         content.append(choice.delta.content)
                         yield choice.delta.content
@@ -163,14 +172,16 @@ class ModelClient:
             raise self._translate(exc) from None
         text, think = _split_thought("".join(content), "".join(thought) or None)
         counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-        yield ModelReply(text, think, counted, self.model, finish)
+        made = tuple(ToolCall(i or f"call_{n}", name, arguments)
+                     for n, (i, name, arguments) in sorted(calls.items()))
+        yield ModelReply(text, think, counted, self.model, finish, made)
 
     # -- config -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
         """The settings as JSON-ready data. The key itself is not saved: its
         variable's name is (``api_key_env``)."""
-        return {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
+        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
                 "temperature": self.temperature, "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries, "prices": {k: list(v) for k, v in self.prices.items()},
                 "structured_output": self.structured_output}
@@ -178,6 +189,7 @@ class ModelClient:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> ModelClient:
         options = dict(config)
+        options.pop("provider", None)
         options["prices"] = {k: tuple(v) for k, v in (options.get("prices") or {}).items()}
         try:
             return cls(api_key=api_key, **options)
@@ -186,12 +198,18 @@ class ModelClient:
 
     # -- inside -------------------------------------------------------------------
 
-    def _request(self, messages: Sequence[Message]) -> dict[str, Any]:
+    def _request(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
+                 tool_choice: str | None = None) -> dict[str, Any]:
         if not messages:
             raise ConfigurationError("a model call needs at least one message")
-        request: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+        sent = [{k: v for k, v in m.items() if k in OPENAI_MESSAGE_KEYS} for m in messages]
+        request: dict[str, Any] = {"model": self.model, "messages": sent}
         if self.temperature is not None:
             request["temperature"] = self.temperature
+        if tools:
+            request["tools"] = [dict(t) for t in tools]
+            if tool_choice:
+                request["tool_choice"] = tool_choice
         return request
 
     def _call(self, request: dict[str, Any]) -> Any:
@@ -210,7 +228,9 @@ class ModelClient:
         text, thought = _split_thought(message.content or "", reasoning)
         usage = completion.usage
         counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-        return ModelReply(text, thought, counted, completion.model or self.model, choice.finish_reason)
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments or "")
+                      for c in (message.tool_calls or ()) if getattr(c, "function", None) is not None)
+        return ModelReply(text, thought, counted, completion.model or self.model, choice.finish_reason, calls)
 
     def _count(self, prompt: int, completion: int) -> Usage:
         usage = Usage.priced(self.model, prompt, completion, self.prices)
@@ -218,23 +238,26 @@ class ModelClient:
         return usage
 
     def _translate(self, exc: Exception) -> ModelError:
-        openai = self._openai
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"the model server at {self.where} did not answer within {self.timeout_s} s "
-                              "(ModelClient timeout_s)")
-        if isinstance(exc, openai.APIConnectionError):
-            return ModelError(f"cannot reach the model server at {self.where}: start it, or set base_url "
-                              "(--base-url, OPENAI_BASE_URL)")
-        if isinstance(exc, openai.AuthenticationError):
-            source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
-            return ModelError(f"the model server at {self.where} refused the API key ({source}): 401")
-        if isinstance(exc, openai.NotFoundError):
-            return ModelError(f"the model server at {self.where} has no model {self.model!r} (404): "
-                              "check the model name")
-        if isinstance(exc, openai.APIStatusError):
-            detail = _detail(exc)
-            return ModelError(f"the model server at {self.where} answered {exc.status_code}: {detail}")
-        return ModelError(f"the model call failed: {exc}")
+        source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
+        return sdk_error(self._openai, exc, where=self.where, timeout_s=self.timeout_s, model=self.model,
+                         key_source=source, url_hint="(--base-url, OPENAI_BASE_URL)")
+
+
+def sdk_error(sdk: Any, exc: Exception, *, where: str, timeout_s: float, model: str, key_source: str,
+              url_hint: str) -> ModelError:
+    """An SDK's exception (OpenAI's and Anthropic's share their names) as
+    a ``ModelError`` that says what to change."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return ModelError(f"the model server at {where} did not answer within {timeout_s} s (timeout_s)")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ModelError(f"cannot reach the model server at {where}: start it, or set base_url {url_hint}")
+    if isinstance(exc, sdk.AuthenticationError):
+        return ModelError(f"the model server at {where} refused the API key ({key_source}): 401")
+    if isinstance(exc, sdk.NotFoundError):
+        return ModelError(f"the model server at {where} has no model {model!r} (404): check the model name")
+    if isinstance(exc, sdk.APIStatusError):
+        return ModelError(f"the model server at {where} answered {exc.status_code}: {_detail(exc)}")
+    return ModelError(f"the model call failed: {exc}")
 
 
 def _detail(exc: Any) -> str:

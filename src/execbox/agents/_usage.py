@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 __all__ = ["PRICES", "Usage", "price_of", "register_price"]
 
-# USD per million tokens (input, output), as OpenAI published them in 2025.
+# USD per million tokens (input, output), as the providers published them in 2025.
 # Prices change: register_price() (or ModelClient(prices=...)) overrides.
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -16,6 +16,12 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
     "o3-mini": (1.10, 4.40),
     "o4-mini": (1.10, 4.40),
+    # Anthropic's, as published in 2025 (a prefix prices the dated versions).
+    "claude-opus-4-5*": (5.00, 25.00),
+    "claude-opus-4-1*": (15.00, 75.00),
+    "claude-sonnet-4*": (3.00, 15.00),
+    "claude-haiku-4-5*": (1.00, 5.00),
+    "claude-3-5-haiku*": (0.80, 4.00),
 }
 
 

@@ -39,6 +39,9 @@ from .._errors import ConfigurationError, ExecboxError, WorkspaceError
 from .._models import CodeBlock, ExecutionResult, Limits
 from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
+from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_bytes, write_text
+from ._files import image_type as _image_type
+from ._files import size_text as _size
 
 
 def _missing_sdk(exc: ImportError) -> ImportError:
@@ -74,12 +77,6 @@ __all__ = ["MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server", "
 
 # Images handed back with one run (displays and image files it wrote).
 MAX_IMAGES = 10
-# Largest image returned as image content (a common limit of model APIs).
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-# Largest text file read_file returns.
-MAX_TEXT_BYTES = 1024 * 1024
-# Entries list_files shows.
-MAX_LISTED = 500
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -300,51 +297,24 @@ async def _file_call(work: Callable[..., Any], workspace: Workspace, *args: Any)
 
 
 def _list(workspace: Workspace, path: str) -> str:
-    if path not in (".", ""):
-        target = workspace.resolve(path)
-        if not target.exists():
-            raise WorkspaceError(f"no folder {path!r} in the workspace: list_files('.') shows what there is")
-        if not target.is_dir():
-            return f"{path} is a file ({_size(target.lstat().st_size)})"
-    entries = workspace.list(path or ".")
-    if not entries:
-        return "The workspace is empty." if path in (".", "") else f"{path} is an empty folder."
-    lines = [f"{e.path}/" if e.is_dir else f"{e.path}  ({_size(e.size)})" for e in entries[:MAX_LISTED]]
-    if len(entries) > MAX_LISTED:
-        lines.append(f"... and {len(entries) - MAX_LISTED} more (list a sub-folder to see them)")
-    return "\n".join(lines)
+    return list_text(workspace, path)
 
 
 def _read(workspace: Workspace, path: str) -> list[TextContent | ImageContent]:
-    target = workspace.resolve(path)
-    if target.is_dir() and not target.is_symlink():
-        raise WorkspaceError(f"{path!r} is a folder: use list_files to see what it holds")
-    if target.is_file() and target.lstat().st_size > MAX_IMAGE_BYTES:
-        raise WorkspaceError(f"{path!r} is {_size(target.lstat().st_size)}; read_file returns text up to "
-                             f"{_size(MAX_TEXT_BYTES)} and images up to {_size(MAX_IMAGE_BYTES)}: "
-                             "use run_code to read a part of it")
-    data = workspace.download(path)
+    data = read_bytes(workspace, path)
     mime = _image_type(data)
     if mime is not None:
         return [TextContent(type="text", text=f"{path}: {mime} image, {_size(len(data))}"),
                 ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime)]
-    if len(data) > MAX_TEXT_BYTES:
-        raise WorkspaceError(f"{path!r} is {_size(len(data))}; read_file returns text files up to "
-                             f"{_size(MAX_TEXT_BYTES)}: use run_code to read a part of it")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is None or "\0" in text:
+    text = as_text(path, data)
+    if text is None:
         return [TextContent(type="text", text=f"{path} is a binary file ({_size(len(data))}, not UTF-8 text): "
                                               "not shown. Use run_code to inspect it.")]
     return [TextContent(type="text", text=text)]
 
 
 def _write(workspace: Workspace, path: str, content: str) -> str:
-    saved = workspace.write_text(path, content)
-    relative = os.path.relpath(saved, workspace.path)
-    return f"Wrote {_size(len(content.encode('utf-8')))} to {relative}."
+    return write_text(workspace, path, content)
 
 
 def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageContent], list[str]]:
@@ -397,24 +367,3 @@ def _load_image(workspace: Workspace, path: str) -> bytes:
     if size > MAX_IMAGE_BYTES:
         raise WorkspaceError(f"{_size(size)} is more than {_size(MAX_IMAGE_BYTES)}")
     return workspace.download(path)
-
-
-def _image_type(data: bytes) -> str | None:
-    """The MIME type of a PNG, JPEG, GIF or WebP image, by its first bytes."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} bytes"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n / (1024 * 1024):.1f} MiB"
