@@ -41,6 +41,43 @@ def test_filename_comments(first_line, name):
     assert block.code.startswith(first_line)
 
 
+@pytest.mark.parametrize("fence, first_line, name", [
+    ("python", "# test.py", "test.py"),
+    ("python", "#   src/app.py  ", "src/app.py"),
+    ("", "# script.py", "script.py"),  # the language inferred: python
+    ("bash", "# run.sh", "run.sh"),
+    ("javascript", "// test.js", "test.js"),
+    ("js", "/* app.mjs */", "app.mjs"),
+    ("css", "/* test.css */", "test.css"),
+    ("html", "<!-- test.html -->", "test.html"),
+    ("yaml", "# config.yml", "config.yml"),
+])
+def test_bare_filename_comments_as_ag2_reads_them(fence, first_line, name):
+    [block] = extract_code_blocks(f"```{fence}\n{first_line}\nx = 1\n```")
+    assert block.filename == name
+    assert block.code.startswith(first_line)
+
+
+@pytest.mark.parametrize("fence, first_line", [
+    ("python", "# compute stuff"),
+    ("python", "# step 1."),
+    ("python", "# test.js"),  # not a Python file's name
+    ("python", "# see utils.py for more"),
+    ("python", "# .py"),
+    ("python", "# ../up.py"),
+    ("python", "# v1.2"),
+    ("bash", "# install deps"),
+    ("javascript", "// helpers.py"),
+    ("javascript", "# test.js"),  # not a JavaScript comment
+    ("markdown", "# notes.md"),  # a heading
+    ("css", "/* main colours */"),
+    ("text", "# notes.txt"),
+])
+def test_ordinary_first_line_comments_name_no_file(fence, first_line):
+    [block] = extract_code_blocks(f"```{fence}\n{first_line}\nx = 1\n```")
+    assert block.filename is None
+
+
 def test_filename_after_shebang():
     [block] = extract_code_blocks("```bash\n#!/bin/bash\n# filename: run.sh\necho\n```")
     assert block.filename == "run.sh"
@@ -81,3 +118,11 @@ def test_message_objects_with_source():
 
     found = extract_from_messages([Msg("a", "```py\n1\n```"), Msg("b", "```py\n2\n```")], sources=["b"])
     assert [b.code for b in found] == ["2"]
+
+
+def test_adapters_read_bare_filename_comments_too():
+    from execbox.integrations._common import as_execbox_block
+
+    assert as_execbox_block("# app.py\nprint(1)", "python").filename == "app.py"
+    assert as_execbox_block("# app.py\nprint(1)", "").filename == "app.py"  # inferred python
+    assert as_execbox_block("# compute it\nprint(1)", "python").filename is None

@@ -9,7 +9,11 @@ off mid-block) yields nothing: half a program is not run.
 The language comes from the info string through the alias table; a fence
 without one gets an inferred language (``CodeBlock.language_inferred``). A
 filename comes from info attributes (``title="x.py"``, ``filename=x.py``),
-from ``lang:path``, or from a filename comment on the first line.
+from ``lang:path``, or from a filename comment on the first line: ``# filename:
+x.py`` (any language), or a bare name as AG2 and AutoGen read it (``# test.py``,
+``// test.js``, ``/* test.css */``, ``<!-- test.html -->``), taken only when it
+is one token that looks like a path with a suffix of the block's language, so
+that ``# compute stuff`` or ``# step 1.`` stays a comment.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._languages import canonical_language
+from ._languages import canonical_language, find_language
 from ._models import CodeBlock
 
 __all__ = ["extract_code_blocks", "extract_from_messages", "infer_language"]
@@ -37,6 +41,15 @@ _FILENAME_COMMENTS = (
     re.compile(r"^\s*/\*\s*file\s*name\s*:\s*(?P<name>\S+?)\s*\*/\s*$", re.I),
     re.compile(r"^\s*--\s*file\s*name\s*:\s*(?P<name>\S+)\s*$", re.I),
 )
+# A bare name counts in a comment of the block's language only (in Markdown,
+# "# notes.md" is a heading).
+_BARE_FILENAME_COMMENTS = (
+    (re.compile(r"^\s*#\s*(?P<name>\S+)\s*$"), {"python", "bash", "sh", "pwsh", "yaml", "toml", "dockerfile"}),
+    (re.compile(r"^\s*//\s*(?P<name>\S+)\s*$"), {"javascript"}),
+    (re.compile(r"^\s*/\*\s*(?P<name>\S+?)\s*\*/\s*$"), {"javascript", "css"}),
+    (re.compile(r"^\s*<!--\s*(?P<name>\S+?)\s*-->\s*$"), {"html", "xml", "markdown"}),
+)
+_PATH_LIKE = re.compile(r"^[\w-][\w.-]*(?:/[\w-][\w.-]*)*$")  # src/app.py; no spaces, no leading dot
 _PROMPT = "$ "
 
 
@@ -116,7 +129,7 @@ def _make_block(info: str, code: str) -> CodeBlock:
         language, inferred = infer_language(code), True
     if language == "sh" or language == "bash":
         code = _strip_prompts(code)
-    filename = filename or _filename_comment(code)
+    filename = filename or _filename_comment(code, language)
     return CodeBlock(language, code, filename, language_inferred=inferred)
 
 
@@ -135,14 +148,25 @@ def _parse_info(info: str) -> tuple[str, str | None]:
     return (canonical_language(head) if head else ""), filename
 
 
-def _filename_comment(code: str) -> str | None:
+def _filename_comment(code: str, language: str | None = None) -> str | None:
+    """The file the first line (after a shebang) names: ``# filename: x``,
+    or with ``language``, a bare ``# x.py`` whose suffix is the language's."""
     lines = code.lstrip("\n").split("\n", 2)
     candidates = lines[:2] if lines and lines[0].startswith("#!") else lines[:1]
+    lang = find_language(language) if language else None
     for line in candidates:
         for pattern in _FILENAME_COMMENTS:
             found = pattern.match(line)
             if found:
                 return found["name"].strip("'\"`")
+        if lang is None or line.startswith("#!"):
+            continue
+        for pattern, languages in _BARE_FILENAME_COMMENTS:
+            found = pattern.match(line) if lang.name in languages else None
+            name = found["name"].strip("'\"`") if found else ""
+            suffix = name[name.rfind("."):].lower() if "." in name else ""
+            if _PATH_LIKE.match(name) and suffix in lang.suffixes and len(name) > len(suffix):
+                return name
     return None
 
 

@@ -45,31 +45,39 @@ class Language:
     # argv prefix; the code file's path is appended. None: nothing runs it.
     command: tuple[str, ...] | None = None
     install_hint: str = ""
+    # Other file suffixes of the language (``suffix`` is the one execbox writes).
+    other_suffixes: tuple[str, ...] = ()
 
     @property
     def program(self) -> str | None:
         return self.command[0] if self.command else None
 
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """Every suffix a file of this language may have."""
+        return (self.suffix, *self.other_suffixes)
+
 
 LANGUAGES: tuple[Language, ...] = (
-    Language("python", ("py", "python3", "py3", "pyw"), ".py", "execute", (PYTHON, "-u")),
-    Language("bash", (), ".sh", "execute", ("bash",), "apt-get install bash"),
+    Language("python", ("py", "python3", "py3", "pyw"), ".py", "execute", (PYTHON, "-u"),
+             other_suffixes=(".pyw",)),
+    Language("bash", (), ".sh", "execute", ("bash",), "apt-get install bash", other_suffixes=(".bash",)),
     Language("sh", ("shell", "console", "shellsession", "shell-session", "zsh"), ".sh",
-             "execute", ("sh",), "apt-get install dash"),
+             "execute", ("sh",), "apt-get install dash", other_suffixes=(".bash", ".zsh")),
     Language("javascript", ("js", "node", "nodejs", "mjs"), ".js", "execute", ("node",),
-             "apt-get install nodejs"),
+             "apt-get install nodejs", other_suffixes=(".mjs", ".cjs")),
     Language("pwsh", ("ps1", "powershell", "ps"), ".ps1", "execute",
              ("pwsh", "-NoLogo", "-NoProfile", "-NonInteractive", "-File"),
              "install PowerShell (package powershell)"),
-    Language("html", ("htm", "xhtml"), ".html", "save"),
+    Language("html", ("htm", "xhtml"), ".html", "save", other_suffixes=(".htm", ".xhtml")),
     Language("css", (), ".css", "save"),
-    Language("markdown", ("md",), ".md", "save"),
-    Language("text", ("txt", "plaintext", "plain", "output", "log"), ".txt", "save"),
-    Language("json", ("jsonl",), ".json", "save"),
-    Language("yaml", ("yml",), ".yaml", "save"),
+    Language("markdown", ("md",), ".md", "save", other_suffixes=(".markdown",)),
+    Language("text", ("txt", "plaintext", "plain", "output", "log"), ".txt", "save", other_suffixes=(".log",)),
+    Language("json", ("jsonl",), ".json", "save", other_suffixes=(".jsonl",)),
+    Language("yaml", ("yml",), ".yaml", "save", other_suffixes=(".yml",)),
     Language("toml", (), ".toml", "save"),
     Language("csv", (), ".csv", "save"),
-    Language("xml", ("svg",), ".xml", "save"),
+    Language("xml", ("svg",), ".xml", "save", other_suffixes=(".svg",)),
     Language("dockerfile", ("docker",), ".Dockerfile", "save"),
 )
 

@@ -39,8 +39,9 @@ def as_execbox_block(code: str, language: str | None, filename: str | None = Non
     """An execbox block from a framework's block.
 
     A block without a language gets one inferred (as execbox's own extractor
-    does); a ``# filename: x.py`` comment on the first line names the file
-    when the framework's extractor dropped it.
+    does); a filename comment on the first line (``# filename: x.py``, or
+    a bare ``# x.py`` as the frameworks read it) names the file when the
+    framework's extractor dropped it.
     """
     if not isinstance(code, str):
         raise ConfigurationError(f"a code block's code must be a str, not {type(code).__name__}")
@@ -48,7 +49,7 @@ def as_execbox_block(code: str, language: str | None, filename: str | None = Non
     inferred = not language
     if inferred:
         language = infer_language(code)
-    return CodeBlock(language, code, filename or _filename_comment(code), language_inferred=inferred)
+    return CodeBlock(language, code, filename or _filename_comment(code, language), language_inferred=inferred)
 
 
 def code_file(executor: Executor, result: ExecutionResult) -> str | None:
