@@ -7,7 +7,9 @@
     >>> reply
     {'success': True, 'stdout': '2\\n', 'stderr': '', 'error': None, 'files': []}
 
-What a model's ``libraries`` become, by environment (``_libraries``):
+``tool.as_function()`` is the tool as a plain function for AG2, AutoGen and
+LangChain (``_as_function``). What a model's ``libraries`` become, by
+environment (``_libraries``):
 
 - ``Venv()`` (local or sandbox backend): the executor is switched (its
   ``environment`` replaced, then restarted) to a Venv with the packages
@@ -31,14 +33,15 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, overload
 
 from .._errors import ConfigurationError
 from .._models import CodeBlock, ExecutionResult, Limits
 from .._workspace import Workspace
 from ..backends import Executor, create_executor
 from ..environments import DockerPython, Environment
+from ._as_function import tool_function
 from ._libraries import Libraries, Rejected, requirements
 
 __all__ = ["PythonTool"]
@@ -64,6 +67,10 @@ class PythonTool:
 
     ``tool(code, libraries=None)`` and ``tool.call(arguments)`` return
     ``{"success", "stdout", "stderr", "error", "files"}``.
+
+    Agent frameworks that make tools of functions (AG2's
+    ``register_function``, AutoGen's ``FunctionTool``, LangChain's ``@tool``)
+    refuse the tool object itself: give them ``tool.as_function()``.
     """
 
     def __init__(
@@ -177,6 +184,28 @@ class PythonTool:
     def anthropic_schema(self) -> dict[str, Any]:
         """The tool for Anthropic's Messages ``tools=[...]``."""
         return {"name": self.name, "description": self.description, "input_schema": self.parameters()}
+
+    @overload
+    def as_function(self, *, name: str | None = None, asynchronous: Literal[False] = False
+                    ) -> Callable[..., dict[str, Any]]: ...
+    @overload
+    def as_function(self, *, name: str | None = None, asynchronous: Literal[True]
+                    ) -> Callable[..., Awaitable[dict[str, Any]]]: ...
+
+    def as_function(self, *, name: str | None = None, asynchronous: bool = False
+                    ) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
+        """The tool as a plain function for agent frameworks (AG2
+        ``register_function``, AutoGen ``FunctionTool``, LangChain ``@tool``):
+        ``name(code: str, libraries: list[str] | None = None) -> dict``, named
+        ``name`` (default: the tool's), the description as its docstring.
+        ``asynchronous``: a coroutine function over ``arun`` (cancelling it
+        kills the code), which AutoGen runs without a thread. It calls this
+        tool: close the tool when done with the function."""
+        name = self.name if name is None else name
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise ConfigurationError(f"PythonTool.as_function(name={name!r}): use 1 to 64 letters, digits, '_' "
+                                     "or '-' (what OpenAI and Anthropic accept)")
+        return tool_function(self, name=name, asynchronous=asynchronous)
 
     # -- calling ---------------------------------------------------------------
 
