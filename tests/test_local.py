@@ -165,8 +165,8 @@ def test_huge_output_does_not_grow_the_host():
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_venv_with_packages(tmp_path, monkeypatch, installer):
     if installer == "uv":
-        from execbox.environments._venv import _find_uv
-        require("uv", _find_uv() is not None, "pip install uv (part of the dev extra)")
+        from execbox.environments._interpreters import find_uv
+        require("uv", find_uv() is not None, "pip install uv (part of the dev extra)")
     monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
     steps: list[str] = []
     env = Venv(packages=["six==1.16.0"], installer=installer)

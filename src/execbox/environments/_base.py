@@ -17,11 +17,25 @@ Progress = Callable[[str], None]
 
 class Environment(ABC):
     """An interpreter plus packages. ``prepare()`` makes it ready (once) and
-    returns the absolute path of its interpreter."""
+    returns the absolute path of its interpreter.
+
+    A context manager too, as AG2's ``create_virtual_env`` is used: entering
+    makes it ready (a venv created, an image built), so a failure shows
+    there; leaving removes nothing: a cached venv is shared by every
+    executor of the same spec (in other processes too) and a ``path=`` or an
+    interpreter is the user's.
+    """
 
     def __new__(cls, *args: Any, **options: Any) -> Environment:
         refuse_foreign(cls, options, ENVIRONMENT_HINTS)  # AG2's python_version=, venv_path=...: name ours
         return super().__new__(cls)
+
+    def __enter__(self) -> Environment:
+        self.prepare()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     @abstractmethod
     def prepare(self, progress: Progress | None = None) -> str:

@@ -78,6 +78,10 @@ class DockerPython(Environment):
         ensure_image(docker_client(), self.image)
         return self.image
 
+    def __enter__(self) -> DockerPython:
+        self.build()
+        return self
+
     def prepare(self, progress: Progress | None = None) -> str:
         raise ConfigurationError(
             "DockerPython is a container image, not an interpreter on this machine: run it with "

@@ -9,6 +9,7 @@ import sys
 
 from .._errors import EnvironmentSetupError
 from ._base import Environment, Progress
+from ._interpreters import find_version, is_version
 
 __all__ = ["SystemPython", "real_interpreter"]
 
@@ -18,7 +19,8 @@ _resolved: dict[str, str] = {}
 class SystemPython(Environment):
     """An existing interpreter. ``executable=None`` is the one running execbox.
 
-    A name (``python3.12``) is looked up once on PATH; a launcher script such
+    A version (``"3.12"``) is found on this machine (``_interpreters``). A
+    name (``python3.12``) is looked up once on PATH; a launcher script such
     as a pyenv shim is asked for the real interpreter behind it, so that no
     block pays the shim's start-up (~45 ms).
     """
@@ -36,6 +38,9 @@ class SystemPython(Environment):
 def real_interpreter(executable: str) -> str:
     """The absolute path of the interpreter ``executable`` stands for."""
     if executable in _resolved:
+        return _resolved[executable]
+    if is_version(executable):
+        _resolved[executable] = find_version(executable)
         return _resolved[executable]
     path = executable if os.sep in executable else shutil.which(executable)
     if not path or not os.path.isfile(path):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .._errors import ConfigurationError, EnvironmentSetupError
 from ._base import Environment, Progress
+from ._interpreters import find_uv
 from ._system import SystemPython, real_interpreter
 
 __all__ = ["Venv", "cache_dir"]
@@ -30,7 +31,9 @@ def cache_dir() -> Path:
 
 
 class Venv(Environment):
-    """A venv with ``packages`` and/or a ``requirements`` file.
+    """A venv with ``packages`` and/or a ``requirements`` file, of the
+    interpreter ``python``: a path, a name on PATH, or a version ("3.11",
+    found on this machine, never downloaded; AG2's ``python_version``).
 
     ``path=None`` keeps it in execbox's cache under a name derived from the
     spec (interpreter, packages, requirements content), so the same spec is
@@ -92,7 +95,7 @@ class Venv(Environment):
 
     def _create(self, path: Path, progress: Progress) -> None:
         base = real_interpreter(self.python) if self.python else SystemPython().prepare()
-        uv = _find_uv() if self.installer in ("auto", "uv") else None
+        uv = find_uv() if self.installer in ("auto", "uv") else None
         if self.installer == "uv" and uv is None:
             raise EnvironmentSetupError("Venv(installer='uv') but uv is not installed: pip install uv")
         if path.exists() and self._path is None:
@@ -116,20 +119,6 @@ class Venv(Environment):
                      "install packages")
         (path / READY_MARKER).write_text(json.dumps({"packages": list(self.packages)}))
         progress("environment ready")
-
-
-def _find_uv() -> str | None:
-    found = shutil.which("uv")
-    if found:
-        return found
-    try:
-        from uv import find_uv_bin  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    try:
-        return find_uv_bin()
-    except FileNotFoundError:
-        return None
 
 
 def _run(argv: list[str], what: str) -> None:
