@@ -19,7 +19,8 @@ turn has (or a ``tool_use`` left without its result), a tool without
 ``input_schema``, and, with ``thinking`` on, an assistant turn that called
 a tool without sending its thinking block back first.
 ``stream: true`` gets the API's server-sent events, text and tool input in
-pieces. ``requests`` keeps every request body.
+pieces. ``requests`` keeps every request body; ``api_keys`` the key each
+came with (``x-api-key``, or the ``Authorization`` the SDK 2.x sends).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 return
             with fake._lock:
                 fake.requests.append(body)
-                fake.api_keys.append(self.headers.get("x-api-key"))
+                fake.api_keys.append(self.headers.get("x-api-key") or self.headers.get("Authorization"))
             problem = invalid(body)
             if problem:
                 self._error(400, "invalid_request_error", problem)

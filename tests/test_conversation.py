@@ -7,7 +7,8 @@ import pytest
 
 import execbox
 from execbox import ConfigurationError
-from execbox.agents import Conversation, ModelClient, WriterAgent, format_chat_result, writer_system_message
+from execbox.agents import (Approval, Conversation, ModelClient, WriterAgent, format_chat_result,
+                            writer_system_message)
 
 from fake_llm import FakeModel
 
@@ -122,3 +123,28 @@ def test_bad_options():
             Conversation(writer, ex, human_input_mode="SOMETIMES")
         with pytest.raises(ConfigurationError, match="max_turns must be"):
             Conversation(writer, ex).initiate_chat("x", max_turns=0)
+
+
+def test_approval_sees_the_code_and_a_refusal_reaches_the_writer(tmp_path):
+    seen = []
+
+    def approve(request):
+        seen.append(request.code)
+        return Approval(False, "use the standard library only") if "import requests" in request.code else True
+
+    script = ["```python\nimport requests\nopen('net.txt', 'w')\n```", "```python\nprint('stdlib')\n```",
+              "Done. TERMINATE"]
+    with FakeModel(script) as server, execbox.LocalExecutor(workspace=tmp_path) as ex:
+        writer = WriterAgent(ModelClient("m", base_url=server.base_url, api_key="k"))
+        result = Conversation(writer, ex, approval=approve).initiate_chat("fetch something")
+    assert "import requests" in seen[0] and len(seen) == 2
+    assert result.chat_history[2].content == ("The user refused to run this: use the standard library only. "
+                                             "Nothing was run.")
+    assert not (tmp_path / "net.txt").exists()
+    assert [r.reason for r in result.refusals] == ["use the standard library only"]
+    assert len(result.executions) == 1 and result.executions[0].stdout == "stdlib\n"
+
+
+def test_the_writer_is_told_whether_state_is_kept():
+    assert "keeps one Python session" in writer_system_message(stateful=True)
+    assert "fresh process" in writer_system_message()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
 import execbox
 from execbox import ConfigurationError
-from execbox.agents import (CodeExecutionEvent, CodeExecutorAgent, CodeGenerationEvent, ModelClient, Response,
-                            RetryDecisionEvent, StreamChunkEvent, TextMessage, ThoughtEvent)
+from execbox.agents import (Approval, CodeExecutionEvent, CodeExecutorAgent, CodeGenerationEvent, ModelClient, Response,
+                            RetryDecisionEvent, StreamChunkEvent, TextMessage, ThoughtEvent, TokenLimitedContext)
 
 from fake_llm import FakeModel
 
@@ -148,3 +149,52 @@ def test_bad_arguments_say_what_to_change(local):
         CodeExecutorAgent("x", "local")
     with pytest.raises(ConfigurationError, match="not a CodeExecutorAgent config"):
         CodeExecutorAgent.from_config({"type": "other"})
+
+
+def test_approval_refuses_code_and_nothing_runs(local):
+    asked = []
+
+    def approve(request):
+        asked.append(request)
+        return False
+
+    agent = CodeExecutorAgent("runner", local, approval=approve)
+    response = agent.run("```python\nopen('refused.txt', 'w').write('ran')\n```")
+    assert response.content == "The user refused to run this. Nothing was run."
+    assert not (local.workspace.path / "refused.txt").exists()
+    assert asked[0].kind == "code" and "refused.txt" in asked[0].code_blocks[0].code
+
+    with FakeModel(["```python\nopen('refused.txt', 'w')\n```", "I will not write it."]) as server:
+        writer = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url, api_key="k"),
+                                   approval=lambda r: Approval(False, "no files"))
+        answer = writer.run("write a file")
+        told = server.requests[1]["messages"][-1]["content"]
+    assert told == "The user refused to run this: no files. Nothing was run."
+    assert answer.content == "I will not write it." and not (local.workspace.path / "refused.txt").exists()
+
+
+def test_cancelling_arun_kills_the_running_block(local):
+    code = "```python\nimport time\ntime.sleep(2)\nopen('after-cancel.txt', 'w').write('still ran')\n```"
+
+    async def scenario():
+        task = asyncio.create_task(CodeExecutorAgent("runner", local).arun(code))
+        await asyncio.sleep(0.8)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    time.sleep(2.5)
+    assert not (local.workspace.path / "after-cancel.txt").exists()
+
+
+def test_model_context_bounds_what_is_sent(local):
+    replies = [f"Answer {i}." for i in range(6)]
+    with FakeModel(replies) as server:
+        agent = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url, api_key="k"),
+                                  model_context=TokenLimitedContext(30))
+        for i in range(6):
+            agent.run(f"question {i} " + "word " * 20)
+        sizes = [len(r["messages"]) for r in server.requests]
+    assert sizes[0] == 2 and max(sizes) <= 3  # the system message and what fits 30 tokens
+    assert server.requests[-1]["messages"][-1]["content"].startswith("question 5")

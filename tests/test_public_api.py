@@ -56,6 +56,8 @@ def test_agents_module_api():
         "ModelClient", "ModelError", "ModelReply", "Response", "RetryDecisionEvent", "StreamChunkEvent",
         "TextMessage", "ThoughtEvent", "Usage", "WriterAgent", "describe_result", "format_chat_result",
         "register_price", "writer_system_message",
+        "AnthropicClient", "Approval", "ApprovalEvent", "ApprovalRequest", "AssistantAgent", "BufferedContext",
+        "TokenLimitedContext", "ToolCall", "ToolCallEvent", "ToolResultEvent", "model_client",
     }
     assert issubclass(execbox.agents.ModelError, execbox.ExecboxError)
 
@@ -67,7 +69,7 @@ def test_tools_and_integrations_api():
     import execbox.tools
     import execbox.tools.mcp
 
-    assert set(execbox.tools.__all__) == {"PythonTool"}
+    assert set(execbox.tools.__all__) == {"FunctionTool", "PythonTool", "ShellTool", "file_tools"}
     assert set(execbox.tools.mcp.__all__) == {"MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server",
                                               "serve"}
     assert execbox.integrations.__all__ == []

@@ -70,8 +70,8 @@ def decide(approval: Approver | None, request: ApprovalRequest, awaiter: Callabl
 
 def refusal_text(decision: Approval) -> str:
     """What the model is told when the run was refused."""
-    return "The user refused to run this" + (f": {decision.reason}" if decision.reason else ".") + \
-        " Nothing was run."
+    reason = decision.reason.strip().rstrip(".")
+    return "The user refused to run this" + (f": {reason}." if reason else ".") + " Nothing was run."
 
 
 def check_approver(approval: Any) -> None:
