@@ -4,6 +4,13 @@
 snippets, e.g. the imports they need) into a module the block imports
 (``from functions import add``) and into a text that tells a model what is
 there, for its system prompt.
+
+It also takes AG2's and AutoGen's ``FunctionWithRequirements`` (a function
+decorated with ``@with_requirements(python_packages=[...],
+global_imports=[...])``) and ``FunctionWithRequirementsStr`` (the same with
+the function's source), read by their attributes, no framework imported:
+their global imports head the module, and their packages are ``packages``,
+for the executor to provide (``environments._packages``).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import inspect
 import keyword
 import textwrap
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._errors import ConfigurationError
 
@@ -24,17 +32,28 @@ class FunctionSet:
         if not module.isidentifier() or keyword.iskeyword(module):
             raise ConfigurationError(f"functions module name {module!r} is not a Python identifier")
         self.module = module
+        self._imports: list[str] = []
         self._sources: list[str] = []
         self._signatures: list[str] = []
+        packages: list[str] = []
         for item in functions:
             if isinstance(item, str):
                 self._sources.append(textwrap.dedent(item).strip() + "\n")
             elif inspect.isfunction(item):
                 self._add_function(item)
+            elif _has_requirements(item):
+                packages += [p for p in _packages(item) if p not in packages]
+                self._imports += [i for i in map(_import_line, item.global_imports) if i not in self._imports]
+                if isinstance(item.func, str):
+                    self._add_source(textwrap.dedent(item.func), None)
+                else:
+                    self._add_function(item.func)
             else:
                 raise ConfigurationError(
-                    f"functions=[...] takes plain functions or source strings, not {item!r}"
+                    f"functions=[...] takes plain functions, source strings, or AG2's / AutoGen's "
+                    f"FunctionWithRequirements (@with_requirements), not {item!r}"
                 )
+        self.packages: tuple[str, ...] = tuple(packages)  # to install where the blocks run
         source = self.source()
         try:
             ast.parse(source)
@@ -52,12 +71,22 @@ class FunctionSet:
                 f"the source of function {name!r} is not available: define it in a file, "
                 "or pass its source as a string"
             ) from None
-        lines = source.splitlines()
-        while lines and lines[0].lstrip().startswith("@"):  # decorators belong to the host
-            lines.pop(0)
-        self._sources.append("\n".join(lines) + "\n")
-        doc = inspect.getdoc(func)
-        signature = _signature("\n".join(lines), name)
+        self._add_source(source, name)
+
+    def _add_source(self, source: str, name: str | None) -> None:
+        """Add the function defined in ``source`` (the first, or ``name``),
+        without its decorators: they belong to the host (``@with_requirements(...)``
+        over several lines too)."""
+        try:
+            node = next(n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and name in (None, n.name))
+        except (SyntaxError, StopIteration):
+            raise ConfigurationError(f"functions=[...]: no function {name or ''} defined in {source[:200]!r}") \
+                from None
+        text = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])
+        self._sources.append(text + "\n")
+        signature = _signature(text, node.name)
+        doc = ast.get_docstring(node)
         if doc:
             signature += "\n" + textwrap.indent(f'"""{doc}"""', "    ")
         self._signatures.append(signature)
@@ -66,8 +95,8 @@ class FunctionSet:
         return bool(self._sources)
 
     def source(self) -> str:
-        """The module's text."""
-        return "\n\n".join(self._sources)
+        """The module's text: the global imports of the functions, then them."""
+        return "\n\n".join(["\n".join(self._imports)] * bool(self._imports) + self._sources)
 
     def prompt(self) -> str:
         """A description of the functions for a model's prompt."""
@@ -88,3 +117,33 @@ def _signature(source: str, name: str) -> str:
     prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
     returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
     return f"{prefix} {name}({ast.unparse(node.args)}){returns}:"
+
+
+def _has_requirements(item: Any) -> bool:
+    """AG2's or AutoGen's FunctionWithRequirements / FunctionWithRequirementsStr."""
+    return all(hasattr(item, a) for a in ("func", "python_packages", "global_imports")) and (
+        isinstance(item.func, str) or inspect.isfunction(item.func))
+
+
+def _packages(item: Any) -> list[str]:
+    packages = item.python_packages
+    if isinstance(packages, str) or not all(isinstance(p, str) and p.strip() for p in packages):
+        raise ConfigurationError(f"@with_requirements(python_packages={packages!r}) of {item.func!r}: "
+                                 "give a list of requirement strings such as ['pandas>=2']")
+    return [p.strip() for p in packages]
+
+
+def _import_line(item: Any) -> str:
+    """A global import as AG2 and AutoGen write it: "numpy", Alias("numpy", "np"),
+    ImportFromModule("math", ["pi", Alias("sqrt", "root")])."""
+    def name(part: Any) -> str:
+        return part if isinstance(part, str) else f"{part.name} as {part.alias}"
+
+    if isinstance(item, str):
+        return f"import {item}"
+    if hasattr(item, "module") and hasattr(item, "imports"):
+        return f"from {item.module} import {', '.join(map(name, item.imports))}"
+    if hasattr(item, "name") and hasattr(item, "alias"):
+        return f"import {name(item)}"
+    raise ConfigurationError(f"@with_requirements(global_imports=[...]) has {item!r}: use a module name, "
+                             "Alias(name, alias) or ImportFromModule(module, [names])")

@@ -19,7 +19,8 @@ from .._languages import PYTHON, Language, Policy, resolve_program, runnable_lan
 from .._models import Limits
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from .._workspace import INTERNAL_DIR, Workspace
-from ..environments import Environment, SystemPython
+from ..environments import Environment, SystemPython, Venv
+from ..environments._packages import require_packages, with_packages
 from ._base import Capabilities, Executor
 from ._outcome import Outcome, outcome_to_result
 
@@ -38,7 +39,11 @@ class LocalExecutor(Executor):
     - ``inherit_env``: pass the host's whole environment (API keys included!)
       instead of a minimal one.
     - ``functions``: host-defined functions the code can import from the
-      module ``functions_module``; ``functions_prompt`` describes them.
+      module ``functions_module``; ``functions_prompt`` describes them. AG2's
+      and AutoGen's ``@with_requirements`` functions bring their imports and
+      packages: installed where execbox owns the venv (``Venv()``: the
+      executor's environment becomes that Venv with them added), else they
+      must be there already (a system Python, a ``Venv(path=...)``).
     - ``silence_pip`` (True): ``pip install`` in a block gets ``-qqq``.
     - ``keep_code_files`` (True): False removes a block's code file once it
       has run (a block named by ``# filename:`` is the user's file: kept).
@@ -70,10 +75,12 @@ class LocalExecutor(Executor):
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(f"env must map str to str; got {key!r}: {value!r}")
-        self.environment = environment or SystemPython()
         self.env = dict(env or {})
         self.inherit_env = inherit_env
         self.functions = FunctionSet(functions, functions_module)
+        self.environment = environment or SystemPython()
+        if isinstance(self.environment, Venv) and self.environment.cached:  # execbox's own: add the packages
+            self.environment = with_packages(self.environment, self.functions.packages)
         self._progress = progress
         self._python: str | None = None
         self._child_env: dict[str, str] = {}
@@ -92,6 +99,9 @@ class LocalExecutor(Executor):
 
     def _start(self) -> None:
         self._python = self.environment.prepare(self._progress)
+        if not (isinstance(self.environment, Venv) and self.environment.cached):  # the user's: present?
+            require_packages(self.environment, self._python, self.functions.packages,
+                             "functions=[...] (@with_requirements)")
         extra: dict[str, str] = dict(self.environment.variables(self._python))
         if self.functions:
             saved = self.workspace.write_internal(f"{INTERNAL_DIR}/lib/{self.functions.module}.py",

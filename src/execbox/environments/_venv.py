@@ -66,6 +66,12 @@ class Venv(Environment):
         return f"Venv(path={str(self.path)!r}, packages={list(self.packages)!r})"
 
     @property
+    def cached(self) -> bool:
+        """Kept in execbox's cache (no ``path=``): execbox may make a
+        derived Venv with more packages; a given path is the user's."""
+        return self._path is None
+
+    @property
     def path(self) -> Path:
         return self._path if self._path is not None else cache_dir() / "venvs" / self.spec_hash()
 

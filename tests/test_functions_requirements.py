@@ -1,0 +1,112 @@
+"""functions=[...] takes AG2's and AutoGen's FunctionWithRequirements
+(``@with_requirements``) and FunctionWithRequirementsStr: their source,
+global imports and packages (installed into a Venv execbox owns; refused,
+naming them, where it cannot install)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from execbox import CodeBlock, ConfigurationError, LocalExecutor, SandboxExecutor, SystemPython, Venv
+from execbox.backends.sandbox import find_bwrap
+from tests.conftest import require
+
+try:
+    from tests import _requirement_functions as fns
+except ImportError as exc:
+    MISSING: str | None = f"{exc}: pip install 'execbox[ag2,autogen]' (./dev.sh does)"
+else:
+    MISSING = None
+
+
+@pytest.fixture(autouse=True)
+def _needs_the_frameworks() -> None:
+    require("ag2 and autogen-core", MISSING is None, MISSING or "")
+
+USE = ("from functions import circle, doubled, triple, quadruple\n"
+       "print(circle(1.0)); print(doubled([1, 2])); print(triple(2), quadruple(2))\n"
+       "import functions; print(functions.root(16.0), functions.j.__name__)")
+EXPECTED = '{"radius":1.0,"area":3.14}\n[2, 4]\n6 8\n4.0 json\n'
+ALL = [fns.circle, fns.doubled, fns.autogen_str, fns.ag2_str] if MISSING is None else []
+
+
+def test_both_frameworks_functions_run_with_their_imports(tmp_path):
+    with LocalExecutor(workspace=tmp_path / "ws", functions=ALL) as executor:  # pydantic is installed here
+        assert executor.functions.packages == ("pydantic",)
+        result = executor.run(CodeBlock("python", USE))
+    assert result.output == EXPECTED, result.output
+    prompt = executor.functions_prompt
+    assert "def circle(r: float) -> str:" in prompt and '"""A circle of radius r, as JSON."""' in prompt
+    assert "def triple(x: int) -> int:" in prompt and "def quadruple(x):" in prompt
+    assert "with_requirements" not in executor.functions.source()  # the decorators stay on the host
+
+
+def test_the_ag2_adapter_takes_them():
+    from execbox.integrations.ag2 import AG2CodeExecutor
+    from autogen.coding import CodeBlock as AG2Block
+
+    with AG2CodeExecutor(backend="local", functions=ALL) as runner:
+        result = runner.execute_code_blocks([AG2Block(code=USE, language="python")])
+    assert result.exit_code == 0 and result.output == EXPECTED, result.output
+
+
+def test_the_autogen_adapter_takes_them():
+    from autogen_core import CancellationToken
+    from autogen_core.code_executor import CodeBlock as AutoGenBlock
+    from execbox.integrations.autogen import AutoGenCodeExecutor
+
+    async def scenario():
+        runner = AutoGenCodeExecutor(backend="local", functions=ALL)
+        try:
+            return await runner.execute_code_blocks([AutoGenBlock(code=USE, language="python")],
+                                                    CancellationToken())
+        finally:
+            await runner.stop()
+
+    result = asyncio.run(scenario())
+    assert result.exit_code == 0 and result.output == EXPECTED, result.output
+
+
+def test_a_system_python_without_the_packages_is_refused_by_name(tmp_path):
+    executor = LocalExecutor(workspace=tmp_path / "ws", functions=[fns.needs_missing], environment=SystemPython())
+    with pytest.raises(ConfigurationError) as caught:
+        executor.run(CodeBlock("python", "print(1)"))
+    executor.close()
+    message = str(caught.value)
+    assert "execbox-surely-not-a-package>=1" in message
+    assert "never installs into" in message and "environment=Venv()" in message
+
+
+def test_a_venv_of_the_users_path_is_not_installed_into(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
+    venv = Venv(tmp_path / "mine")
+    executor = LocalExecutor(workspace=tmp_path / "ws", functions=[fns.needs_missing], environment=venv)
+    assert executor.environment is venv
+    with pytest.raises(ConfigurationError, match=r"the Venv at .*mine, which is yours"):
+        executor.run(CodeBlock("python", "print(1)"))
+    executor.close()
+
+
+def test_a_cached_venv_grows_the_functions_packages(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
+    executor = LocalExecutor(functions=[fns.six_kind], environment=Venv(packages=["tomli"]))
+    assert executor.environment.packages == ("tomli", "six")  # made at construction, installed at start
+    executor.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "sandbox"])
+def test_packages_are_installed_into_a_venv_execbox_owns(tmp_path, monkeypatch, backend):
+    if backend == "sandbox":
+        require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
+    cls = SandboxExecutor if backend == "sandbox" else LocalExecutor
+    with cls(workspace=tmp_path / "ws", functions=[fns.six_kind], environment=Venv()) as executor:
+        result = executor.run(CodeBlock("python", "from functions import six_kind\nprint(six_kind())\n"
+                                                  "import sys; print(sys.prefix)"))
+    assert result.ok, result.output
+    kind, prefix = result.output.split()
+    assert kind == "py3" and prefix == str(executor.environment.path)
+    assert executor.environment.packages == ("six",)
