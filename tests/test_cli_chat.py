@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from fake_anthropic import FakeAnthropic
 from fake_llm import FakeModel
 
 BROKEN = "```python\nimport statistics\nprint(statistics.mean(DATA))\n```"
@@ -56,3 +57,44 @@ def test_max_turns_and_an_unreachable_server():
     gone = _chat("http://127.0.0.1:9/v1", "--backend", "local", "--auto")
     assert gone.returncode == 2
     assert "execbox: error: cannot reach the model server at http://127.0.0.1:9/v1" in gone.stderr
+
+
+def _tool_chat(base_url: str, *args: str, stdin: str = "", env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    return subprocess.run([sys.executable, "-m", "execbox.cli", "chat", "What is 6 times 7?", "--tools",
+                           "--base-url", base_url, *args], input=stdin, capture_output=True, text=True,
+                          timeout=120, env={**clean, **(env or {})})
+
+
+def test_tools_mode_prints_each_call_its_result_and_the_cost():
+    script = [{"tool_calls": [{"name": "python", "arguments": {"code": "print(6 * 7)"}}]},
+              {"tool_calls": [{"name": "write_file", "arguments": {"path": "answer.txt", "content": "42"}}]},
+              "6 times 7 is 42."]
+    with FakeModel(script) as server:
+        done = _tool_chat(server.base_url, "--auto", "--model", "gpt-4o-mini")
+        offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
+    assert done.returncode == 0, done.stderr
+    assert offered == ["python", "shell", "list_files", "read_file", "write_file"]
+    out = done.stdout
+    assert "── call python" in out and "print(6 * 7)" in out
+    assert "── result python" in out and '"stdout": "42\\n"' in out
+    assert "── call write_file" in out and "Wrote 2 bytes to answer.txt" in out
+    assert "6 times 7 is 42." in out
+    assert re.search(r"Model usage: \d+ prompt \+ \d+ completion tokens, \$0\.0", out)
+    assert "tools run on sandbox" in done.stderr
+
+
+def test_tools_mode_with_anthropic_asks_before_each_call():
+    script = [{"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ./*"}}]},
+              {"tool_calls": [{"name": "python", "arguments": {"code": "print(42)"}}]},
+              "It is 42."]
+    with FakeAnthropic(script) as server:
+        done = _tool_chat(server.base_url, "--model", "claude-haiku-4-5", "--backend", "local",
+                          stdin="do not delete anything\n\n", env={"ANTHROPIC_API_KEY": "k"})
+        refused = server.requests[1]["messages"][-1]["content"][0]
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Run shell? Enter runs it") == 1 and "Run python?" in done.stderr
+    assert refused["type"] == "tool_result"
+    assert refused["content"] == "The user refused to run this: do not delete anything. Nothing was run."
+    assert "(refused: do not delete anything)" in done.stdout and '"stdout": "42\\n"' in done.stdout

@@ -1,5 +1,7 @@
 """``execbox chat "task"``: a model writes code, execbox runs it, you watch
-(and guide: Enter runs the code, text goes to the model, ``exit`` stops)."""
+(and guide: Enter runs the code, text goes to the model, ``exit`` stops).
+``--tools``: the model calls execbox's tools instead (function calling).
+``--provider anthropic`` (or a ``claude-*`` model) speaks Anthropic's API."""
 
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     chat.add_argument("--base-url", default=None, metavar="URL",
                       help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
                            "e.g. http://localhost:11434/v1 for Ollama")
-    chat.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
-                      help="the variable holding the API key (default: OPENAI_API_KEY)")
+    chat.add_argument("--provider", choices=("openai", "anthropic"), default=None,
+                      help="the API the model speaks (default: anthropic for claude-* models, else openai; "
+                           "Gemini, Ollama and vLLM speak openai at their compatible endpoint)")
+    chat.add_argument("--api-key-env", default=None, metavar="VAR",
+                      help="the variable holding the API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY)")
     chat.add_argument("--temperature", type=float, default=None)
     chat.add_argument("--backend", default=DEFAULT_BACKEND,
                       help=f"where the code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
@@ -33,17 +38,31 @@ def register(commands: argparse._SubParsersAction) -> None:
                       help="workspace directory (default: a temporary one, removed afterwards)")
     chat.add_argument("--auto", action="store_true",
                       help="run every block without asking (human_input_mode NEVER)")
-    chat.add_argument("--max-turns", type=int, default=None, metavar="N", help="the most model messages")
+    chat.add_argument("--max-turns", type=int, default=None, metavar="N",
+                      help="the most model messages (with --tools: rounds of tool calls, default 10)")
+    chat.add_argument("--tools", action="store_true",
+                      help="function calling: the model calls the python, shell and file tools instead of "
+                           "writing fenced blocks")
     chat.set_defaults(handler=run_chat)
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from ..agents import Conversation, ModelClient, WriterAgent, format_chat_result
+    from ..agents import Conversation, WriterAgent, format_chat_result, model_client
+    from ..agents._providers import provider_of
 
-    model = ModelClient(args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-                        temperature=args.temperature)
+    provider = provider_of(args.model, args.provider)
+    key_env = args.api_key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")
+    model = model_client(args.model, provider=provider, base_url=args.base_url, api_key_env=key_env,
+                         temperature=args.temperature)
     with create_executor(args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir) as executor:
-        writer = WriterAgent(model, languages=_languages(executor.capabilities.languages))
+        if args.tools:
+            from ._chat_tools import run_tool_chat
+
+            print(f"execbox chat --tools: {args.model} at {model.where}, tools run on {args.backend} "
+                  f"in {executor.workspace.path}", file=sys.stderr)
+            return run_tool_chat(args, model, executor)
+        writer = WriterAgent(model, languages=_languages(executor.capabilities.languages),
+                             stateful=executor.capabilities.stateful)
         chat = Conversation(writer, executor, human_input_mode="NEVER" if args.auto else "ALWAYS",
                             human_input=ask_person, on_message=_show)
         print(f"execbox chat: {args.model} at {model.where}, code runs on {args.backend} "
