@@ -9,6 +9,8 @@ from pathlib import Path
 
 from execbox import extract_code_blocks
 
+from fake_llm import FakeModel
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -25,14 +27,29 @@ def test_ci_runs_the_readme_test_command():
     assert "./dev.sh test" in ci and "EXECBOX_REQUIRE=all" in ci
 
 
+def scripted_model(request: dict) -> dict:
+    """A model that does what the README's agent example asks: call the
+    python tool, then say what it printed (the tool's real output)."""
+    results = [m for m in request["messages"] if m["role"] == "tool"]
+    if not results:
+        return {"tool_calls": [{"name": "python", "arguments": {"code": "print('hello from the model')"}}]}
+    import json
+
+    return {"content": "It printed: " + json.loads(results[-1]["content"])["stdout"]}
+
+
 def test_python_examples_run(tmp_path):
     examples = [b for b in extract_code_blocks(README) if b.language == "python"]
     assert examples
-    for block in examples:
-        done = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        assert done.returncode == 0, done.stderr
-        assert "hello from the model" in done.stdout
+    with FakeModel([scripted_model] * 20) as model:  # the examples that need a model get this one
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OPENAI_BASE_URL": model.base_url,
+               "OPENAI_API_KEY": "k"}
+        for block in examples:
+            done = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120, env=env)
+            assert done.returncode == 0, done.stderr
+            assert "hello from the model" in done.stdout
+        assert model.remaining == 18  # the agent example called the tool, then answered
 
 
 def test_cli_help_lists_the_documented_commands():
