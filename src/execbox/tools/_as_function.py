@@ -23,12 +23,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any
-
-if TYPE_CHECKING:
-    from ._python import PythonTool
+from typing import Annotated, Any, Protocol
 
 __all__ = ["tool_function"]
+
+
+class RunsPython(Protocol):
+    """What the function needs of the tool (a ``PythonTool``)."""
+
+    name: str
+    description: str
+
+    def parameters(self) -> dict[str, Any]: ...
+    def __call__(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
+    async def arun(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
 
 _RETURNS = ("A dict: success (bool), stdout and stderr (str: what the code printed), error (str, or null when "
             "it succeeded) and files (the paths it created or changed, relative to the working directory).")
@@ -51,7 +59,7 @@ class _Own:
         return "<one per as_function()>"
 
 
-def tool_function(tool: PythonTool, *, name: str, asynchronous: bool
+def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
                   ) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
     """``tool`` as a function named ``name`` (a coroutine function when
     ``asynchronous``), its description and schema taken from the tool now."""
