@@ -26,7 +26,6 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .._cgroups import BlockCgroup, CgroupSupport
 from .._errors import BackendUnavailableError

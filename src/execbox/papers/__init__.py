@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from .._errors import CatalogError, PaperNotFoundError
 from ._asset import PaperAsset
-from ._catalog import Catalog, ChainedCatalog, default_catalog
+from ._catalog import Catalog, ChainedCatalog
+from ._default import default_catalog
 from ._executor import PAPER_POLICIES, PaperExecutor
 from ._explore import DEFAULT_GOAL, create_agents, explore, explorer_system_message
 from ._local import LocalCatalog

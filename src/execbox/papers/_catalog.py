@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import abc
 import builtins
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._errors import CatalogError, ConfigurationError, PaperNotFoundError
 from ._asset import PaperAsset
 
-__all__ = ["Catalog", "ChainedCatalog", "default_catalog"]
+__all__ = ["Catalog", "ChainedCatalog"]
 
 
 class Catalog(abc.ABC):
@@ -166,26 +165,3 @@ class ChainedCatalog(Catalog):
 
     def stats(self) -> dict[str, Any]:
         return {"catalogs": [{"catalog": c.description, **c.stats()} for c in self.catalogs]}
-
-
-def default_catalog(files: Iterable[str | os.PathLike[str]] = (), *, offline: bool = False,
-                    api_key: str | None = None, base_url: str | None = None) -> Catalog:
-    """The catalog to use: a ``LocalCatalog`` per file, in order, then the
-    Remyx API (``RemyxCatalog(api_key, base_url=base_url)``); with
-    ``offline=True`` only the files. One catalog is returned as is, more as
-    a ``ChainedCatalog``."""
-    from ._local import LocalCatalog
-    from ._remyx import RemyxCatalog
-
-    if isinstance(files, (str, os.PathLike)):
-        files = [files]
-    catalogs: builtins.list[Catalog] = [LocalCatalog(f) for f in files]
-    if not offline:
-        catalogs.append(RemyxCatalog(api_key, base_url=base_url))
-    elif api_key is not None or base_url is not None:
-        raise ConfigurationError("default_catalog(offline=True) does not use the Remyx API: "
-                                 "drop api_key/base_url or offline")
-    if not catalogs:
-        raise ConfigurationError("offline with no catalog file leaves nowhere to look: pass a file "
-                                 "(--catalog FILE, default_catalog([path])) or drop offline (--offline)")
-    return catalogs[0] if len(catalogs) == 1 else ChainedCatalog(*catalogs)

@@ -75,7 +75,7 @@ class PaperExecutor(DockerExecutor):
     @property
     def catalog(self) -> Any:
         if self._catalog is None:
-            from . import default_catalog
+            from ._default import default_catalog
 
             self._catalog = default_catalog()
         return self._catalog

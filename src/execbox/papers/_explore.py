@@ -5,14 +5,15 @@ a person guiding between steps or not at all."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from ..agents import (ChatResult, CodeExecutorAgent, Conversation, ModelClient, TextMessage, WriterAgent,
                       format_chat_result, writer_system_message)
 from ..agents._conversation import format_message
 
-if TYPE_CHECKING:
-    from ._executor import PaperExecutor
+# A PaperExecutor; named so because this module is what PaperExecutor.explore()
+# calls, so it cannot import it back.
+PaperExecutor = Any
 
 __all__ = ["DEFAULT_GOAL", "create_agents", "explore", "explorer_system_message"]
 
