@@ -88,7 +88,7 @@ def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
     import importlib.util
 
     from execbox import JupyterExecutor, LocalExecutor, SandboxExecutor
-    from execbox.backends._jail import find_bwrap
+    from execbox.backends.sandbox._jail import find_bwrap
 
     if kind == "local":
         return LocalExecutor(workspace=workspace, limits=limits)

@@ -100,7 +100,7 @@ def test_without_bubblewrap_the_default_says_how_to_get_it(tmp_path):
     env = {"PATH": python_dir, "HOME": str(tmp_path)}  # no bwrap on this PATH
     command = [sys.executable, "-m", "execbox.cli", "exec", "-c", "print(1)"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
-    from execbox.backends._landlock_tier import landlock_problem
+    from execbox.backends.sandbox._landlock_tier import landlock_problem
 
     if landlock_problem() is None:  # the sandbox's Landlock tier runs it, and the warning says why and the fix
         assert done.returncode == 0 and done.stdout.strip().endswith("1"), done.stderr

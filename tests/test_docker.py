@@ -160,7 +160,7 @@ def test_container_of_a_killed_host_is_reaped(tmp_path, client):
     host.kill()
     host.wait()
     assert client.api.inspect_container(container_id)["State"]["Running"]  # nobody stopped it
-    from execbox.backends import _docker_container
+    from execbox.backends.docker import _container as _docker_container
 
     _docker_container._reaped.clear()  # a new process would reap on its first start
     with DockerExecutor(workspace=tmp_path / "ws"):

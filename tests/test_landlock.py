@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, ConfigurationError, Limits, SandboxExecutor
-from execbox import _landlock
-from execbox._cgroups import cgroup_support
-from execbox.backends._jail import find_bwrap
-from execbox.backends._landlock_tier import landlock_problem
+from execbox.backends.sandbox import _landlock
+from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.backends.sandbox._jail import find_bwrap
+from execbox.backends.sandbox._landlock_tier import landlock_problem
 from tests.conftest import marked, require, wait_dead
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

@@ -51,7 +51,7 @@ def test_result_ok_property():
 
 
 def test_python_errors_are_parsed_from_stderr():
-    from execbox._failures import python_error
+    from execbox.backends._failures import python_error
 
     custom = ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    raise Oops("bad")\n'
               '__main__.Oops: bad\n')

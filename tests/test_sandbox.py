@@ -107,7 +107,7 @@ def test_missing_bubblewrap_names_the_fix(tmp_path, monkeypatch):
         with SandboxExecutor(workspace=tmp_path, isolation="namespaces"):
             pass
     from execbox import WeakerIsolationWarning
-    from execbox.backends._landlock_tier import landlock_problem
+    from execbox.backends.sandbox._landlock_tier import landlock_problem
 
     if landlock_problem() is None:  # "auto" falls back to the Landlock tier, and says why
         with pytest.warns(WeakerIsolationWarning, match="apt-get install bubblewrap"):

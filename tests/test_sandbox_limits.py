@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor
-from execbox._cgroups import cgroup_support
+from execbox.backends.sandbox._cgroups import cgroup_support
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 
@@ -134,7 +134,7 @@ def test_seccomp_can_keep_sockets_to_unix_and_refuse_the_hosts_ipc(tmp_path):
     import subprocess
     import sys
 
-    from execbox._seccomp import HOST_IPC, filter_program, supported
+    from execbox.backends.sandbox._seccomp import HOST_IPC, filter_program, supported
 
     require("seccomp", supported(), "x86_64 or aarch64")
     program = filter_program(unix_sockets_only=True, no_unix_streams=True, also_denied=HOST_IPC).hex()

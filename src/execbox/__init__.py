@@ -19,7 +19,7 @@ from ._errors import (
     WeakerIsolationWarning,
     WorkspaceError,
 )
-from ._config import executor_from_config
+from .backends import executor_from_config
 from ._extract import extract_code_blocks, extract_from_messages, infer_language
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits

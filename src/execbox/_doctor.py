@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ._cgroups import cgroup_support
-from ._landlock import abi
-from .backends._landlock_tier import LANDLOCK_HINT, landlock_problem
+from .backends.sandbox._cgroups import cgroup_support
+from .backends.sandbox._landlock import abi
+from .backends.sandbox._landlock_tier import LANDLOCK_HINT, landlock_problem
 
 __all__ = ["APPARMOR_PROFILE", "Diagnosis", "Finding", "diagnose"]
 
@@ -83,7 +83,7 @@ TIERS = {
 
 def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     """Look at this host (``try_blocks``: also run a block in each tier)."""
-    from .backends._jail import find_bwrap
+    from .backends.sandbox._jail import find_bwrap
 
     uid = os.geteuid()
     try:

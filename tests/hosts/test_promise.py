@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, Executor, Limits, SandboxExecutor, Workspace
-from execbox.backends._landlock_tier import landlock_problem
+from execbox.backends.sandbox._landlock_tier import landlock_problem
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import marked, require
 

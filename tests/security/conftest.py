@@ -54,7 +54,7 @@ def _require_gvisor() -> None:
 
 
 def _require_landlock() -> None:
-    from execbox.backends._landlock_tier import landlock_problem
+    from execbox.backends.sandbox._landlock_tier import landlock_problem
 
     problem = landlock_problem()
     require("Landlock", problem is None, problem or "")

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, Workspace
-from execbox.backends._docker_container import hand_over
+from execbox.backends.docker._container import hand_over
 from tests.security.conftest import TIMING_OUT, not_for, run_then_healthy
 
 pytestmark = pytest.mark.as_user

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._config import executor_from_config
+from ..backends import executor_from_config
 from .._errors import ConfigurationError, ModelError
 from .._extract import extract_code_blocks
 from .._models import CodeBlock, ExecutionResult

@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._config import executor_from_config
+from ..backends import executor_from_config
 from .._errors import ConfigurationError
 from ..backends._base import Executor
 from ..tools._files import file_tools

@@ -1,12 +1,15 @@
 """Backends, found through the ``execbox.backends`` entry-point group (the
-built-ins register there too), plus the default choice."""
+built-ins register there too), the default choice, and executors made
+again from their saved config."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
+from .._codec import decode_option
 from .._errors import ConfigurationError
 from ._base import Capabilities, Executor, UnenforcedLimitWarning
 
@@ -18,6 +21,8 @@ __all__ = [
     "backend_names",
     "create_executor",
     "default_executor",
+    "executor_from_config",
+    "executor_to_config",
     "get_backend",
 ]
 
@@ -62,3 +67,21 @@ def create_executor(backend: str | None = None, **options: Any) -> Executor:
 def default_executor(**options: Any) -> Executor:
     """An executor of the default backend."""
     return create_executor(None, **options)
+
+
+def executor_to_config(executor: Executor) -> dict[str, Any]:
+    """The executor's backend and options as JSON-ready data."""
+    return executor.to_config()
+
+
+def executor_from_config(config: Mapping[str, Any]) -> Executor:
+    """A new executor made from what ``Executor.to_config()`` returned."""
+    if not isinstance(config, Mapping) or "backend" not in config:
+        raise ConfigurationError(
+            "an executor config is a mapping with 'backend' and 'options' (what executor.to_config() returns)"
+        )
+    options = config.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ConfigurationError("the executor config's 'options' must be a mapping of option names to values")
+    backend = get_backend(str(config["backend"]))  # first: its module registers its option types
+    return backend(**{k: decode_option(k, v) for k, v in options.items()})

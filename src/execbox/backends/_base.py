@@ -27,12 +27,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._codec import VERSION, encode_options
 from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
-from .._process import Cancellation, OutputCallback
-from ._outcome import Outcome
+from ._process import Cancellation, OutputCallback
+from ._result import Outcome
 from .._workspace import INTERNAL_DIR, Workspace
 
 __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
@@ -126,9 +127,7 @@ class Executor(ABC):
     def to_config(self) -> dict[str, Any]:
         """This executor's backend and options as JSON-ready data;
         ``execbox.executor_from_config`` makes a new executor from it."""
-        from .._config import executor_to_config
-
-        return executor_to_config(self)
+        return {"version": VERSION, "backend": self.name, "options": encode_options(self._init_options)}
 
     # -- lifecycle ------------------------------------------------------------
 

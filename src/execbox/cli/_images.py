@@ -38,7 +38,7 @@ def run_build(args: argparse.Namespace) -> int:
 
     show = progress_printer()
     if args.jupyter:
-        from ..backends._docker_jupyter import jupyter_spec
+        from ..backends.jupyter._docker_server import jupyter_spec
 
         spec: ImageSpec | None = jupyter_spec(packages=args.package, base=args.base)
     elif args.package or args.requirements or args.dockerfile or args.base:

@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from pydantic import BaseModel, Field
 
-from .._config import executor_from_config
+from ..backends import executor_from_config
 from .._errors import ConfigurationError, ExecutorClosedError
 from .._models import ExecutionResult
 from ..backends import Executor

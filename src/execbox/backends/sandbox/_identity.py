@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import ConfigurationError
+from ..._errors import ConfigurationError
 
 __all__ = ["Jailer", "Lease", "give_pipe", "is_jail_id", "jail_id_range", "lease"]
 

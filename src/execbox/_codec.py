@@ -1,8 +1,9 @@
-"""Executors saved as JSON and loaded back (declarative configuration).
+"""Executor options as JSON and back: the data of a saved executor.
 
 An executor remembers the keyword options it was made with
-(``Executor.__new__`` keeps them); ``executor_to_config`` turns them into
-plain JSON, ``executor_from_config`` makes a new executor from it::
+(``Executor.__new__`` keeps them); ``encode_options`` turns them into plain
+JSON and ``decode_option`` reads one back, so that ``Executor.to_config()``
+and ``execbox.executor_from_config`` can save and remake an executor::
 
     {"backend": "sandbox", "options": {"limits": {"timeout_s": 30, ...},
                                        "environment": {"type": "venv", "packages": ["numpy"]}}}
@@ -18,44 +19,30 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._errors import ConfigurationError
 from ._models import Limits
 from ._workspace import Workspace
 from .environments import DockerPython, SystemPython, Venv
 
-if TYPE_CHECKING:
-    from .backends._base import Executor
-
-__all__ = ["executor_from_config", "executor_to_config"]
+__all__ = ["VERSION", "decode_option", "encode_options", "register_option_type"]
 
 VERSION = 1
 
 
-def executor_to_config(executor: Executor) -> dict[str, Any]:
-    """The executor's backend and options as JSON-ready data."""
-    options = getattr(executor, "_init_options", {})
-    saved: dict[str, Any] = {}
-    for key, value in options.items():
-        if key == "workspace" and value is None:
-            continue
-        saved[key] = _encode(value, key)
-    return {"version": VERSION, "backend": executor.name, "options": saved}
+def encode_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """An executor's keyword options as JSON-ready data (a temporary
+    workspace, given as None, is left out)."""
+    return {key: _encode(value, key) for key, value in options.items()
+            if not (key == "workspace" and value is None)}
 
 
-def executor_from_config(config: Mapping[str, Any]) -> Executor:
-    """A new executor made from what ``executor_to_config`` returned."""
-    from .backends import create_executor
-
-    if not isinstance(config, Mapping) or "backend" not in config:
-        raise ConfigurationError(
-            "an executor config is a mapping with 'backend' and 'options' (what executor.to_config() returns)"
-        )
-    options = config.get("options") or {}
-    if not isinstance(options, Mapping):
-        raise ConfigurationError("the executor config's 'options' must be a mapping of option names to values")
-    return create_executor(str(config["backend"]), **{k: _decode(k, v) for k, v in options.items()})
+def register_option_type(name: str, maker: type) -> None:
+    """Let options of a backend's own dataclass be saved as
+    ``{"type": name, ...fields}`` and made again from it."""
+    _TYPES[name] = maker
+    _NAMES[maker] = name
 
 
 def _encode(value: Any, option: str) -> Any:
@@ -69,8 +56,8 @@ def _encode(value: Any, option: str) -> Any:
         return str(value)
     if isinstance(value, (SystemPython, Venv, DockerPython)):
         return _encode_environment(value)
-    if dataclasses.is_dataclass(value) and type(value).__name__ == "JupyterConnectionInfo":
-        return {"type": "jupyter-connection", **dataclasses.asdict(value)}
+    if dataclasses.is_dataclass(value) and type(value) in _NAMES:
+        return {"type": _NAMES[type(value)], **dataclasses.asdict(value)}
     if isinstance(value, Mapping):
         return {str(k): _encode(v, f"{option}[{k!r}]") for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -105,21 +92,19 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def _decode(option: str, value: Any) -> Any:
+_NAMES: dict[type, str] = {}  # a backend's own option types, by register_option_type
+
+
+def decode_option(option: str, value: Any) -> Any:
+    """One saved option as the object it was (a plain value stays as it is)."""
     if not (isinstance(value, Mapping) and "type" in value):
         return value
     fields = {k: v for k, v in value.items() if k != "type"}
     kind = value["type"]
-    if kind == "jupyter-connection":
-        from .backends._gateway import JupyterConnectionInfo
-
-        return JupyterConnectionInfo(**fields)
     maker = _TYPES.get(kind)
     if maker is None:
         raise ConfigurationError(
-            f"option {option} has an unknown type {kind!r}: use one of {', '.join(sorted(_TYPES))}, "
-            "jupyter-connection"
-        )
+            f"option {option} has an unknown type {kind!r}: use one of {', '.join(sorted(_TYPES))}")
     try:
         return maker(**fields)
     except TypeError as exc:

@@ -27,14 +27,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .._cgroups import BlockCgroup, CgroupSupport
-from .._errors import BackendUnavailableError
+from ..sandbox._cgroups import BlockCgroup, CgroupSupport
+from ..._errors import BackendUnavailableError
 from .._ownership import hand_over, reown_tree
-from .._seccomp import filter_fd
-from .._workspace import MAX_SCANNED_ENTRIES
+from ..sandbox._seccomp import filter_fd
+from ..._workspace import MAX_SCANNED_ENTRIES
 from ._channels import ZmqChannels, wait_ready
-from ._identity import Jailer, Lease, is_jail_id, lease
-from ._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
+from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
+from ..sandbox._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
 

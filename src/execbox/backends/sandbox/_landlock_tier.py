@@ -92,11 +92,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import execbox._landlock as ll
-from .._cgroups import BlockCgroup
-from .._errors import BackendUnavailableError, WeakerIsolationWarning
+import execbox.backends.sandbox._landlock as ll
+from ._cgroups import BlockCgroup
+from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from .._seccomp import HOST_IPC, filter_program, supported as seccomp_supported
+from ._seccomp import HOST_IPC, filter_program, supported as seccomp_supported
 from ._identity import Lease, give_pipe, reachable
 from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
 
@@ -149,7 +149,7 @@ def warn_weaker(why: str) -> None:
         _warned.add(why)
     warnings.warn(f"the sandbox runs blocks in its Landlock tier, weaker than namespaces (host processes, "
                   f"the host's network namespace, /dev and system files stay visible: see "
-                  f"execbox.backends._landlock_tier), because {why}", WeakerIsolationWarning, stacklevel=5)
+                  f"execbox.backends.sandbox._landlock_tier), because {why}", WeakerIsolationWarning, stacklevel=5)
 
 
 class _Reach:

@@ -27,7 +27,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import BackendUnavailableError, ExecboxError
+from ..._codec import register_option_type
+from ..._errors import BackendUnavailableError, ExecboxError
 from .._process import TOKEN_VAR
 from ._channels import execute, wait_ready
 from ._kernel import kill_started_by
@@ -88,6 +89,9 @@ class JupyterConnectionInfo:
                 "jupyter", f"no Jupyter server answers at {self.base_url} ({reason}): start one "
                            "(LocalJupyterServer(), or `jupyter kernelgateway`) or fix host/port") from exc
         return json.loads(raw) if raw.strip() else None
+
+
+register_option_type("jupyter-connection", JupyterConnectionInfo)
 
 
 class WebSocketChannels:

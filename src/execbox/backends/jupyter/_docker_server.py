@@ -29,13 +29,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._docker_engine import docker_client, ensure_image, unreachable, engine_address
-from .._errors import BackendUnavailableError, ExecboxError
-from .._models import Limits
-from ..images import ImageSpec, build_image
-from ._docker_container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
+from ..._docker_engine import docker_client, ensure_image, unreachable, engine_address
+from ..._errors import BackendUnavailableError, ExecboxError
+from ..._models import Limits
+from ...images import ImageSpec, build_image
+from ..docker._container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
 from ._gateway import JupyterConnectionInfo
-from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
+from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerJupyterServer", "jupyter_spec"]
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import _ownership
-from .._errors import ConfigurationError
-from .._models import Limits
+from ..._errors import ConfigurationError
+from ..._models import Limits
 
 __all__ = [
     "KEEPALIVE",

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._cgroups import BlockCgroup
-from .._errors import BackendUnavailableError, ConfigurationError
+from ._cgroups import BlockCgroup
+from ..._errors import BackendUnavailableError, ConfigurationError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._identity import Lease, give_pipe
 from ._jail import spawn_kept

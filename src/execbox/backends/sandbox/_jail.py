@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._errors import BackendUnavailableError
+from ..._errors import BackendUnavailableError
 
 __all__ = ["INSIDE_PATH", "INSTALL_HINT", "empty_netns", "find_bwrap", "interpreter_dirs", "jail_args",
            "inside_environment", "jail_rlimits", "probe", "setns_net", "spawn_kept"]

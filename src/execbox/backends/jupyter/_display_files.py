@@ -16,8 +16,8 @@ import os
 import stat
 from pathlib import Path
 
-from .._errors import WorkspaceError
-from .._workspace import Workspace
+from ..._errors import WorkspaceError
+from ..._workspace import Workspace
 
 __all__ = ["OUTPUT_DIR", "DisplayFiles"]
 

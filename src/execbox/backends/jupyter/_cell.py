@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import WorkspaceError
-from .._models import Display, ErrorInfo
+from ..._errors import WorkspaceError
+from ..._models import Display, ErrorInfo
 from .._output import Capture
 from .._process import Cancellation, OutputCallback
 from ._channels import execute

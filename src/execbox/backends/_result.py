@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._failures import explain_failure
+from ._failures import explain_failure
 from .._models import BlockResult, Display, ErrorInfo, Limits
-from .._process import ProcessOutcome
+from ._process import ProcessOutcome
 
 __all__ = ["Outcome", "outcome_to_result"]
 

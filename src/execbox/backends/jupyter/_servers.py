@@ -25,9 +25,9 @@ import time
 import weakref
 from collections.abc import Sequence
 
-from .._errors import BackendUnavailableError, ExecboxError
+from ..._errors import BackendUnavailableError, ExecboxError
 from ._gateway import JupyterConnectionInfo
-from ._jail import spawn_kept
+from ..sandbox._jail import spawn_kept
 
 __all__ = ["LocalJupyterServer"]
 

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import BackendUnavailableError
+from ..._errors import BackendUnavailableError
 from .._process import TOKEN_VAR, kill_marked
 from ._channels import ZmqChannels, wait_ready
 

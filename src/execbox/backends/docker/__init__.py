@@ -17,21 +17,21 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._docker_engine import docker_client, ensure_image, unreachable, engine_address
-from .._errors import BackendUnavailableError, ConfigurationError, WorkspaceError
-from .._languages import LANGUAGES, PYTHON, Language, Policy
-from .._models import ErrorInfo, Limits
+from ..._docker_engine import docker_client, ensure_image, unreachable, engine_address
+from ..._errors import BackendUnavailableError, ConfigurationError, WorkspaceError
+from ..._languages import LANGUAGES, PYTHON, Language, Policy
+from ..._models import ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
-from .._workspace import INTERNAL_DIR, Workspace, _open_folders
-from ..environments import Progress
-from ..environments._docker import DockerPython
-from ._base import Capabilities, Executor
-from ._docker_container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
+from ..._workspace import INTERNAL_DIR, Workspace, _open_folders
+from ...environments import Progress
+from ...environments._docker import DockerPython
+from .._base import Capabilities, Executor
+from ._container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
-from ._docker_exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
-from ._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
-from ._outcome import Outcome, outcome_to_result
-from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
+from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
+from ..sandbox._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
+from .._result import Outcome, outcome_to_result
+from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerExecutor"]
 

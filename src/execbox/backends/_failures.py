@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ._models import ErrorInfo, Limits
+from .._models import ErrorInfo, Limits
 
 __all__ = ["explain_failure", "python_error", "timeout_note"]
 

@@ -25,31 +25,31 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._cgroups import cgroup_support
-from .._errors import BackendUnavailableError, ConfigurationError
+from ..sandbox._cgroups import cgroup_support
+from ..._errors import BackendUnavailableError, ConfigurationError
 from .._failures import timeout_note
-from .._languages import Language, Policy, resolve_program
-from .._models import ErrorInfo, Limits
+from ..._languages import Language, Policy, resolve_program
+from ..._models import ErrorInfo, Limits
 from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
-from .._workspace import INTERNAL_DIR, Workspace
-from ..environments import Environment, SystemPython
-from ._base import Capabilities, Executor
+from ..._workspace import INTERNAL_DIR, Workspace
+from ...environments import Environment, SystemPython
+from .._base import Capabilities, Executor
 from ._cell import CellOutcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._display_files import DisplayFiles
-from ._docker_jupyter import DockerJupyterServer
-from ._gateway_server import LocalJupyterServer
-from ._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
+from ._docker_server import DockerJupyterServer
+from ._servers import LocalJupyterServer
+from ..sandbox._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
                     jail_rlimits, probe)
 from ._kernel import LocalKernel
 from ._kernel_setup import KERNEL_SETUP, OUTPUT_CAP, SHELL_HELPER
-from ._outcome import Outcome
-from ._sandbox_kernel import JailSettings, SandboxKernel
+from .._result import Outcome
+from ._sandboxed import JailSettings, SandboxKernel
 from ._warm import warm_pool
-from .local import child_environment
-from .sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
+from ..local import child_environment
+from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .._errors import BackendUnavailableError
+from ..._errors import BackendUnavailableError
 
 __all__ = ["Channels", "ZmqChannels", "wait_ready"]
 
