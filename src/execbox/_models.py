@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +21,11 @@ __all__ = [
 ]
 
 MiB = 1024 * 1024
+# What a block gets where a backend confines it and Limits leaves a field
+# unset (``Limits.effective_max_processes``), and the rlimits no Limits field sets.
+DEFAULT_MAX_PROCESSES = 512
+DEFAULT_OPEN_FILES = 1024
+DEFAULT_FILE_SIZE_MB = 1024
 
 BlockStatus = Literal["ok", "failed", "timeout", "saved", "refused", "unsupported", "cancelled"]
 
@@ -57,8 +63,12 @@ class Limits:
 
     - ``timeout_s``: wall-clock seconds per block; on expiry everything the
       block started is killed and the result has exit code 124.
-    - ``memory_mb``: memory per block (None: no limit).
-    - ``max_processes``: processes/threads per block (None: no limit).
+    - ``memory_mb``: memory per block (None: no limit where the backend does
+      not isolate; the sandbox, docker and a sandboxed Jupyter kernel give
+      half the machine's memory, at most 8 GiB: ``effective_memory_mb()``).
+    - ``max_processes``: processes/threads per block (None: no limit where
+      the backend does not isolate; 512 where it does:
+      ``effective_max_processes()``).
     - ``cpus``: CPU time per wall-clock second, in cores (0.5 = half a
       core; None: no limit).
     - ``max_output_bytes``: output kept per block; the rest is dropped with a
@@ -107,6 +117,25 @@ class Limits:
     def replace(self, **changes: Any) -> Limits:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+    def effective_memory_mb(self) -> int:
+        """The memory limit an isolating backend enforces: ``memory_mb``, or
+        half of this machine's memory (at most 8 GiB) when it is unset."""
+        return self.memory_mb or default_memory_mb()
+
+    def effective_max_processes(self) -> int:
+        """The process limit an isolating backend enforces: ``max_processes``,
+        or ``DEFAULT_MAX_PROCESSES`` when it is unset."""
+        return self.max_processes or DEFAULT_MAX_PROCESSES
+
+
+def default_memory_mb() -> int:
+    """Half of this machine's memory, at most 8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError):
+        return 4096
+    return max(256, min(8192, total // 2))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from ..._docker_engine import docker_client, ensure_image, unreachable, engine_address
 from ..._errors import BackendUnavailableError, ConfigurationError, WorkspaceError
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
-from ..._models import ErrorInfo, Limits
+from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
 from ..._workspace import INTERNAL_DIR, Workspace, _open_folders
 from ...environments import Progress
@@ -29,9 +29,7 @@ from .._base import Capabilities, Executor
 from ._container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
 from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
-from ..sandbox._jail import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from .._result import Outcome, outcome_to_result
-from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerExecutor"]
 
@@ -156,8 +154,7 @@ class DockerExecutor(Executor):
         env = {**BASE_ENV, **self._passed_env(), **self.env}
         settings = container_settings(
             image=self._image or "", workspace=str(self.workspace.path), limits=self.limits,
-            memory_mb=self.limits.memory_mb or default_memory_mb(),
-            max_processes=self.limits.max_processes or DEFAULT_MAX_PROCESSES,
+            memory_mb=self.limits.effective_memory_mb(), max_processes=self.limits.effective_max_processes(),
             user=self.user, env=env, volumes=self.volumes, tmp_size_mb=self.tmp_size_mb,
             open_files=DEFAULT_OPEN_FILES, file_size_mb=DEFAULT_FILE_SIZE_MB, runtime=self.runtime,
             device_requests=self.device_requests, auto_remove=self.auto_remove, name=self.container_name,
@@ -279,7 +276,7 @@ class DockerExecutor(Executor):
         kills = memory_kills(self._client, container_id)
         if kills is not None and kills > self._oom_seen:
             self._oom_seen = kills
-            outcome.memory_exceeded_mb = self.limits.memory_mb or default_memory_mb()
+            outcome.memory_exceeded_mb = self.limits.effective_memory_mb()
             return outcome_to_result(language.name, outcome, self.limits)
         if kills is None and not self._running(container_id):
             with self._container_lock:

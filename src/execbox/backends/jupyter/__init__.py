@@ -29,7 +29,7 @@ from ..sandbox._cgroups import cgroup_support
 from ..._errors import BackendUnavailableError, ConfigurationError
 from .._failures import timeout_note
 from ..._languages import Language, Policy, resolve_program
-from ..._models import ErrorInfo, Limits
+from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from ..._workspace import INTERNAL_DIR, Workspace
@@ -41,15 +41,13 @@ from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
 from ._servers import LocalJupyterServer
-from ..sandbox._jail import (DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, find_bwrap, inside_environment,
-                    jail_rlimits, probe)
+from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ._kernel import LocalKernel
 from ._kernel_setup import KERNEL_SETUP, OUTPUT_CAP, SHELL_HELPER
 from .._result import Outcome
 from ._sandboxed import JailSettings, SandboxKernel
 from ._warm import warm_pool
 from ..local import child_environment
-from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
 
@@ -178,8 +176,8 @@ class JupyterExecutor(Executor):
         inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
         limits = self.limits
         rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
-        settings = JailSettings(network=bool(limits.network), memory_mb=limits.memory_mb or default_memory_mb(),
-                                max_processes=limits.max_processes or DEFAULT_MAX_PROCESSES, cpus=limits.cpus,
+        settings = JailSettings(network=bool(limits.network), memory_mb=limits.effective_memory_mb(),
+                                max_processes=limits.effective_max_processes(), cpus=limits.cpus,
                                 rlimits=tuple(rlimits.items()))
         return SandboxKernel(python=python, cwd=cwd, env=inside, settings=settings,
                              cgroups=cgroup_support()[0])
@@ -244,7 +242,7 @@ class JupyterExecutor(Executor):
             memory = kernel.memory_exceeded()
             kernel.restart()
             if memory:
-                why = f"memory limit {self.limits.memory_mb or default_memory_mb()} MB exceeded (Limits.memory_mb)"
+                why = f"memory limit {self.limits.effective_memory_mb()} MB exceeded (Limits.memory_mb)"
                 outcome.error = ErrorInfo("MemoryLimit", f"the kernel was killed: {why}")
                 return f"The kernel was killed: {why}. It was restarted; variables and imports are lost."
             how = ("no exit status: on a server" if code is None

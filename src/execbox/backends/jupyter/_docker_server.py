@@ -35,7 +35,6 @@ from ..._models import Limits
 from ...images import ImageSpec, build_image
 from ..docker._container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
 from ._gateway import JupyterConnectionInfo
-from ..sandbox import DEFAULT_MAX_PROCESSES, default_memory_mb
 
 __all__ = ["DockerJupyterServer", "jupyter_spec"]
 
@@ -119,8 +118,8 @@ class DockerJupyterServer:
             image = self.custom_image_name
         else:
             image = build_image(jupyter_spec(self.packages), progress=self._progress)
-        settings = confined(image=image, user=NOBODY, memory_mb=self.limits.memory_mb or default_memory_mb(),
-                            pids=(self.limits.max_processes or DEFAULT_MAX_PROCESSES) + 64,
+        settings = confined(image=image, user=NOBODY, memory_mb=self.limits.effective_memory_mb(),
+                            pids=self.limits.effective_max_processes() + 64,
                             cpus=self.limits.cpus, tmp_size_mb=256, auto_remove=self.auto_remove,
                             runtime=self.runtime, name=self.container_name, labels={})
         settings["environment"] = {**self.docker_env, "TOKEN": self.token}

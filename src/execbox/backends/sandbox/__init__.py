@@ -36,6 +36,7 @@ from typing import Any
 from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._languages import Language, runnable_languages
+from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from .._ownership import hand_over, reown_tree
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._seccomp import filter_fd, filter_program, supported as seccomp_supported
@@ -45,7 +46,7 @@ from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
 from .._result import Outcome
-from ._jail import (CLONE_NEWNET, DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, INSIDE_PATH, INSTALL_HINT,
+from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
                     empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
                     probe, setns_net)
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
@@ -53,7 +54,6 @@ from ..local import LocalExecutor
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
-DEFAULT_MAX_PROCESSES = 512
 ISOLATION_TIERS = ("auto", "namespaces", "landlock")
 NAMESPACES_HINT = ("on Ubuntu 24.04+ a user who is not root needs sysctl "
                    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
@@ -68,15 +68,6 @@ ONE_SHOT_OVERHEAD = 2
 def _prlimit() -> str | None:
     """util-linux's prlimit, as the jail sees it (it binds /usr)."""
     return shutil.which("prlimit", path=INSIDE_PATH)
-
-
-def default_memory_mb() -> int:
-    """Half of this machine's memory, at most 8 GiB."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-    except (ValueError, OSError):
-        return 4096
-    return max(256, min(8192, total // 2))
 
 
 class SandboxExecutor(LocalExecutor):
@@ -99,8 +90,9 @@ class SandboxExecutor(LocalExecutor):
       start), "landlock" (no namespaces: weaker, see ``_landlock_tier``; no
       pool), or "auto": namespaces where bubblewrap starts, else Landlock.
 
-    Unset ``Limits.memory_mb`` and ``max_processes`` take the sandbox's
-    defaults: half the machine's memory (at most 8 GiB) and 512 processes.
+    Unset ``Limits.memory_mb`` and ``max_processes`` take the defaults of
+    every isolating backend: half the machine's memory (at most 8 GiB) and
+    512 processes (``Limits.effective_memory_mb()``, ``effective_max_processes()``).
     """
 
     name = "sandbox"
@@ -163,7 +155,7 @@ class SandboxExecutor(LocalExecutor):
     @property
     def memory_mb(self) -> int:
         """The memory limit a block gets."""
-        return self.limits.memory_mb or default_memory_mb()
+        return self.limits.effective_memory_mb()
 
     def _start(self) -> None:
         bwrap = find_bwrap() if self.isolation != "landlock" else None
@@ -275,7 +267,7 @@ class SandboxExecutor(LocalExecutor):
 
     @property
     def _max_processes(self) -> int:
-        return self.limits.max_processes or DEFAULT_MAX_PROCESSES
+        return self.limits.effective_max_processes()
 
     def _make_cgroup(self) -> BlockCgroup | None:
         if self._cgroups is None:

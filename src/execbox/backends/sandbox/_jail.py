@@ -37,8 +37,6 @@ ETC_FILES = (
 )
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
-DEFAULT_OPEN_FILES = 1024
-DEFAULT_FILE_SIZE_MB = 1024
 HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms",
                "/proc/cmdline")
 NOBODY = "65534"
