@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from execbox import CodeBlock, ConfigurationError, DockerPython, Limits, LocalExecutor, SystemPython, Venv
+from execbox import (CodeBlock, ConfigurationError, DockerExecutor, DockerPython, JupyterExecutor, Limits,
+                     LocalExecutor, SystemPython, Venv)
 from execbox.backends.sandbox import find_bwrap
 from execbox.tools import PythonTool
 from tests.conftest import require, require_docker
@@ -222,6 +223,31 @@ def test_jupyter_keeps_state_and_cannot_install(tmp_path):
         out = tool("print(x)", libraries=[MISSING])
         assert out["success"] is False and "jupyter backend" in out["error"]
         assert tool("print(x)", libraries=["ipykernel"])["stdout"] == "41\n"
+
+
+def test_executors_say_whether_they_can_add_libraries(tmp_path, monkeypatch):
+    """What the tool asks of any executor: no backend classes tested."""
+    monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
+    system = LocalExecutor(workspace=tmp_path / "a", environment=SystemPython())
+    owned = LocalExecutor(workspace=tmp_path / "b", environment=Venv(packages=["tomli"]))
+    users = LocalExecutor(workspace=tmp_path / "c", environment=Venv(tmp_path / "mine"))
+    docker = DockerExecutor(workspace=tmp_path / "d")
+    jupyter = JupyterExecutor(workspace=tmp_path / "e", kernel="local")
+    try:
+        assert "shared system Python" in system.can_add_libraries()
+        with pytest.raises(ConfigurationError, match="cannot add six to this local executor: .*system Python"):
+            system.with_libraries(["six"])
+        assert owned.can_add_libraries() is None and docker.can_add_libraries() is None
+        assert "path of its own" in users.can_add_libraries()
+        assert "jupyter backend" in jupyter.can_add_libraries()
+        assert isinstance(docker.environment, DockerPython) and jupyter.environment is not None
+        with pytest.raises(ConfigurationError, match="takes a DockerPython"):
+            docker.use_environment(Venv())
+        owned.use_environment(SystemPython())  # a switch restarts; the next run uses it
+        assert isinstance(owned.environment, SystemPython)
+    finally:
+        for executor in (system, owned, users, docker, jupyter):
+            executor.close()
 
 
 @pytest.mark.slow

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._codec import VERSION, encode_options
-from .._errors import ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
+from .._errors import ConfigurationError, ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
 from ._process import Cancellation, OutputCallback
 from ._result import Outcome
 from .._workspace import INTERNAL_DIR, Workspace
+from ..environments._base import Environment, Progress
 
 __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
 
@@ -66,6 +67,7 @@ class Executor(ABC):
     """Runs code blocks. Use as a (async) context manager, or call ``close()``."""
 
     name: ClassVar[str] = "base"
+    _environment: Environment | None = None
 
     def __new__(cls, *args: Any, **options: Any) -> Executor:
         refuse_foreign(cls, options, EXECUTOR_HINTS)  # AG2's timeout=, work_dir=...: name ours
@@ -124,10 +126,49 @@ class Executor(ABC):
         there meanwhile (a link to a host file, a FIFO)."""
         return self._execute(language, code_path, cancel, on_output)
 
+    def _checked_environment(self, environment: Environment) -> Environment:
+        """``environment`` if this backend can run it, else ``ConfigurationError``."""
+        raise ConfigurationError(f"the {self.name} backend takes no environment")
+
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> Environment:
+        """``with_libraries`` where ``can_add_libraries()`` says None."""
+        raise NotImplementedError(f"the {self.name} backend says it can add libraries but does not")
+
     def to_config(self) -> dict[str, Any]:
         """This executor's backend and options as JSON-ready data;
         ``execbox.executor_from_config`` makes a new executor from it."""
         return {"version": VERSION, "backend": self.name, "options": encode_options(self._init_options)}
+
+    # -- environment ----------------------------------------------------------
+
+    @property
+    def environment(self) -> Environment | None:
+        """The Python environment blocks run in (None: the backend has none of its own)."""
+        return self._environment
+
+    def can_add_libraries(self) -> str | None:
+        """None when ``with_libraries`` can add packages to this executor's
+        environment; else why not, and what to do instead (a sentence)."""
+        return f"the {self.name} backend has no environment execbox installs into."
+
+    def with_libraries(self, packages: Sequence[str], *, progress: Progress | None = None) -> Environment:
+        """This executor's environment with ``packages`` added, made ready
+        (installed into a new cached venv, or a derived image built); what
+        runs now is untouched: ``use_environment`` switches to it.
+
+        Raises ``ConfigurationError`` with ``can_add_libraries()``'s reason
+        where execbox does not install, ``EnvironmentSetupError`` when
+        installing fails."""
+        reason = self.can_add_libraries()
+        if reason is not None:
+            raise ConfigurationError(f"cannot add {', '.join(packages)} to this {self.name} executor: {reason}")
+        return self._with_libraries(tuple(packages), progress)
+
+    def use_environment(self, environment: Environment) -> None:
+        """Run the next blocks in ``environment`` (one from ``with_libraries``).
+        The executor restarts: what runs now is stopped, so let it finish first."""
+        self._environment = self._checked_environment(environment)
+        self.restart()
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any
 from .._errors import ConfigurationError
 from ._base import Environment, Progress
 
-__all__ = ["DockerPython"]
+__all__ = ["DockerPython", "with_pip_packages"]
 
 
 class DockerPython(Environment):
@@ -86,3 +86,15 @@ class DockerPython(Environment):
         raise ConfigurationError(
             "DockerPython is a container image, not an interpreter on this machine: run it with "
             "DockerExecutor(environment=...) (backend='docker')")
+
+
+def with_pip_packages(image: DockerPython, packages: Sequence[str], progress: Progress | None = None) -> DockerPython:
+    """``image`` with ``packages`` pip-installed on top: a derived image's
+    spec (built by its ``build()``). A Dockerfile's image takes no packages,
+    so it is built (``progress``) and becomes the base of the new one."""
+    common: dict[str, Any] = dict(volumes=image.volumes, cleanup_container=image.cleanup_container,
+                                  keep_container_running=image.keep_container_running)
+    if image.dockerfile is not None:
+        return DockerPython(image.build(progress), pip_packages=packages, **common)
+    return DockerPython(image.image, pip_packages=(*image.pip_packages, *packages),
+                        requirements_file=image.requirements_file, **common)

@@ -136,7 +136,7 @@ class PaperExecutor(DockerExecutor):
 
     def _start(self) -> None:
         image = self._resolve_image()
-        self.environment = DockerPython(image)
+        self._environment = DockerPython(image)
         asset = self.asset
         if asset is not None:
             passed = {}

@@ -1,6 +1,7 @@
 """What a ``PythonTool`` call's ``libraries`` become: requirement strings
 checked, probed where the code runs, installed by growing the executor's
-environment (a Venv or a DockerPython), or refused with the reason.
+environment (``Executor.with_libraries``: a cached Venv or a DockerPython),
+or refused with the reason (``Executor.can_add_libraries``).
 
 ``Libraries`` holds the executor's environment switches apart from its runs
 (``Gate``): many runs at once, or one switch, which waits for the runs in
@@ -20,11 +21,6 @@ from typing import Any
 from .._errors import EnvironmentSetupError
 from .._models import CodeBlock
 from ..backends import Executor
-from ..backends.docker import DockerExecutor
-from ..backends.jupyter import JupyterExecutor
-from ..backends.local import LocalExecutor
-from ..environments import DockerPython, Environment, SystemPython, Venv
-from ..environments._venv import cache_dir
 
 __all__ = ["Gate", "Libraries", "PROBE_MARK", "PROBE_SOURCE", "Rejected", "probe_code", "requirement_key",
            "requirements"]
@@ -102,19 +98,13 @@ class Libraries:
                 blocker = self.blocker(missing)
                 if blocker is not None:
                     raise Rejected(blocker)
-                environment = self._grown(missing)
-                try:
-                    if isinstance(environment, DockerPython):
-                        environment.build()
-                    else:
-                        environment.prepare()
+                try:  # runs go on meanwhile, in the environment they had
+                    environment = self.executor.with_libraries(missing)
                 except EnvironmentSetupError as exc:
                     raise Rejected(f"LibraryInstallFailed: could not install {', '.join(missing)}: {exc}") \
                         from None
                 with self.gate.switching():  # no run in flight while the environment changes
-                    assert isinstance(self.executor, (LocalExecutor, DockerExecutor))
-                    self.executor.environment = environment  # type: ignore[assignment]
-                    self.executor.restart()
+                    self.executor.use_environment(environment)
             self._available.update(requirement_key(r) for r in pending)
 
     def blocker(self, missing: list[str]) -> str | None:
@@ -126,27 +116,10 @@ class Libraries:
         setup = ("create the tool with an environment it installs into: "
                  "PythonTool(environment=Venv()) on the local/sandbox backends, or "
                  "PythonTool(backend='docker', environment=DockerPython()).")
-        executor = self.executor
         if not self.install:
             return f"{lead}installing is turned off (PythonTool(install_libraries=False)). {usable}turn it on."
-        if isinstance(executor, DockerExecutor):
-            return None
-        if isinstance(executor, JupyterExecutor):
-            return (lead + "the jupyter backend keeps one kernel whose environment the tool does not change. "
-                    + usable + "preinstall them: JupyterExecutor(environment=Venv(packages=['ipykernel', ...])), "
-                    "or " + setup)
-        if isinstance(executor, LocalExecutor):
-            env = executor.environment
-            if isinstance(env, SystemPython):
-                return lead + "the tool runs a shared system Python, which execbox never installs into. " \
-                    + usable + setup
-            if type(env) is Venv:
-                if env.path != cache_dir() / "venvs" / env.spec_hash():
-                    return (lead + f"the tool's Venv lives at a path of its own ({env.path}), which execbox "
-                            "does not install into. " + usable + "use Venv(packages=[...]) without path= "
-                            "(execbox's cache), or preinstall them there.")
-                return None
-        return lead + f"the {executor.name} backend's environment is not a Venv or DockerPython. " + usable + setup
+        reason = self.executor.can_add_libraries()
+        return None if reason is None else f"{lead}{reason} {usable}{setup}"
 
     def _probe(self, wanted: list[str]) -> list[str]:
         """The requirements of ``wanted`` not satisfied where the code runs."""
@@ -157,20 +130,6 @@ class Libraries:
                 found = json.loads(line[len(PROBE_MARK):])
                 return [r for r in wanted if r in found]
         return list(wanted)  # the check itself failed: assume nothing is there
-
-    def _grown(self, missing: list[str]) -> Environment:
-        """The executor's environment with ``missing`` added."""
-        env = getattr(self.executor, "environment")
-        if isinstance(env, Venv):
-            return Venv(python=env.python, packages=(*env.packages, *missing), requirements=env.requirements,
-                        installer=env.installer)
-        assert isinstance(env, DockerPython)
-        common: dict[str, Any] = dict(volumes=env.volumes, cleanup_container=env.cleanup_container,
-                                      keep_container_running=env.keep_container_running)
-        if env.dockerfile is not None:  # a Dockerfile's image takes no packages: build on top of it
-            return DockerPython(env.build(), pip_packages=missing, **common)
-        return DockerPython(env.image, pip_packages=(*env.pip_packages, *missing),
-                            requirements_file=env.requirements_file, **common)
 
 
 class Gate:

@@ -11,9 +11,10 @@
 LangChain (``_as_function``). What a model's ``libraries`` become, by
 environment (``_libraries``):
 
-- ``Venv()`` (local or sandbox backend): the executor is switched (its
-  ``environment`` replaced, then restarted) to a Venv with the packages
-  added, cached by spec; later calls keep it: the set only grows.
+- ``Venv()`` (local or sandbox backend): the executor is switched
+  (``executor.with_libraries``, then ``use_environment``, which restarts it)
+  to a Venv with the packages added, cached by spec; later calls keep it:
+  the set only grows.
 - ``DockerPython`` (docker backend): the same with a derived image, built
   locally with the packages added.
 - ``SystemPython``, a ``Venv(path=...)``, the jupyter backend, or

@@ -23,8 +23,8 @@ from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
 from ..._workspace import INTERNAL_DIR, Workspace, _open_folders
-from ...environments import Progress
-from ...environments._docker import DockerPython
+from ...environments import Environment, Progress
+from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
 from ._container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
@@ -88,10 +88,8 @@ class DockerExecutor(Executor):
         keep_code_files: bool = True,
         progress: Progress | None = None,
     ) -> None:
-        if environment is not None and not isinstance(environment, DockerPython):
-            raise ConfigurationError(
-                f"DockerExecutor(environment=...) takes a DockerPython, not {type(environment).__name__} "
-                "(a Venv or SystemPython lives on this machine: use the local or sandbox backend)")
+        if environment is not None:
+            self._checked_environment(environment)
         if environment is not None and image is not None:
             raise ConfigurationError("DockerExecutor: give image= or environment=DockerPython(image=...), not both")
         for key, value in (env or {}).items():
@@ -103,7 +101,7 @@ class DockerExecutor(Executor):
             raise ConfigurationError(f"tmp_size_mb must be a positive whole number, got {tmp_size_mb!r}")
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=silence_pip, keep_code_files=keep_code_files)
-        self.environment = environment or DockerPython(image)
+        self._environment = environment or DockerPython(image)
         self.runtime = runtime
         self.env = dict(env or {})
         self.pass_env = tuple(pass_env)
@@ -123,6 +121,28 @@ class DockerExecutor(Executor):
         self._oom_seen = 0
         self._container_lock = threading.Lock()
         self._live_tokens: set[str] = set()  # of the blocks running now
+
+    _environment: DockerPython
+
+    @property
+    def environment(self) -> DockerPython:
+        """The image blocks run in."""
+        return self._environment
+
+    def _checked_environment(self, environment: Environment) -> DockerPython:
+        if not isinstance(environment, DockerPython):
+            raise ConfigurationError(
+                f"DockerExecutor(environment=...) takes a DockerPython, not {type(environment).__name__} "
+                "(a Venv or SystemPython lives on this machine: use the local or sandbox backend)")
+        return environment
+
+    def can_add_libraries(self) -> str | None:
+        return None  # a derived image: pip install on top of this one
+
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> DockerPython:
+        grown = with_pip_packages(self.environment, packages, progress)
+        grown.build(progress)
+        return grown
 
     @property
     def container_id(self) -> str | None:

@@ -109,7 +109,7 @@ class JupyterExecutor(Executor):
                                      "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer")
         if kernel_name and kernel == "sandbox":
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
-        self.environment = environment or SystemPython()
+        self._environment = environment or SystemPython()
         self.kernel = kernel or ("local" if kernel_name else _default_kernel())
         self.kernel_name = kernel_name
         self.env = dict(env or {})
@@ -135,6 +135,22 @@ class JupyterExecutor(Executor):
         donor._kernel, donor._owns_workspace = None, False
         donor.close()
         self._started = True
+
+    _environment: Environment
+
+    @property
+    def environment(self) -> Environment:
+        """The Python whose ipykernel runs."""
+        return self._environment
+
+    def _checked_environment(self, environment: Environment) -> Environment:
+        if not isinstance(environment, Environment):
+            raise ConfigurationError(f"environment must be SystemPython(...) or Venv(...), not {environment!r}")
+        return environment
+
+    def can_add_libraries(self) -> str | None:
+        return ("the jupyter backend keeps one kernel whose environment execbox does not change: preinstall "
+                "them (JupyterExecutor(environment=Venv(packages=['ipykernel', ...]))).")
 
     @property
     def capabilities(self) -> Capabilities:

@@ -19,7 +19,7 @@ from ..._languages import PYTHON, Language, Policy, resolve_program, runnable_la
 from ..._models import Limits
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from ..._workspace import INTERNAL_DIR, Workspace
-from ...environments import Environment, SystemPython, Venv
+from ...environments import Environment, Progress, SystemPython, Venv
 from ...environments._packages import require_packages, with_packages
 from .._base import Capabilities, Executor
 from .._result import Outcome, outcome_to_result
@@ -68,22 +68,54 @@ class LocalExecutor(Executor):
     ) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=silence_pip, keep_code_files=keep_code_files)
-        if environment is not None and not isinstance(environment, Environment):
-            raise ConfigurationError(
-                f"environment must be SystemPython(...) or Venv(...), not {environment!r}"
-            )
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(f"env must map str to str; got {key!r}: {value!r}")
         self.env = dict(env or {})
         self.inherit_env = inherit_env
         self.functions = FunctionSet(functions, functions_module)
-        self.environment = environment or SystemPython()
-        if isinstance(self.environment, Venv) and self.environment.cached:  # execbox's own: add the packages
-            self.environment = with_packages(self.environment, self.functions.packages)
+        self._environment = self._checked_environment(environment or SystemPython())
+        if self.functions.packages and self.can_add_libraries() is None:  # execbox's own venv: add them
+            self._environment = self._grown(self.functions.packages)  # (installed at start)
         self._progress = progress
         self._python: str | None = None
         self._child_env: dict[str, str] = {}
+
+    _environment: Environment
+
+    @property
+    def environment(self) -> Environment:
+        """The Python blocks run with (``SystemPython()`` or a ``Venv``)."""
+        return self._environment
+
+    def _checked_environment(self, environment: Environment) -> Environment:
+        if not isinstance(environment, Environment):
+            raise ConfigurationError(f"environment must be SystemPython(...) or Venv(...), not {environment!r}")
+        return environment
+
+    def can_add_libraries(self) -> str | None:
+        """None for a ``Venv()`` of execbox's cache (it grows into a new
+        cached venv); a system Python and a ``Venv(path=...)`` are the user's."""
+        env = self._environment
+        if isinstance(env, Venv) and env.cached:
+            return None
+        if isinstance(env, Venv):
+            return (f"the executor's Venv lives at a path of its own ({env.path}), which execbox does not "
+                    "install into: use Venv(packages=[...]) without path= (execbox's cache), or preinstall "
+                    "them there.")
+        if isinstance(env, SystemPython):
+            return "the executor runs a shared system Python, which execbox never installs into."
+        return f"the executor's environment ({env!r}) is not a Venv of execbox's cache, the only one it installs into."
+
+    def _grown(self, packages: Sequence[str]) -> Environment:
+        """The environment (a cached Venv) with ``packages`` added, not yet made."""
+        assert isinstance(self._environment, Venv)
+        return with_packages(self._environment, packages)
+
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> Environment:
+        grown = self._grown(packages)
+        grown.prepare(progress)
+        return grown
 
     @property
     def functions_prompt(self) -> str:
@@ -99,7 +131,7 @@ class LocalExecutor(Executor):
 
     def _start(self) -> None:
         self._python = self.environment.prepare(self._progress)
-        if not (isinstance(self.environment, Venv) and self.environment.cached):  # the user's: present?
+        if self.can_add_libraries() is not None:  # the user's Python: they must be there already
             require_packages(self.environment, self._python, self.functions.packages,
                              "functions=[...] (@with_requirements)")
         extra: dict[str, str] = dict(self.environment.variables(self._python))
