@@ -27,7 +27,7 @@ STARTS = 5
 def execbox_jupyter(kernel: str) -> Make:
     def make() -> tuple[Callable[[str], str], Callable[[], None]]:
         import execbox
-        ex = execbox.JupyterExecutor(kernel=kernel, pool_size=0, workspace=tempfile.mkdtemp())
+        ex = execbox.JupyterExecutor(kernel=kernel, warm_kernels=0, workspace=tempfile.mkdtemp())
         ex.start()
         return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
     return make
@@ -40,7 +40,7 @@ def execbox_gateway() -> tuple[Callable[[str], str], Callable[[], None]]:
     import execbox
     if not _server:
         _server.append(execbox.LocalJupyterServer().start())
-    ex = execbox.JupyterExecutor(kernel=_server[0], pool_size=0, workspace=tempfile.mkdtemp())
+    ex = execbox.JupyterExecutor(kernel=_server[0], warm_kernels=0, workspace=tempfile.mkdtemp())
     ex.start()
     return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
 
@@ -99,7 +99,7 @@ def first_call(subject: str) -> list[float]:
     samples = []
     for i in range(STARTS + 1):
         started = time.perf_counter()
-        ex = execbox.JupyterExecutor(kernel=kernel, pool_size=1)
+        ex = execbox.JupyterExecutor(kernel=kernel, warm_kernels=1)
         ok = ex.run(execbox.CodeBlock("python", "x = 1\nprint(x)")).output == "1\n"
         elapsed = (time.perf_counter() - started) * 1000
         ex.close()

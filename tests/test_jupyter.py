@@ -196,10 +196,10 @@ def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
 def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
     require_jupyter(kernel)
     import time
-    first = JupyterExecutor(kernel=kernel, pool_size=1)
+    first = JupyterExecutor(kernel=kernel, warm_kernels=1)
     first.run(py("mine = 1"))
     for _ in range(600):  # the pool fills behind the first executor
-        second = JupyterExecutor(kernel=kernel, pool_size=1)
+        second = JupyterExecutor(kernel=kernel, warm_kernels=1)
         if second._kernel is not None:
             break
         second.close()
@@ -215,7 +215,11 @@ def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
         second.close()
         first.close()
     assert not path.exists(), "the warm kernel's workspace is the executor's, removed on close"
-    assert JupyterExecutor(kernel=kernel, pool_size=0)._kernel is None
+    assert JupyterExecutor(kernel=kernel, warm_kernels=0)._kernel is None
+    with pytest.warns(DeprecationWarning, match=r"pool_size=\.\.\.\) is now warm_kernels"):
+        old = JupyterExecutor(kernel=kernel, pool_size=0)  # the old spelling still works
+    assert old._kernel is None
+    old.close()
 
 
 def test_one_display_of_an_image_is_one_png_file(jupyter):

@@ -74,12 +74,14 @@ class JupyterExecutor(Executor):
       of this executor's own on that server.
     - ``kernel_name``: another installed kernel spec (local or gateway kernels).
     - ``env``: extra environment variables of the kernel.
-    - ``pool_size`` (1): kernels of this configuration kept started ahead
+    - ``warm_kernels`` (1): kernels of this configuration kept started ahead
       of demand, for executors made without a ``workspace`` (a warm kernel
       comes with the temporary workspace it was started in). The first such
-      executor starts its own kernel and the pool fills behind it; later ones
-      run their first block at once. Local and sandboxed kernels of the
-      default environment only; 0 turns it off.
+      executor starts its own kernel and the warm ones are started behind it;
+      later ones run their first block at once. Local and sandboxed kernels
+      of the default environment only; 0 turns it off. (Formerly
+      ``pool_size``, still taken with a ``DeprecationWarning``: the
+      sandbox's ``pool_size`` is something else, its pre-forked units.)
     - ``output_dir``: where the image and HTML files of displays are saved
       (default: ``outputs/`` in the workspace; a relative path is from the
       current directory, as AG2's; see ``_display_files``).
@@ -97,13 +99,17 @@ class JupyterExecutor(Executor):
                  kernel_name: str | None = None,
                  env: Mapping[str, str] | None = None,
                  execution_policies: Mapping[str, Policy | bool] | None = None,
-                 progress: Callable[[str], None] | None = None, pool_size: int = 1,
+                 progress: Callable[[str], None] | None = None, warm_kernels: int = 1,
                  output_dir: str | os.PathLike[str] | None = None, silence_pip: bool = True,
-                 keep_code_files: bool = True) -> None:
+                 keep_code_files: bool = True, pool_size: int | None = None) -> None:
         super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
                          silence_pip=silence_pip, keep_code_files=keep_code_files)
-        if not isinstance(pool_size, int) or pool_size < 0:
-            raise ConfigurationError(f"JupyterExecutor(pool_size={pool_size!r}) must be a whole number >= 0")
+        if pool_size is not None:
+            warnings.warn("JupyterExecutor(pool_size=...) is now warm_kernels=... (kernels started ahead of "
+                          "demand); pool_size will be removed", DeprecationWarning, stacklevel=2)
+            warm_kernels = pool_size
+        if not isinstance(warm_kernels, int) or warm_kernels < 0:
+            raise ConfigurationError(f"JupyterExecutor(warm_kernels={warm_kernels!r}) must be a whole number >= 0")
         if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (None, "sandbox", "local"):
             raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
                                      "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer")
@@ -118,11 +124,11 @@ class JupyterExecutor(Executor):
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
-        if workspace is None and pool_size and environment is None and kernel_name is None \
+        if workspace is None and warm_kernels and environment is None and kernel_name is None \
                 and self.kernel in ("sandbox", "local"):
             key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
-            options = dict(limits=self.limits, kernel=self.kernel, env=self.env, pool_size=0)
-            donor = warm_pool(key, lambda: _started(options), _close, pool_size).take()
+            options = dict(limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0)
+            donor = warm_pool(key, lambda: _started(options), _close, warm_kernels).take()
             if donor is not None:
                 self._adopt(donor)
         self.display_files = DisplayFiles(self.workspace, output_dir)  # the workspace adopted, if one was
