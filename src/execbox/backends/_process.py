@@ -8,76 +8,42 @@ environment carries the token (a ``setsid`` or double-forked daemon leaves the
 group but keeps the environment). Only then is the child reaped, so its pid
 cannot be reused under us.
 
-The loop waits on the output pipes, a pidfd (the child's exit) and a
-cancellation pipe with one ``select``: no thread per stream, no polling.
+The loop (``_watch.watch_loop``, shared by every backend) waits on the
+output pipes, a pidfd (the child's exit) and a cancellation pipe with one
+``select``: no thread per stream, no polling.
 """
 
 from __future__ import annotations
 
-import codecs
 import os
 import resource
 import secrets
-import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ._output import Capture
+from ._watch import DRAIN_GRACE_S, Cancellation, FdWaiter, Output, OutputCallback, watch_loop
 
-__all__ = ["TOKEN_VAR", "Cancellation", "ProcessOutcome", "Watched", "kill_marked", "new_token", "run_process",
-           "watch"]
+__all__ = ["DRAIN_GRACE_S", "TOKEN_VAR", "Cancellation", "OutputCallback", "ProcessOutcome", "Watched",
+           "kill_marked", "new_token", "run_process", "watch"]
 
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
-# After the child has exited or been killed, how long to keep reading what
-# is still in the pipes before giving up on a holder we could not kill.
-DRAIN_GRACE_S = 2.0
 _READ_SIZE = 1 << 16
-
-OutputCallback = Callable[[str, str], None]
 
 
 def new_token() -> str:
     return secrets.token_hex(12)
 
 
-class Cancellation:
-    """A thread-safe flag that wakes a running ``run_process``."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._read_fd, self._write_fd = os.pipe()
-        os.set_blocking(self._read_fd, False)
-
-    @property
-    def fileno(self) -> int:
-        return self._read_fd
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self) -> None:
-        if not self._event.is_set():
-            self._event.set()
-            try:
-                os.write(self._write_fd, b"x")
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        for fd in (self._read_fd, self._write_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-@dataclass
+@dataclass(kw_only=True)
 class ProcessOutcome:
+    """A finished process (or a block run like one: a zygote unit, a
+    ``docker exec``); ``_result.outcome_to_result`` makes it an ``Outcome``."""
+
     exit_code: int
     capture: Capture
     timed_out: bool
@@ -139,7 +105,8 @@ def run_process(
         code = 124
     elif code < 0:
         code = 128 - code
-    return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started)
+    return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
+                          duration_s=time.monotonic() - started)
 
 
 class Watched(Protocol):
@@ -156,81 +123,62 @@ class Watched(Protocol):
 
 def watch(stdout_fd: int, stderr_fd: int, watched: Watched, *, deadline: float, output_limit: int,
           cancel: Cancellation | None, on_output: OutputCallback | None) -> tuple[Capture, bool, bool]:
-    """Read both pipes until they close, with a deadline and cancellation.
+    """Read both pipes until they close, with a deadline and cancellation
+    (``_watch.watch_loop``).
 
     When the block ends, times out or is cancelled, ``watched.kill()`` runs
     once, then what is still in the pipes is read for up to DRAIN_GRACE_S.
     Returns (capture, timed_out, cancelled)."""
-    capture = Capture(output_limit)
-    decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
-    killed = False
+    output = Output(output_limit, on_output)
+    with _Pipes(stdout_fd, stderr_fd, watched, output) as pipes:
+        timed_out, cancelled = watch_loop(pipes, deadline=deadline, cancel=cancel, kill_when_ended=True)
+    return output.capture, timed_out, cancelled
 
-    def kill() -> None:
-        nonlocal killed
-        killed = True
-        watched.kill()
 
-    with selectors.DefaultSelector() as sel:
-        sel.register(stdout_fd, selectors.EVENT_READ, "stdout")
-        sel.register(stderr_fd, selectors.EVENT_READ, "stderr")
+class _Pipes:
+    """A ``Watched`` block's stdout and stderr pipes and its end, as a
+    ``_watch.Source``."""
+
+    def __init__(self, stdout_fd: int, stderr_fd: int, watched: Watched, output: Output) -> None:
+        self.watched = watched
+        self.output = output
+        self.closed = self.ended = False
+        self._open = 2
+        self._names = {stdout_fd: "stdout", stderr_fd: "stderr"}
+        self._waiter = FdWaiter()
+        for fd in (stdout_fd, stderr_fd):
+            self._waiter.add(fd, self._read)
         if watched.exit_fd is not None:
-            sel.register(watched.exit_fd, selectors.EVENT_READ, "exit")
-        if cancel is not None:
-            sel.register(cancel.fileno, selectors.EVENT_READ, "cancel")
-            if cancel.is_set():
-                kill()
-                return capture, False, True
-        streams = 2
-        exited = False
-        timed_out = cancelled = False
-        drain_until: float | None = None
-        # until both pipes close and the block has ended (it may close its
-        # output and go on working), or the drain after a kill runs out
-        while streams or not (exited or killed):
-            now = time.monotonic()
-            limit = drain_until if drain_until is not None else deadline
-            if now >= limit:
-                if drain_until is not None:
-                    break  # something we could not kill holds the pipes
-                timed_out = True
-                kill()
-                drain_until = now + DRAIN_GRACE_S
-                continue
-            wait = limit - now
-            if watched.exit_fd is None and not exited:
-                wait = min(wait, 0.01)
-            for key, _ in sel.select(wait):
-                what = key.data
-                if what in ("stdout", "stderr"):
-                    data = os.read(key.fd, _READ_SIZE)
-                    if data:
-                        capture.feed(what, data)
-                        if on_output is not None:
-                            text = decoders[what].decode(data)
-                            if text:
-                                on_output(what, text)
-                    else:
-                        sel.unregister(key.fileobj)
-                        streams -= 1
-                elif what == "exit":
-                    if watched.exited():
-                        sel.unregister(key.fileobj)
-                        exited = True
-                elif what == "cancel":
-                    sel.unregister(key.fileobj)
-                    cancelled = True
-                    kill()
-                    drain_until = time.monotonic() + DRAIN_GRACE_S
-            if not exited and watched.exit_fd is None:
-                exited = watched.exited()
-            if exited and not killed:
-                # The block is done: whatever it left running goes too, so that
-                # a grandchild holding the pipes cannot keep us waiting.
-                kill()
-                drain_until = time.monotonic() + DRAIN_GRACE_S
-        if not killed:
-            kill()
-    return capture, timed_out, cancelled
+            self._waiter.add(watched.exit_fd, self._exit)
+
+    def wait(self, timeout: float, cancel: Cancellation | None) -> None:
+        polled = self.watched.exit_fd is None and not self.ended
+        self._waiter.wait(min(timeout, 0.01) if polled else timeout, cancel)
+        if polled:
+            self.ended = self.watched.exited()
+
+    def kill(self) -> None:
+        self.watched.kill()
+
+    def _read(self, fd: int) -> None:
+        data = os.read(fd, _READ_SIZE)
+        if data:
+            self.output.feed(self._names[fd], data)
+            return
+        self._waiter.remove(fd)
+        self._open -= 1
+        self.closed = not self._open
+
+    def _exit(self, fd: int) -> None:
+        if self.watched.exited():
+            self._waiter.remove(fd)
+            self.ended = True
+
+    def __enter__(self) -> _Pipes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._waiter.close()
 
 
 class _Child:

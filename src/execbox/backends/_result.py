@@ -1,4 +1,13 @@
-"""One executed block's outcome, and how a finished process becomes one."""
+"""One executed block's outcome, and how a finished process becomes one.
+
+A block's path to the caller: the backend's own record (``ProcessOutcome``
+for a process, a zygote unit or a ``docker exec``; ``CellOutcome`` for a
+Jupyter cell) → ``Outcome`` → ``BlockResult`` → ``ExecutionResult``. Each
+record becomes an ``Outcome`` in one place: ``outcome_to_result`` here for a
+``ProcessOutcome``, ``jupyter._cell.cell_outcome`` for a cell. ``Outcome``
+is keyword-only: nine fields of which five are strings or flags are too easy
+to swap by position.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +21,19 @@ from ._process import ProcessOutcome
 __all__ = ["Outcome", "outcome_to_result"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     """What a backend reports for one executed block."""
 
-    status: str
+    status: str  # ok | failed | timeout | cancelled
     exit_code: int
-    output: str
+    output: str  # stdout and stderr interleaved, with execbox's notes
     stdout: str
     stderr: str
-    error: ErrorInfo | None
     duration_s: float
-    timed_out: bool
-    truncated: bool
+    error: ErrorInfo | None = None
+    timed_out: bool = False
+    truncated: bool = False
     displays: tuple[Display, ...] = field(default=())
 
     def to_block(self, common: dict[str, Any]) -> BlockResult:
@@ -38,18 +47,19 @@ def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) ->
     """A finished process → the block's outcome, with errors explained."""
     cap = outcome.capture
     output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
+    common: dict[str, Any] = dict(stdout=stdout, stderr=stderr, duration_s=outcome.duration_s, truncated=cap.truncated)
     if outcome.cancelled and not outcome.timed_out:
         note = "Cancelled: the block and every process it started were killed."
-        return Outcome("cancelled", 130, _append(output, note), stdout, stderr,
-                        ErrorInfo("Cancelled", note), outcome.duration_s, False, cap.truncated)
+        return Outcome(status="cancelled", exit_code=130, output=_append(output, note),
+                       error=ErrorInfo("Cancelled", note), **common)
     if outcome.exit_code == 0:
-        return Outcome("ok", 0, output, stdout, stderr, None, outcome.duration_s, False, cap.truncated)
+        return Outcome(status="ok", exit_code=0, output=output, **common)
     error, note = explain_failure(language, outcome.exit_code, stderr, timed_out=outcome.timed_out,
                                   limits=limits, memory_exceeded_mb=outcome.memory_exceeded_mb,
                                   address_space_mb=outcome.address_space_mb)
-    status = "timeout" if outcome.timed_out else "failed"
-    return Outcome(status, outcome.exit_code, _append(output, note) if note else output, stdout, stderr,
-                    error, outcome.duration_s, outcome.timed_out, cap.truncated)
+    return Outcome(status="timeout" if outcome.timed_out else "failed", exit_code=outcome.exit_code,
+                   output=_append(output, note) if note else output, error=error, timed_out=outcome.timed_out,
+                   **common)
 
 
 def _append(output: str, note: str) -> str:

@@ -19,8 +19,6 @@ read on the calling thread, so the interleaving survives.
 
 from __future__ import annotations
 
-import codecs
-import selectors
 import socket
 import struct
 import time
@@ -28,7 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._output import Capture
-from .._process import DRAIN_GRACE_S, TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
+from .._watch import FdWaiter, Output, watch_loop
 
 __all__ = ["IPC_SWEEP", "KILLER", "ContainerGone", "exec_output", "kill_leftovers", "memory_kills", "open_exec",
            "run_exec"]
@@ -239,7 +238,8 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
         code = 137  # the container went away under it
     if timed_out:
         code = 124
-    return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started)
+    return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
+                          duration_s=time.monotonic() - started)
 
 
 def open_exec(client: Any, container_id: str, argv: Sequence[str], **options: Any) -> tuple[str, socket.socket]:
@@ -330,47 +330,37 @@ def _kill_block(client: Any, container_id: str, tokens: list[str], kill_containe
 
 def _read_frames(sock: socket.socket, *, deadline: float, output_limit: int, cancel: Cancellation | None,
                  on_output: OutputCallback | None, kill: Callable[[], None]) -> tuple[Capture, bool, bool]:
-    """Read the engine's multiplexed stream (8-byte header: stream, size)
-    in arrival order until it ends; on the deadline or a cancellation, run
-    ``kill`` once and read what is left for up to DRAIN_GRACE_S."""
-    capture = Capture(output_limit)
-    decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
-    timed_out = cancelled = False
-    limit = deadline
-    buffer = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(sock, selectors.EVENT_READ, "stream")
-        if cancel is not None:
-            sel.register(cancel.fileno, selectors.EVENT_READ, "cancel")
-        while True:
-            if cancel is not None and cancel.is_set() and not cancelled and not timed_out:
-                events = [(None, "cancel")]
-            else:
-                wait = limit - time.monotonic()
-                events = [(key, key.data) for key, _ in sel.select(max(wait, 0))] if wait > 0 else []
-            if not events:  # the deadline, or the drain after a kill, ran out
-                if timed_out or cancelled:
-                    break  # something we could not kill holds the stream
-                timed_out = True
-                kill()
-                limit = time.monotonic() + DRAIN_GRACE_S
-                continue
-            if any(what == "cancel" for _, what in events) and not (cancelled or timed_out):
-                cancelled = True
-                sel.unregister(cancel.fileno)  # type: ignore[union-attr]
-                kill()
-                limit = time.monotonic() + DRAIN_GRACE_S
-            if not any(what == "stream" for _, what in events):
-                continue
-            data = sock.recv(1 << 16)
-            if not data:
-                break
-            frames, buffer = _split_frames(buffer + data)
-            for kind, payload in frames:
-                name = "stdout" if kind == 1 else "stderr"
-                capture.feed(name, payload)
-                if on_output is not None:
-                    text = decoders[name].decode(payload)
-                    if text:
-                        on_output(name, text)
-    return capture, timed_out, cancelled
+    """Read the engine's multiplexed stream in arrival order until it ends
+    (``_watch.watch_loop``); on the deadline or a cancellation, run ``kill``
+    once and read what is left for up to DRAIN_GRACE_S. No kill when the
+    block ends: the wrapper has killed what it left."""
+    output = Output(output_limit, on_output)
+    with FdWaiter() as waiter:
+        frames = _Frames(sock, waiter, output, kill)
+        timed_out, cancelled = watch_loop(frames, deadline=deadline, cancel=cancel)
+    return output.capture, timed_out, cancelled
+
+
+class _Frames:
+    """An exec's output socket as a ``_watch.Source``: it ends (and the
+    block with it) when the engine closes the stream."""
+
+    def __init__(self, sock: socket.socket, waiter: FdWaiter, output: Output, kill: Callable[[], None]) -> None:
+        self.sock, self.output, self.kill = sock, output, kill
+        self.closed = self.ended = False
+        self._buffer = b""
+        self._waiter = waiter
+        waiter.add(sock.fileno(), self._read)
+
+    def wait(self, timeout: float, cancel: Cancellation | None) -> None:
+        self._waiter.wait(timeout, cancel)
+
+    def _read(self, fd: int) -> None:
+        data = self.sock.recv(1 << 16)
+        if not data:
+            self._waiter.remove(fd)
+            self.closed = self.ended = True
+            return
+        frames, self._buffer = _split_frames(self._buffer + data)
+        for kind, payload in frames:
+            self.output.feed("stdout" if kind == 1 else "stderr", payload)

@@ -27,7 +27,6 @@ from typing import Any
 
 from ..sandbox._cgroups import cgroup_support
 from ..._errors import BackendUnavailableError, ConfigurationError
-from .._failures import timeout_note
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._ownership import hand_over
@@ -35,7 +34,7 @@ from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
-from ._cell import CellOutcome, run_cell, wait_done
+from ._cell import CellOutcome, cell_outcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._display_files import DisplayFiles
@@ -248,7 +247,7 @@ class JupyterExecutor(Executor):
                 note = self._settle(kernel, outcome)
             finally:
                 kernel.kill_strays()  # no process a block started outlives it, whatever happened
-        return _to_outcome(language.name, outcome, note, self.limits)
+        return cell_outcome(outcome, note, self.limits)
 
     def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
         """After a timeout, a cancel or a death: get the kernel usable again;
@@ -306,44 +305,3 @@ def _sandbox_unavailable() -> str | None:
         return str(exc)
     return None
 
-
-def _to_outcome(language: str, cell: CellOutcome, note: str, limits: Limits) -> Outcome:
-    cap = cell.capture
-    output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
-    for line in (cell.dropped_note(), note):  # the kernel's note last: a timeout's goes before it
-        if line:
-            output = (output if not output or output.endswith("\n") else output + "\n") + line + "\n"
-    displays = tuple(cell.displays)
-    truncated = cap.truncated or cell.dropped_displays > 0
-    common: dict[str, Any] = dict(duration_s=cell.duration_s, truncated=truncated, displays=displays)
-    if cell.status == "timeout":
-        why = timeout_note(limits)
-        output = output.removesuffix(note + "\n") + why + " " + note + "\n"
-        return Outcome("timeout", 124, output, stdout, stderr, ErrorInfo("Timeout", why), timed_out=True,
-                       **common)
-    if cell.status == "cancelled":
-        return Outcome("cancelled", 130, output, stdout, stderr, ErrorInfo("Cancelled", note),
-                       timed_out=False, **common)
-    if cell.status == "died":
-        return Outcome("failed", 137, output, stdout, stderr, cell.error, timed_out=False, **common)
-    if cell.status == "error":
-        error = cell.error
-        if error is not None and error.name == "SystemExit":
-            code = _int(error.value, default=1)
-            if code == 0:
-                return Outcome("ok", 0, output, stdout, stderr, None, timed_out=False, **common)
-            return Outcome("failed", code, output, stdout, stderr, error, timed_out=False, **common)
-        return Outcome("failed", 1, output, stdout, stderr, error, timed_out=False, **common)
-    rc = _int(cell.user_expressions.get("rc", "0"), default=0)
-    if rc != 0:
-        code = 128 - rc if rc < 0 else rc
-        return Outcome("failed", code, output, stdout, stderr, ErrorInfo("ExitStatus", f"exit code {code}"),
-                       timed_out=False, **common)
-    return Outcome("ok", 0, output, stdout, stderr, None, timed_out=False, **common)
-
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return default

@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import WorkspaceError
-from ..._models import Display, ErrorInfo
+from ..._models import Display, ErrorInfo, Limits
+from .._failures import timeout_note
 from .._output import Capture
-from .._process import Cancellation, OutputCallback
+from .._result import Outcome
+from .._watch import Cancellation, Output, OutputCallback, watch_loop
 from ._channels import execute
 
-__all__ = ["CellOutcome", "run_cell", "wait_done"]
+__all__ = ["CellOutcome", "cell_outcome", "run_cell", "wait_done"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 POLL_S = 0.05
@@ -69,60 +71,127 @@ class CellOutcome:
                 "save large results to files, or raise Limits.max_output_bytes]")
 
 
+def cell_outcome(cell: CellOutcome, note: str, limits: Limits) -> Outcome:
+    """A finished cell → the block's outcome (the one place it happens).
+    ``note``: what the executor did to the kernel afterwards (interrupted,
+    restarted), added last to the output. A ``SystemExit`` is an exit code,
+    as a process's would be; a shell block's code is the ``rc`` user
+    expression."""
+    cap = cell.capture
+    output = cap.combined.text()
+    for line in (cell.dropped_note(), note):  # the kernel's note last: a timeout's goes before it
+        if line:
+            output = (output if not output or output.endswith("\n") else output + "\n") + line + "\n"
+    common: dict[str, Any] = dict(stdout=cap.stdout.text(), stderr=cap.stderr.text(), duration_s=cell.duration_s,
+                                  truncated=cap.truncated or cell.dropped_displays > 0,
+                                  displays=tuple(cell.displays))
+    if cell.status == "timeout":
+        why = timeout_note(limits)
+        output = output.removesuffix(note + "\n") + why + " " + note + "\n"
+        return Outcome(status="timeout", exit_code=124, output=output, error=ErrorInfo("Timeout", why),
+                       timed_out=True, **common)
+    if cell.status == "cancelled":
+        return Outcome(status="cancelled", exit_code=130, output=output, error=ErrorInfo("Cancelled", note),
+                       **common)
+    if cell.status == "died":
+        return Outcome(status="failed", exit_code=137, output=output, error=cell.error, **common)
+    if cell.status == "error":
+        error = cell.error
+        if error is not None and error.name == "SystemExit":
+            code = _int(error.value, default=1)
+            if code == 0:
+                return Outcome(status="ok", exit_code=0, output=output, **common)
+            return Outcome(status="failed", exit_code=code, output=output, error=error, **common)
+        return Outcome(status="failed", exit_code=1, output=output, error=error, **common)
+    rc = _int(cell.user_expressions.get("rc", "0"), default=0)
+    if rc != 0:
+        code = 128 - rc if rc < 0 else rc
+        return Outcome(status="failed", exit_code=code, output=output,
+                       error=ErrorInfo("ExitStatus", f"exit code {code}"), **common)
+    return Outcome(status="ok", exit_code=0, output=output, **common)
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return default
+
+
 def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, cancel: Cancellation | None,
              on_output: OutputCallback | None, save: SaveFile, prefix: str,
              user_expressions: dict[str, str] | None = None) -> CellOutcome:
     """Execute ``code``; return when the kernel is idle again and has
     replied, the deadline passes, ``cancel`` is set, or the kernel dies
-    (checked whenever nothing came for 50 ms). On a deadline or a cancel the
-    caller interrupts the kernel (``wait_done`` then waits for the cell)."""
+    (checked whenever nothing came for 50 ms): ``_watch.watch_loop`` over
+    the kernel's messages. On a deadline or a cancel the loop neither kills
+    nor drains: the caller interrupts the kernel (``wait_done`` then waits
+    for the cell), which keeps its state."""
     started = time.monotonic()
-    channels = kernel.channels
-    msg_id = execute(channels, code, user_expressions=user_expressions)
-    out = CellOutcome("ok", Capture(output_limit), msg_id=msg_id)
-    idle = replied = False
-    idle_at = 0.0
-    while not (idle and replied):
-        now = time.monotonic()
-        if cancel is not None and cancel.is_set():
-            out.status = "cancelled"
-            break
-        if now >= deadline:
-            out.status = "timeout"
-            break
-        if idle and now - idle_at > REPLY_GRACE_S:
-            break  # idle means done; a reply lost on the way only takes the user expressions
-        got = channels.recv(min(POLL_S, max(0.0, deadline - now)))
+    msg_id = execute(kernel.channels, code, user_expressions=user_expressions)
+    output = Output(output_limit, on_output)
+    out = CellOutcome("ok", output.capture, msg_id=msg_id)
+    timed_out, cancelled = watch_loop(_Messages(kernel, out, output, save, prefix), deadline=deadline,
+                                      cancel=cancel, drain_s=0.0)
+    if cancelled:
+        out.status = "cancelled"
+    elif timed_out:
+        out.status = "timeout"
+    out.duration_s = time.monotonic() - started
+    return out
+
+
+class _Messages:
+    """A cell's messages as a ``_watch.Source``: over once the kernel is
+    idle again and has replied (or has been idle for REPLY_GRACE_S: a reply
+    lost on the way only takes the user expressions), or has died. Nothing
+    to select on across ZMQ and WebSocket: ``cancel`` is polled, every
+    POLL_S at most."""
+
+    def __init__(self, kernel: Any, out: CellOutcome, output: Output, save: SaveFile, prefix: str) -> None:
+        self.kernel, self.out, self.output, self.save, self.prefix = kernel, out, output, save, prefix
+        self.closed = self.ended = False
+        self._idle = self._replied = False
+        self._idle_at = 0.0
+
+    def kill(self) -> None:
+        pass  # the caller interrupts the kernel
+
+    def wait(self, timeout: float, cancel: Cancellation | None) -> None:
+        if self._idle and time.monotonic() - self._idle_at > REPLY_GRACE_S:
+            self.closed = self.ended = True
+            return
+        got = self.kernel.channels.recv(min(POLL_S, timeout))
         if got is None:
-            if not kernel.alive():
-                out.status = "died"
-                break
-            continue
+            if not self.kernel.alive():
+                self.out.status = "died"
+                self.closed = self.ended = True
+            return
         channel, msg = got
-        if msg.get("parent_header", {}).get("msg_id") != msg_id:
-            continue
-        content = msg["content"]
+        if msg.get("parent_header", {}).get("msg_id") != self.out.msg_id:
+            return
+        out, content = self.out, msg["content"]
         if channel == "shell":
-            replied = True
+            self._replied = True
             for key, value in content.get("user_expressions", {}).items():
                 if value.get("status") == "ok":
                     out.user_expressions[key] = value.get("data", {}).get("text/plain")
-            continue
-        kind = msg["msg_type"]
-        if kind == "stream":
-            name = "stderr" if content.get("name") == "stderr" else "stdout"
-            _feed(out, name, _text(content.get("text", "")), on_output)
-        elif kind in ("execute_result", "display_data"):
-            _display(out, content.get("data", {}), save, prefix, on_output)
-        elif kind == "error":
-            out.status = "error"
-            traceback = _ANSI.sub("", "\n".join(content.get("traceback", [])))
-            out.error = ErrorInfo(content.get("ename", "Error"), content.get("evalue", ""), traceback)
-            _feed(out, "stderr", traceback + "\n", on_output)
-        elif kind == "status" and content.get("execution_state") == "idle":
-            idle, idle_at = True, time.monotonic()
-    out.duration_s = time.monotonic() - started
-    return out
+        else:
+            kind = msg["msg_type"]
+            if kind == "stream":
+                self.output.feed_text("stderr" if content.get("name") == "stderr" else "stdout",
+                                      _text(content.get("text", "")))
+            elif kind in ("execute_result", "display_data"):
+                _display(out, content.get("data", {}), self.save, self.prefix, self.output)
+            elif kind == "error":
+                out.status = "error"
+                traceback = _ANSI.sub("", "\n".join(content.get("traceback", [])))
+                out.error = ErrorInfo(content.get("ename", "Error"), content.get("evalue", ""), traceback)
+                self.output.feed_text("stderr", traceback + "\n")
+            elif kind == "status" and content.get("execution_state") == "idle":
+                self._idle, self._idle_at = True, time.monotonic()
+        if self._idle and self._replied:
+            self.closed = self.ended = True
 
 
 def wait_done(kernel: Any, msg_id: str, grace: float) -> bool:
@@ -146,16 +215,7 @@ def wait_done(kernel: Any, msg_id: str, grace: float) -> bool:
     return False
 
 
-def _feed(out: CellOutcome, stream: str, text: str, on_output: OutputCallback | None) -> None:
-    if not text:
-        return
-    out.capture.feed(stream, text.encode("utf-8", "replace"))
-    if on_output is not None:
-        on_output(stream, text)
-
-
-def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str,
-             on_output: OutputCallback | None) -> None:
+def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str, output: Output) -> None:
     if not isinstance(data, dict):  # the kernel is the block's: its messages may be anything
         return
     saved_any = False
@@ -166,10 +226,10 @@ def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str
             payload = base64.b64decode(raw) if mime in BINARY else raw.encode("utf-8", "replace")
             path = save(f"{prefix}_{next(_names)}{SAVED[mime]}", payload)
         except (WorkspaceError, OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
-            _feed(out, "stdout", f"[{mime} not saved: {exc}]\n", on_output)
+            output.feed_text("stdout", f"[{mime} not saved: {exc}]\n")
         else:
             out.displays.append(Display(mime, path=path))
-            _feed(out, "stdout", f"[{mime} saved to {path}]\n", on_output)
+            output.feed_text("stdout", f"[{mime} saved to {path}]\n")
             saved_any = True
     if "application/json" in data and _fits(out, data["application/json"]):
         out.displays.append(Display("application/json", data=json.dumps(data["application/json"])))
@@ -179,7 +239,7 @@ def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str
         if _fits(out, text):
             out.displays.append(Display("text/plain", data=text))
         if not saved_any:
-            _feed(out, "stdout", text + "\n", on_output)  # the bounded output, kept or not
+            output.feed_text("stdout", text + "\n")  # the bounded output, kept or not
 
 
 def _fits(out: CellOutcome, raw: Any) -> bool:

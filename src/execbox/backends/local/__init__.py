@@ -151,7 +151,8 @@ class LocalExecutor(Executor):
         resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
         if resolved is None:  # checked by the base class; the PATH may have changed since
             message = f"{program} is not installed here ({language.install_hint})"
-            return Outcome("failed", 127, message + "\n", "", message + "\n", None, 0.0, False, False)
+            return Outcome(status="failed", exit_code=127, output=message + "\n", stdout="",
+                           stderr=message + "\n", duration_s=0.0)
         outcome = self._launch([resolved, *language.command[1:], code_path], python_file=program == PYTHON,
                                cancel=cancel, on_output=on_output)
         return outcome_to_result(language.name, outcome, self.limits)

@@ -260,7 +260,8 @@ class ZygotePool:
             # compete with this block for the CPU.
             self._wanted.release()
         code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
-        return ProcessOutcome(code, capture, timed_out, cancelled, time.monotonic() - started), group
+        return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
+                              duration_s=time.monotonic() - started), group
 
 
 def exit_status(message: bytes) -> int | None:
