@@ -12,16 +12,14 @@ change report leaves out.
 What a block leaves is hostile to the host (maybe root): folders are opened
 from their parent's descriptor without following links (one swapped for a
 link to a host folder meanwhile is never listed nor written through), files
-without following links nor blocking (a FIFO), and walks are lazy and
+without following links nor blocking (a FIFO) (``_nofollow``), and walks are lazy and
 bounded (200k files left by a block made every later run 25 times slower
 while the whole folder was listed before the cap applied).
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -31,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._errors import PathEscapeError, WorkspaceError
+from ._nofollow import DIR_FLAGS, open_folders, read_under, write_under
 
 __all__ = ["FileInfo", "Snapshot", "Workspace"]
 
@@ -41,7 +40,6 @@ INTERNAL_DIR = ".execbox"
 MAX_SCANNED_ENTRIES = 20_000
 MAX_DEPTH = 64
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SETID = stat.S_ISUID | stat.S_ISGID
 
 
@@ -132,7 +130,7 @@ class Workspace:
         level, checked while walking down, so a link swapped in meanwhile by
         running code is not followed either)."""
         target = self.resolve(relative)
-        _write_under(self._root, target.relative_to(self._root).parts, data, relative, repair=False)
+        write_under(self._root, target.relative_to(self._root).parts, data, relative, repair=False)
         return target
 
     def write_internal(self, relative: str, data: bytes) -> Path:
@@ -140,19 +138,19 @@ class Workspace:
         planted on the way (a link, a file) is removed, and at the file's own
         name (a link, a folder, a FIFO) replaced or moved aside: never followed."""
         parts = _internal_parts(relative)
-        _write_under(self._root, parts, data, relative, repair=True)
+        write_under(self._root, parts, data, relative, repair=True)
         return self._root.joinpath(*parts)
 
     def read_internal(self, relative: str) -> bytes:
         """Read one of execbox's own files (refusing links, FIFOs, devices)."""
-        return _read_under(self._root, _internal_parts(relative), relative)
+        return read_under(self._root, _internal_parts(relative), relative)
 
     def remove_internal(self, relative: str) -> None:
         """Remove one of execbox's own files if it is there (a link planted
         at its name is removed, never followed; a folder is left)."""
         *folders, name = _internal_parts(relative)
         try:
-            parent = _open_folders(self._root, folders, relative, create=False, repair=False)
+            parent = open_folders(self._root, folders, relative, create=False, repair=False)
         except WorkspaceError:  # its folder is gone, or is a link: nothing of ours to remove
             return
         try:
@@ -172,7 +170,7 @@ class Workspace:
     def download(self, relative: str, dest: str | os.PathLike[str] | None = None) -> bytes:
         """Read a workspace file (refusing symlinks); also copy it to ``dest``."""
         target = self.resolve(relative)
-        data = _read_under(self._root, target.relative_to(self._root).parts, relative)
+        data = read_under(self._root, target.relative_to(self._root).parts, relative)
         if dest is not None:
             Path(dest).write_bytes(data)
         return data
@@ -181,7 +179,7 @@ class Workspace:
         """Files and folders under ``relative``, recursively, without
         following symlinks; execbox's own folder left out."""
         parts = () if relative in (".", "") else self.resolve(relative).relative_to(self._root).parts
-        top = _open_folders(self._root, parts, relative, create=False, repair=False)
+        top = open_folders(self._root, parts, relative, create=False, repair=False)
         found = [FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode))
                  for path, st, _, _ in _walk(top, parts, Snapshot())]
         return sorted(found, key=lambda info: info.path)
@@ -201,7 +199,7 @@ class Workspace:
         walks = [((), found), ((INTERNAL_DIR,), Snapshot())] if clear_setid else [((), found)]
         for parts, report in walks:  # .execbox/ walked apart (its own cap), not reported
             try:
-                top = _open_folders(self._root, parts, "/".join(parts) or ".", create=False, repair=False)
+                top = open_folders(self._root, parts, "/".join(parts) or ".", create=False, repair=False)
             except (WorkspaceError, OSError):  # gone (a local block removed it), or a link
                 report.complete = False
                 continue
@@ -259,7 +257,7 @@ def _walk(top: int, parts: tuple[str, ...], report: Snapshot) -> Iterator[tuple[
                 report.complete = False
                 continue
             try:
-                child = _scan(os.open(entry.name, _DIR_FLAGS, dir_fd=fd))  # a link swapped in: refused
+                child = _scan(os.open(entry.name, DIR_FLAGS, dir_fd=fd))  # a link swapped in: refused
             except OSError:
                 continue
             if child is not None:
@@ -311,106 +309,3 @@ def _internal_parts(relative: str) -> tuple[str, ...]:
     if not parts or parts[0] != INTERNAL_DIR or ".." in parts or len(parts) < 2:
         raise PathEscapeError(relative, f"is not under {INTERNAL_DIR}/")
     return parts
-
-
-def _open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, *, create: bool,
-                  repair: bool) -> int:
-    """A descriptor of root/folders..., opened one level at a time without
-    following links; missing folders made when ``create``; a link or file in
-    the way removed when ``repair``, else refused."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in folders:
-            child = _open_folder(fd, part, given, create=create, repair=repair)
-            os.close(fd)
-            fd = child
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _open_folder(parent: int, part: str, given: str, *, create: bool, repair: bool) -> int:
-    for _ in range(3):  # code running meanwhile may swap things in: a few tries, then give up
-        try:
-            return os.open(part, _DIR_FLAGS, dir_fd=parent)
-        except FileNotFoundError:
-            if not create:
-                raise WorkspaceError(f"cannot open {given!r} in the workspace: no folder {part!r}") from None
-            try:
-                os.mkdir(part, 0o755, dir_fd=parent)
-            except FileExistsError:
-                pass
-        except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                raise WorkspaceError(f"cannot open {given!r} in the workspace: {exc.strerror}") from None
-            if not repair:
-                raise PathEscapeError(given, f"goes through {part!r}, which is a link or a file") from None
-            with suppress(FileNotFoundError):
-                os.unlink(part, dir_fd=parent)
-    raise WorkspaceError(f"cannot open {given!r} in the workspace: {part!r} keeps changing")
-
-
-def _read_under(root: Path, parts: tuple[str, ...], given: str) -> bytes:
-    *folders, name = parts
-    parent = _open_folders(root, folders, given, create=False, repair=False)
-    try:
-        # O_NONBLOCK: a FIFO planted by the code must not hang us on open
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise PathEscapeError(given, "is a symlink") from None
-        raise WorkspaceError(f"cannot read {given!r} in the workspace: {exc.strerror}") from None
-    finally:
-        os.close(parent)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not read")
-        return handle.read()
-
-
-def _write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, repair: bool) -> None:
-    *folders, name = parts
-    parent = _open_folders(root, folders, given, create=True, repair=repair)
-    try:
-        if repair:
-            _replace(parent, name, data, given)
-            return
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(name, flags, 0o644, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathEscapeError(given, "is a symlink; execbox does not write through links") from None
-            raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
-    finally:
-        os.close(parent)
-    with os.fdopen(fd, "wb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not written")
-        handle.write(data)
-
-
-def _replace(parent: int, name: str, data: bytes, given: str) -> None:
-    """Write ``name`` in the folder ``parent`` as a new file renamed into
-    place: whatever was planted there (a link, a FIFO, a socket) is
-    replaced, never opened; a folder is first moved aside."""
-    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        with os.fdopen(os.open(temporary, flags, 0o644, dir_fd=parent), "wb") as handle:
-            handle.write(data)
-        for _ in range(3):  # code running meanwhile may plant again: a few tries, then give up
-            try:
-                os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-                return
-            except IsADirectoryError:
-                with suppress(OSError):
-                    os.rename(name, f"{name}.moved-{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent)
-    except OSError as exc:
-        reason = exc.strerror
-    else:
-        reason = f"a folder keeps being planted at {name!r}"
-    with suppress(OSError):
-        os.unlink(temporary, dir_fd=parent)
-    raise WorkspaceError(f"cannot write {given!r}: {reason}")

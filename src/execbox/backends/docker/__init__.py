@@ -22,7 +22,8 @@ from ..._errors import BackendUnavailableError, ConfigurationError, WorkspaceErr
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
-from ..._workspace import INTERNAL_DIR, Workspace, _open_folders
+from ..._nofollow import open_folders
+from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
@@ -204,7 +205,7 @@ class DockerExecutor(Executor):
         followed. Best effort: matplotlib does without it."""
         parts = (INTERNAL_DIR, "matplotlib")
         try:
-            os.close(_open_folders(self.workspace.path, parts, "/".join(parts), create=True, repair=True))
+            os.close(open_folders(self.workspace.path, parts, "/".join(parts), create=True, repair=True))
         except (WorkspaceError, OSError):
             return
         hand_over(str(self.workspace.path), self.user, [os.path.join(*parts)])
