@@ -42,8 +42,8 @@ id, when no other block of the executor runs); as root, files it left in
 As root, the jail id must reach the workspace and the interpreter: where a
 folder above them is closed (an interpreter under /root), the child shows
 them through a private mount namespace (a tmpfs over the closed folder with
-the needed paths bound in), which root outside a container may make; where
-it may not, start fails and says which folder to open.
+the needed paths bound in: ``_reach``), which root outside a container may make;
+where it may not, start fails and says which folder to open.
 
 What this tier does not hide (the namespaces tier does):
 
@@ -80,7 +80,6 @@ What this tier does not hide (the namespaces tier does):
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import resource
 import shutil
@@ -90,7 +89,6 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import execbox.backends.sandbox._landlock as ll
 from ._cgroups import BlockCgroup
@@ -98,6 +96,7 @@ from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._seccomp import HOST_IPC, filter_program, supported as seccomp_supported
 from ._identity import Lease, give_pipe, reachable
+from ._reach import Reach, check, reach_supported
 from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
 
 __all__ = ["LandlockTier", "landlock_problem", "warn_weaker"]
@@ -114,16 +113,12 @@ LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active secu
                  "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls")
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
-OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 0x4
 KEYCTL_JOIN_SESSION_KEYRING = 1
-_SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126, "open_tree": 428, "move_mount": 429},
-             "aarch64": {"keyctl": 219, "capset": 91, "open_tree": 428, "move_mount": 429}}
+_SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126}, "aarch64": {"keyctl": 219, "capset": 91}}
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there
 _syscall.restype = ctypes.c_long
-_prctl, _unshare, _mount = _libc.prctl, _libc.unshare, _libc.mount
+_prctl = _libc.prctl
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -136,7 +131,7 @@ class _SockFprog(ctypes.Structure):
 def landlock_problem() -> str | None:
     """Why the Landlock tier cannot run here (None: it can)."""
     reason = ll.unavailable_reason()
-    if reason is None and os.uname().machine not in _SYSCALLS:
+    if reason is None and not (os.uname().machine in _SYSCALLS and reach_supported()):
         reason = f"no system call numbers for the {os.uname().machine} architecture"
     return reason
 
@@ -150,78 +145,6 @@ def warn_weaker(why: str) -> None:
     warnings.warn(f"the sandbox runs blocks in its Landlock tier, weaker than namespaces (host processes, "
                   f"the host's network namespace, /dev and system files stay visible: see "
                   f"execbox.backends.sandbox._landlock_tier), because {why}", WeakerIsolationWarning, stacklevel=5)
-
-
-class _Reach:
-    """As root: shows paths the jail id cannot reach (a closed folder above
-    them) at their own place, in a private mount namespace of the child: a
-    tmpfs over each closed folder, with the needed paths bound in."""
-
-    def __init__(self, paths: Sequence[str], lease: Lease, workspace: str) -> None:
-        self.paths: list[tuple[bytes, bool]] = []
-        self.tops: list[bytes] = []
-        self.dirs: list[bytes] = []
-        self.workspace = os.fsencode(workspace)
-        needed = [p for p in dict.fromkeys(paths) if not reachable(p, lease.uid, lease.gid)]
-        needed = [p for p in needed if not any(p != q and p.startswith(q + "/") for q in needed)]
-        for path in needed:
-            top = next(str(f) for f in reversed(Path(path).parents) if not _searchable(str(f), lease))
-            if not any(top == t or top.startswith(t + "/") for t in map(os.fsdecode, self.tops)):
-                self.tops = [t for t in self.tops if not os.fsdecode(t).startswith(top + "/")]
-                self.tops.append(os.fsencode(top))
-            self.paths.append((os.fsencode(path), os.path.isdir(path)))
-        for path, _ in self.paths:
-            folder = Path(os.fsdecode(path)).parent
-            chain = []
-            while os.fsencode(str(folder)) not in self.tops and str(folder) != "/":
-                chain.append(os.fsencode(str(folder)))
-                folder = folder.parent
-            self.dirs += [d for d in reversed(chain) if d not in self.dirs]
-        self.numbers = _SYSCALLS.get(os.uname().machine, {})
-        shown = ", ".join(os.fsdecode(p) for p, _ in self.paths)
-        self.step = (f"show {shown} to the jail id (uid {lease.uid}), which cannot reach them, in a mount namespace "
-                     f"(where none can be made, open the folders above them to others: chmod o+x "
-                     f"{', '.join(map(os.fsdecode, self.tops))}; or use a workspace and interpreter outside)")
-
-    def __bool__(self) -> bool:
-        return bool(self.paths)
-
-    def enter(self) -> None:
-        """In the child, as root: system calls only."""
-        _check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
-        _check(_mount(None, b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
-        trees = []
-        for path, _ in self.paths:
-            fd = _syscall(self.numbers["open_tree"], AT_FDCWD, path,
-                          OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
-            _check(0 if fd >= 0 else -1, "clone a mount of " + os.fsdecode(path))
-            trees.append(int(fd))
-        for top in self.tops:
-            _check(_mount(b"tmpfs", top, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "mount a tmpfs")
-        for folder in self.dirs:
-            try:
-                os.mkdir(folder, 0o755)
-            except FileExistsError:
-                pass
-            os.chmod(folder, 0o755)
-        for (path, is_dir), fd in zip(self.paths, trees):
-            if is_dir:
-                os.mkdir(path, 0o755)
-            else:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
-            _check(_syscall(self.numbers["move_mount"], fd, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH),
-                   "bind " + os.fsdecode(path))
-            os.close(fd)
-        os.chdir(self.workspace)
-
-
-def _searchable(folder: str, lease: Lease) -> bool:
-    try:
-        st = os.stat(folder)
-    except OSError:
-        return False
-    bit = 0o100 if st.st_uid == lease.uid else 0o010 if st.st_gid == lease.gid else 0o001
-    return bool(st.st_mode & bit)
 
 
 class LandlockTier:
@@ -251,7 +174,7 @@ class LandlockTier:
         self.tmp_base = tempfile.gettempdir()
         if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
             self.tmp_base = "/tmp"
-        self.reach = _Reach([workspace, *readonly], lease, workspace) if lease is not None else None
+        self.reach = Reach([workspace, *readonly], lease, workspace) if lease is not None else None
         denied = (*HOST_IPC, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
         self.program = (filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
                         if seccomp and seccomp_supported() else b"")
@@ -332,24 +255,24 @@ class LandlockTier:
                 if lease is not None:
                     step = "drop privileges to the jail id"
                     for cap in range(last_cap + 1):
-                        _check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
+                        check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
                     for fd in (1, 2):
                         give_pipe(fd, lease)
                     os.setgroups([])
                     os.setresgid(lease.gid, lease.gid, lease.gid)
                     os.setresuid(lease.uid, lease.uid, lease.uid)
                 step = "drop capabilities"
-                _check(_syscall(capset, cap_header, cap_data), "capset")
+                check(_syscall(capset, cap_header, cap_data), "capset")
                 step = "join a session keyring of its own"
-                _check(0 if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0 else -1, "keyctl")
-                _check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
+                check(0 if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0 else -1, "keyctl")
+                check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
                 step = "restrict itself with Landlock"
                 err = ll.restrict_self(ruleset)
                 if err:
                     raise OSError(err, os.strerror(err))
                 if fprog is not None:
                     step = "load the seccomp filter"
-                    _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+                    check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
             except OSError as exc:
                 os.write(status, f"{step}: {exc.strerror or exc}".encode(errors="replace"))
                 raise
@@ -380,12 +303,6 @@ class LandlockTier:
                                stderr=subprocess.DEVNULL, close_fds=True, check=False)
 
         return kill
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno() or errno.EPERM
-        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def _last_cap() -> int:
