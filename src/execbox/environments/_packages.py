@@ -14,31 +14,19 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from .._errors import ConfigurationError, EnvironmentSetupError
 from ._base import Environment
 from ._venv import Venv
 
-__all__ = ["missing_packages", "require_packages", "with_packages"]
+__all__ = ["PROBE_SOURCE", "missing_packages", "require_packages", "with_packages"]
 
 PROBE_TIMEOUT_S = 120
-# Which requirements are not satisfied, run by the environment's interpreter.
-_PROBE = """\
-import importlib.metadata as md, json, re, sys
-missing = []
-for req in json.loads(sys.argv[1]):
-    name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
-    spec = re.sub(r"^\\[[^\\]]*\\]", "", req[len(name):]).strip()  # extras are not checked
-    try:
-        have = md.version(name)
-        if spec:  # a version is checked where packaging is installed, else counts as missing
-            from packaging.specifiers import SpecifierSet
-            if not SpecifierSet(spec).contains(have, prereleases=True):
-                raise LookupError(have)
-    except Exception:
-        missing.append(req)
-print(json.dumps(missing))
-"""
+# The program that finds the missing requirements (see its docstring).
+PROBE_SOURCE = Path(__file__).with_name("_probe.py")
+# Its call here: the requirements are its first argument, as JSON.
+_PROBE_CALL = "\nimport json, sys\n__execbox_probe(json.loads(sys.argv[1]), '')\n"
 
 
 def with_packages(venv: Venv, packages: Sequence[str]) -> Venv:
@@ -56,7 +44,8 @@ def missing_packages(python: str, packages: Sequence[str]) -> list[str]:
     if not packages:
         return []
     try:
-        done = subprocess.run([python, "-c", _PROBE, json.dumps(list(packages))], capture_output=True,
+        probe = PROBE_SOURCE.read_text(encoding="utf-8") + _PROBE_CALL
+        done = subprocess.run([python, "-c", probe, json.dumps(list(packages))], capture_output=True,
                               text=True, timeout=PROBE_TIMEOUT_S)
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:

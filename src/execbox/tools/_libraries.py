@@ -15,12 +15,12 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from .._errors import EnvironmentSetupError
 from .._models import CodeBlock
 from ..backends import Executor
+from ..environments._packages import PROBE_SOURCE  # run where the code runs (see its docstring)
 
 __all__ = ["Gate", "Libraries", "PROBE_MARK", "PROBE_SOURCE", "Rejected", "probe_code", "requirement_key",
            "requirements"]
@@ -31,8 +31,6 @@ _REQUIREMENT = re.compile(
     r"(?P<extras>\[\s*[A-Za-z0-9._-]+(?:\s*,\s*[A-Za-z0-9._-]+)*\s*\])?\s*"
     rf"(?P<spec>{_OP}(?:\s*,\s*{_OP})*)?\s*$"
 )
-# The program that finds the missing requirements, run where the code runs (see its docstring).
-PROBE_SOURCE = Path(__file__).with_name("_probe.py")
 PROBE_MARK = "__execbox_missing__="
 
 

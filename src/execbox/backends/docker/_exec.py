@@ -19,169 +19,35 @@ read on the calling thread, so the interleaving survives.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .._output import Capture
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 from .._watch import FdWaiter, Output, watch_loop
 
-__all__ = ["IPC_SWEEP", "KILLER", "ContainerGone", "exec_output", "kill_leftovers", "memory_kills", "open_exec",
-           "run_exec"]
+__all__ = ["IPC_SWEEP_FILE", "KILLER_FILE", "WRAPPER_FILE", "ContainerGone", "exec_output", "kill_leftovers",
+           "memory_kills", "open_exec", "program", "run_exec"]
 
-# Before the block, when no other block runs (only init, the keep-alive and
-# the wrapper are there; a killed process not yet reaped does not count), it
-# empties what a block could leave outside the
-# workspace: /tmp, /dev/shm and /dev/mqueue (hidden names too), and SysV
-# shared memory, message queues and semaphores (IPC_SWEEP, started only when
-# /proc/sysvipc lists some; gVisor has no /proc/sysvipc: ``ipcs -u`` counts
-# them). Before, not after: a block that timed out or was cancelled is
-# killed with its wrapper, and the next one must not find its leftovers.
-# Then it runs "$@"; then, if anything besides init, the keep-alive and
-# itself is left in the container, the killer (which spares the wrapper,
-# its parent, so that the block's exit status survives; a fork it cannot
-# make at once, after a fork bomb, is tried again). Shell built-ins only,
-# unless something is there. python3 -I: the helpers must not import what
-# a block planted.
-WRAPPER = r"""
-alone() {
-    n=0
-    for p in /proc/[0-9]*; do
-        read -r stat 2>/dev/null <"$p/stat" || continue
-        case ${stat##*) } in Z*|X*) ;; *) n=$((n + 1)) ;; esac
-    done
-    [ $n -le 3 ]
-}
-ipc_left() {
-    if [ -r /proc/sysvipc/shm ]; then
-        for f in /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem; do
-            { read -r _ && read -r _; } <"$f" 2>/dev/null && return 0
-        done
-        return 1
-    fi
-    out=$(LC_ALL=C ipcs -u 2>/dev/null)
-    for zero in "allocated queues = 0" "segments allocated 0" "used arrays = 0"; do
-        case $out in *"$zero"*) ;; *) return 0 ;; esac
-    done
-    return 1
-}
-if alone; then
-    for d in /tmp /dev/shm /dev/mqueue; do
-        for f in "$d"/* "$d"/.[!.]* "$d"/..?*; do
-            if [ -e "$f" ] || [ -L "$f" ]; then
-                rm -rf "$d"/* "$d"/.[!.]* "$d"/..?* 2>/dev/null
-                break
-            fi
-        done
-    done
-    ipc_left && python3 -I -S -c "$EXECBOX_IPC_SWEEP" 2>/dev/null
-fi
-"$@"
-rc=$?
-if ! alone; then
-    for try in 1 2 3 4 5; do
-        python3 -I -c "$EXECBOX_KILLER" "$EXECBOX_RUN_TOKEN" $EXECBOX_LIVE_TOKENS 2>/dev/null && break
-        sleep 0.2 2>/dev/null
-    done
-fi
-exit $rc
-"""
-
-# Removes the SysV IPC objects the block user may remove (IPC_RMID; what
-# another user made stays). Linux lists them in /proc/sysvipc. gVisor has
-# no such files, and its SHM_INFO and MSG_INFO give no highest index (so
-# ``ipcrm --all`` misses them there): it numbers objects up from the last
-# one made, so a new private one tells where to look, and ids below it are
-# tried (IPC_STAT: its IPC_RMID of a missing id succeeds) until as many are
-# found as SHM_INFO, MSG_INFO and SEM_INFO count, or a bound is reached.
-IPC_SWEEP = r"""
-import ctypes, sys
-libc = ctypes.CDLL(None)
-buf = ctypes.create_string_buffer(512)
-IPC_PRIVATE, IPC_RMID, IPC_STAT, SHM_INFO, MSG_INFO, SEM_INFO = 0, 0, 2, 14, 12, 19
-kinds = {  # kind: (make one, control one, its INFO command, where the count in use lies in what it fills)
-    "shm": (lambda: libc.shmget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.shmctl(i, cmd, buf), SHM_INFO, 0),
-    "msg": (lambda: libc.msgget(IPC_PRIVATE, 0o600), lambda i, cmd: libc.msgctl(i, cmd, buf), MSG_INFO, 0),
-    "sem": (lambda: libc.semget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.semctl(i, 0, cmd, buf), SEM_INFO, 28),
-}
-for kind, (make, control, info, at) in kinds.items():
-    try:
-        with open("/proc/sysvipc/" + kind) as f:
-            listed = f.read().splitlines()[1:]
-    except OSError:
-        left = int.from_bytes(buf.raw[at:at + 4], sys.byteorder) if control(0, info) >= 0 else 0
-        if left <= 0:
-            continue
-        top = make()
-        if top >= 0:
-            control(top, IPC_RMID)
-        else:
-            top = 1 << 14
-        for i in range(top - 1, max(top - (1 << 14), 0) - 1, -1):
-            if control(i, IPC_STAT) == 0:
-                control(i, IPC_RMID)
-                left -= 1
-                if left <= 0:
-                    break
-        continue
-    for line in listed:
-        control(int(line.split()[1]), IPC_RMID)
-"""
-
-# argv: the block's token, then the tokens of the executor's other running
-# blocks. Kills what carries the block's token, orphans that carry no live
-# token (a forged one does not protect), and their descendants; spares
-# init, the keep-alive (init's oldest child), itself and its parent; kills
-# until nothing more is found.
-KILLER = r"""
-import os, signal, sys
-mark = b"EXECBOX_RUN_TOKEN=" + sys.argv[1].encode()
-live = {b"EXECBOX_RUN_TOKEN=" + t.encode() for t in sys.argv[2:]}
-for _ in range(100):
-    parent, born, doomed = {}, {}, set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, os.getpid(), os.getppid()):
-            continue
-        pid = int(name)
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            parent[pid], born[pid] = int(fields[1]), int(fields[19])
-        except (OSError, ValueError, IndexError):
-            continue
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            env = None
-        if env is not None and mark in env:
-            doomed.add(pid)
-        elif parent[pid] == 1 and (env is None or not live.intersection(env)):
-            doomed.add(pid)
-    adopted = [pid for pid in parent if parent[pid] == 1]
-    if adopted:
-        doomed.discard(min(adopted, key=lambda pid: (born[pid], pid)))  # the keep-alive
-    grew = True
-    while grew:
-        grew = False
-        for pid, ppid in parent.items():
-            if ppid in doomed and pid not in doomed:
-                doomed.add(pid)
-                grew = True
-    if not doomed:
-        break
-    for pid in doomed:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-"""
+# The programs run inside the container, beside this module (the container
+# does not see execbox's files: their texts go in the exec's argv and
+# environment): the block's wrapper, the killer and the SysV IPC sweep.
+WRAPPER_FILE, KILLER_FILE, IPC_SWEEP_FILE = "_wrapper.sh", "_killer.py", "_ipc_sweep.py"
 
 _HEADER = struct.Struct(">BxxxL")
 KILL_TIMEOUT_S = 5.0
+
+
+@functools.cache
+def program(name: str) -> str:
+    """The text of the in-container program ``name`` (a file beside this
+    module), read when first needed."""
+    return Path(__file__).with_name(name).read_text(encoding="utf-8")
 
 
 class ContainerGone(Exception):
@@ -212,10 +78,11 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
          kill_container: Callable[[], None], token: str, others: list[str], started: float) -> ProcessOutcome:
     import docker  # type: ignore[import-untyped]
 
-    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": KILLER, "EXECBOX_IPC_SWEEP": IPC_SWEEP,
-                   "EXECBOX_LIVE_TOKENS": " ".join(others)}
+    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": program(KILLER_FILE),
+                   "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE), "EXECBOX_LIVE_TOKENS": " ".join(others)}
     try:
-        exec_id, raw = open_exec(client, container_id, ["/bin/sh", "-c", WRAPPER, "execbox", *argv],
+        exec_id, raw = open_exec(client, container_id, ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox",
+                                                                  *argv],
                                  environment=environment, workdir=workdir)
     except docker.errors.NotFound as exc:
         raise ContainerGone(str(exc.explanation or exc)) from None
@@ -314,7 +181,8 @@ def _kill_block(client: Any, container_id: str, tokens: list[str], kill_containe
     ones), given KILL_TIMEOUT_S; when it cannot start (no pid left, no
     python3), fails or hangs, the container is killed."""
     try:
-        exec_id, raw = open_exec(client, container_id, ["python3", "-I", "-c", KILLER, *tokens], workdir="/")
+        exec_id, raw = open_exec(client, container_id, ["python3", "-I", "-c", program(KILLER_FILE), *tokens],
+                                 workdir="/")
         raw.settimeout(KILL_TIMEOUT_S)
         try:
             while raw.recv(1 << 16):

@@ -42,7 +42,7 @@ from ._docker_server import DockerJupyterServer
 from ._servers import LocalJupyterServer
 from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ._kernel import LocalKernel
-from ._kernel_setup import KERNEL_SETUP, OUTPUT_CAP, SHELL_HELPER
+from ._kernel_setup import setup_code, shell_code
 from .._result import Outcome
 from ._sandboxed import JailSettings, SandboxKernel
 from ._warm import warm_pool
@@ -182,10 +182,8 @@ class JupyterExecutor(Executor):
         self._kernel = kernel
 
     def _setup_code(self, kernel: Kernel) -> str:
-        setup = KERNEL_SETUP + OUTPUT_CAP.replace("LIMIT", str(self.limits.max_output_bytes + (64 << 10)))
-        if isinstance(kernel, GatewayKernel) and kernel.shares_files:  # a server's kernel starts in its folder
-            return f"{setup}\nimport os as __execbox_os\n__execbox_os.chdir({str(self.workspace.path)!r})\n"
-        return setup
+        shares = isinstance(kernel, GatewayKernel) and kernel.shares_files  # a server's kernel starts in its folder
+        return setup_code(self.limits.max_output_bytes + (64 << 10), str(self.workspace.path) if shares else None)
 
     def _new_kernel(self, python: str) -> Kernel:
         cwd = str(self.workspace.path)
@@ -225,7 +223,7 @@ class JupyterExecutor(Executor):
             # the block's file where the kernel sees our files, else its text
             shared = not isinstance(self._kernel, GatewayKernel) or self._kernel.shares_files
             argv = [language.name, code_path] if shared else [language.name, "-c", code]
-            code = f"{SHELL_HELPER}\n__execbox_rc = __execbox_shell({argv!r})\n"
+            code = shell_code(argv)
             expressions = {"rc": "__execbox_rc"}
         with self._cell_lock:
             kernel = self._kernel

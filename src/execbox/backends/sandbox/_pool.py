@@ -1,5 +1,5 @@
 """The sandbox's warm pool, host side: one long-lived jail per executor
-holding a zygote interpreter (see ``_zygote.py``), the units it makes ahead
+holding a zygote interpreter (see ``_zygote/zygote.py``), the units it makes ahead
 of demand, and the run of one block in one of them.
 
 The host asks the zygote for units over a SOCK_SEQPACKET pair (``unit``,
@@ -35,8 +35,10 @@ from ._jail import spawn_kept
 
 __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
 
-ZYGOTE_SOURCE = Path(__file__).with_name("_zygote.py")
-ZYGOTE_INSIDE = "/.execbox-zygote.py"
+# The zygote's folder (its program and what it reads), bound read-only at
+# ZYGOTE_INSIDE in the jail.
+ZYGOTE_SOURCE = Path(__file__).with_name("_zygote")
+ZYGOTE_INSIDE = "/.execbox-zygote"
 START_TIMEOUT_S = 120.0
 KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel)
 
@@ -44,7 +46,7 @@ KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel
 class ZygotePool:
     """A zygote in a jail and the units it made ahead of demand.
 
-    ``prefix`` is bwrap with its options (the zygote file bound at
+    ``prefix`` is bwrap with its options (the zygote's folder bound at
     ZYGOTE_INSIDE); ``config`` what every block shares; ``make_cgroup`` makes
     the cgroup of one future block (None: no cgroups here)."""
 
@@ -82,7 +84,7 @@ class ZygotePool:
         setenv: list[str] = []
         for key, value in self.env.items():
             setenv += ["--setenv", key, value]
-        argv = [*self.prefix, *setenv, "--", self.python, ZYGOTE_INSIDE, str(theirs.fileno()),
+        argv = [*self.prefix, *setenv, "--", self.python, ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno()),
                 json.dumps(self.config)]
         try:
             self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,

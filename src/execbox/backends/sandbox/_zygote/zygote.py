@@ -1,6 +1,6 @@
 """The sandbox pool's zygote: runs INSIDE the bubblewrap jail, standard
-library only (the jail does not see the execbox package; this file is bound
-in and run as a script).
+library only (the jail does not see the execbox package; this file's folder is
+bound in, and this file run as a script).
 
 Start-up: enter a user namespace of its own (nested in the jail's; in it
 the zygote may make namespaces), import the ``preload`` modules, become PID 1
@@ -10,20 +10,18 @@ cgroup.procs files of the cgroups made for it), make a *unit* and send its
 two sockets back. A unit is made ahead of its block: fresh mount (a private
 /tmp) and PID namespaces; in them an init (PID 1) and the code process
 (PID 2), already in the block's cgroups, every capability dropped,
-no_new_privs, rlimits and the seccomp filter set, warmed up, waiting. The host sends the block straight to the code process (a JSON
-request with the status socket, stdout and stderr), which runs the Python
-file in this warm interpreter or execs the program, and the status socket to
+no_new_privs, rlimits and the seccomp filter set, warmed up, waiting. The
+host sends the block straight to the code process (a JSON request with the
+status socket, stdout and stderr), which runs the Python file in this warm
+interpreter (``run_file.py``) or execs the program, and the status socket to
 the init. Whoever sees the end first reports ``exit N`` on the status socket
 (the code process itself, after a Python file; else the init); the init then
 leaves, which kills everything left in the namespace. ``kill`` on the status
 socket (or the host closing it) makes the init leave at once.
 """
 
-import atexit
-import builtins
 import ctypes
 import gc
-import importlib.machinery
 import json
 import os
 import resource
@@ -31,8 +29,10 @@ import select
 import signal
 import socket
 import sys
-import threading
-import types
+
+from run_file import run_python_file  # beside this file
+
+del sys.modules["run_file"]  # a block's own module of that name is not shadowed
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 4, 38, 22, 24
@@ -141,75 +141,9 @@ class Privileges:
             check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0), "seccomp")
 
 
-def run_python_file(path, argv):
-    """What ``python path`` does with an already-started interpreter."""
-    full = os.path.abspath(path)
-    sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(full)
-    main = types.ModuleType("__main__")
-    main.__file__ = full
-    main.__builtins__ = builtins
-    main.__cached__ = None
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", full)
-    sys.modules["__main__"] = main
-    code = 0
-    try:
-        try:
-            with open(full, "rb") as handle:
-                source = handle.read()
-            compiled = compile(source, full, "exec", dont_inherit=True)
-        except BaseException as exc:  # report it as the interpreter would: no frame of ours
-            exc.__traceback__ = None
-            raise
-        exec(compiled, main.__dict__)
-    except SystemExit as exc:
-        code = exit_code_of(exc)
-    except BaseException as exc:
-        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # without this runner's frame
-        if isinstance(exc, KeyboardInterrupt):
-            code = -signal.SIGINT
-        else:
-            code = 1
-    try:
-        threading._shutdown()
-    except BaseException:
-        pass
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            code = code or 120
-    if code < 0:  # die of the signal, as the interpreter does after a KeyboardInterrupt
-        sys.stdout.flush()
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
-
-
-def exit_code_of(exc):
-    value = exc.code
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    try:
-        print(value, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
-
-
-WARM_UP = """
-import os, sys, json
-def f(x, *args, **kwargs):
-    return [str(i) + repr(x) for i in range(3)], {"a": 1.5}, (lambda y: y)(args)
-class C:
-    pass
-json.loads('{"argv": ["/x", "y.py"], "inproc": true}')
-print(f"{f(1)!r}", file=OUT)
-"""
+# The sample warm_up compiles and runs, beside this file; its text, read once.
+WARM_UP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_up.py")
+warm_up_source = []
 
 
 def warm_up():
@@ -217,8 +151,11 @@ def warm_up():
     first use initialises state (~2 ms); in a code process waiting for its
     block, the page faults of a fork's first compile, run and print (~1.5 ms)
     then happen before the block, not during it."""
+    if not warm_up_source:  # in the zygote, before its first fork
+        with open(WARM_UP) as handle:
+            warm_up_source.append(handle.read())
     with open(os.devnull, "w") as out:
-        exec(compile(WARM_UP, "<warm-up>", "exec", dont_inherit=True), {"OUT": out})
+        exec(compile(warm_up_source[0], "<warm-up>", "exec", dont_inherit=True), {"OUT": out})
 
 
 def code_main(sock, cgroup_fds, config):

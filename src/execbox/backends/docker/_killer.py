@@ -1,0 +1,63 @@
+"""The in-container killer: kills what a block left behind in its container.
+
+Run inside the container by ``python3 -I -c <this file's text> TOKEN
+[LIVE...]`` (from ``_wrapper.sh``, or on its own exec after a timeout or a
+cancel): the container does not see execbox's files. Standard library only;
+any Python 3 the image has.
+
+argv: the block's token, then the tokens of the executor's other running
+blocks. Kills what carries the block's token, orphans that carry no live
+token (a forged one does not protect), and their descendants; spares init,
+the keep-alive (init's oldest child), itself and its parent; kills until
+nothing more is found.
+"""
+
+import os
+import signal
+import sys
+
+
+def main(argv):
+    mark = b"EXECBOX_RUN_TOKEN=" + argv[0].encode()
+    live = {b"EXECBOX_RUN_TOKEN=" + t.encode() for t in argv[1:]}
+    for _ in range(100):
+        parent, born, doomed = {}, {}, set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (1, os.getpid(), os.getppid()):
+                continue
+            pid = int(name)
+            try:
+                with open("/proc/" + name + "/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                parent[pid], born[pid] = int(fields[1]), int(fields[19])
+            except (OSError, ValueError, IndexError):
+                continue
+            try:
+                with open("/proc/" + name + "/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                env = None
+            if (env is not None and mark in env) or (
+                    parent[pid] == 1 and (env is None or not live.intersection(env))):
+                doomed.add(pid)
+        adopted = [pid for pid in parent if parent[pid] == 1]
+        if adopted:
+            doomed.discard(min(adopted, key=lambda pid: (born[pid], pid)))  # the keep-alive
+        grew = True
+        while grew:
+            grew = False
+            for pid, ppid in parent.items():
+                if ppid in doomed and pid not in doomed:
+                    doomed.add(pid)
+                    grew = True
+        if not doomed:
+            break
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
