@@ -5,7 +5,7 @@ import execbox
 EXPECTED = {
     "LANGUAGES", "BackendUnavailableError", "BlockResult", "Capabilities", "CodeBlock",
     "ConfigurationError", "Display", "DockerExecutor", "DockerJupyterServer", "DockerPython", "Environment", "EnvironmentSetupError", "ErrorInfo",
-    "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "Language",
+    "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "ImageMissingError", "Language",
     "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
     "UnenforcedLimitWarning", "Venv", "WeakerIsolationWarning", "Workspace", "WorkspaceError", "__version__",
     "backend_names", "canonical_language", "create_executor", "default_executor", "executor_from_config",

@@ -2,41 +2,47 @@
 engine's failures translated into execbox errors that say what to do.
 
 Everything that talks to Docker (the docker backend, image builds, the
-Docker-hosted Jupyter server) gets its client here.
+Docker-hosted Jupyter server, papers) gets its client here, and this is the
+one module that knows the Docker SDK's exceptions: the others wrap their
+calls in ``engine_errors`` (as httpx maps httpcore's), so that
+
+- an engine that does not answer (no socket, a refused or dropped
+  connection) is a ``BackendUnavailableError`` naming DOCKER_HOST;
+- a missing image is an ``ImageMissingError`` (when the call names one);
+- a container (or exec) that is gone or no longer running is what the
+  caller makes of it (``gone=``: start a new container, nothing to stop);
+- any other refusal is the caller's error (a ``BackendUnavailableError``
+  by default) with what was being done and the engine's explanation.
+
+``kill_container`` stops a container whatever state it is in, and warns,
+rather than raises, when the engine will not: it runs in ``close()``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ._errors import BackendUnavailableError, ConfigurationError
+from ._errors import BackendUnavailableError, ConfigurationError, ExecboxError, ImageMissingError
 
 __all__ = [
-    "ImageMissingError",
     "docker_client",
     "engine_address",
+    "engine_errors",
     "ensure_image",
     "image_exists",
+    "is_gone",
+    "kill_container",
+    "unreachable",
 ]
 
 _clients: dict[str, Any] = {}
 _lock = threading.Lock()
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
-
-
-class ImageMissingError(BackendUnavailableError):
-    """An image is not in the engine's store and could not be pulled."""
-
-    def __init__(self, image: str, detail: str) -> None:
-        self.image = image
-        BackendUnavailableError.__init__(
-            self, "docker",
-            f"image {image!r} is not available locally and could not be pulled ({detail}): build it "
-            "with `execbox images build` (the base image, or --package/--requirements/--dockerfile for "
-            "one with your packages) and pass the tag it prints",
-        )
 
 
 def engine_address() -> str:
@@ -74,6 +80,75 @@ def unreachable(address: str, exc: BaseException) -> BackendUnavailableError:
     )
 
 
+@contextmanager
+def engine_errors(doing: str, *, image: str | None = None, gone: Callable[[str], Exception] | None = None,
+                  error: Callable[[str], ExecboxError] | None = None) -> Iterator[None]:
+    """Run Docker SDK calls; their failures leave as execbox's (module
+    docstring). ``doing``: what the calls were for, to start the message;
+    ``image``: the image they use (its absence: ``ImageMissingError``);
+    ``gone``: made from the engine's words when the container or exec is
+    gone or not running; ``error``: made from them for any other refusal."""
+    try:
+        yield
+    except ExecboxError:
+        raise
+    except Exception as exc:
+        import docker  # type: ignore[import-untyped]
+
+        if not _from_engine(exc):
+            raise
+        text = _short(exc)
+        if not isinstance(exc, docker.errors.APIError):
+            raise unreachable(engine_address(), exc) from None
+        if image is not None and isinstance(exc, docker.errors.ImageNotFound):
+            raise ImageMissingError(image, text) from None
+        if gone is not None and is_gone(exc):
+            raise gone(text) from None
+        raise (error(text) if error is not None else BackendUnavailableError("docker", f"{doing}: {text}")) from None
+
+
+def is_gone(exc: BaseException) -> bool:
+    """The engine said that what a call named (a container, an exec, an
+    image) is not there (404), or not running (409)."""
+    import docker  # type: ignore[import-untyped]
+
+    if not isinstance(exc, docker.errors.APIError):
+        return False
+    text = str(exc.explanation or exc)
+    return (isinstance(exc, docker.errors.NotFound) or exc.status_code == 409 or "is not running" in text
+            or "No such container" in text)
+
+
+def kill_container(client: Any, container_id: str, wait_s: float = 30.0) -> None:
+    """Kill a container and wait until it no longer runs. Gone or stopped
+    already is done; an engine that refuses, or does not answer, is a
+    warning that names the container to remove: this runs in ``close()``,
+    which must finish (the workspace, the other resources) all the same."""
+    try:
+        client.api.kill(container_id)
+    except Exception as exc:
+        if not _from_engine(exc):
+            raise
+        if not is_gone(exc):
+            warnings.warn(f"docker: container {container_id[:12]} could not be killed ({_short(exc)}); it may "
+                          f"still run: remove it with `docker rm -f {container_id[:12]}`", UserWarning,
+                          stacklevel=2)
+        return
+    try:
+        client.api.wait(container_id, timeout=wait_s, condition="not-running")
+    except Exception:  # noqa: BLE001 - killed: the wait may race its removal (auto_remove)
+        pass
+
+
+def _from_engine(exc: BaseException) -> bool:
+    """An exception of the Docker SDK, or of the HTTP client under it (a
+    refused or dropped connection, a read timeout)."""
+    import docker  # type: ignore[import-untyped]
+    import requests
+
+    return isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException))
+
+
 def image_exists(client: Any, image: str) -> bool:
     import docker  # type: ignore[import-untyped]
 
@@ -97,6 +172,10 @@ def ensure_image(client: Any, image: str) -> None:
         client.images.pull(image)
     except docker.errors.DockerException as exc:
         raise ImageMissingError(image, _short(exc)) from None
+    except Exception as exc:  # the engine dropped the connection
+        if not _from_engine(exc):
+            raise
+        raise unreachable(engine_address(), exc) from None
 
 
 def _short(exc: BaseException) -> str:

@@ -11,12 +11,14 @@ calls::
      │    └── PathEscapeError      a path leads outside the workspace
      ├── EnvironmentSetupError     a Python environment could not be made
      ├── BackendUnavailableError   a backend's component is missing or down
+     │    └── ImageMissingError    a Docker image is not in the engine and cannot be pulled
      ├── ModelError                the model server failed or refused a request
      ├── CatalogError              a paper catalog failed (unreachable, refused, bad answer)
      │    └── PaperNotFoundError   the catalog has no paper with that arXiv id
      └── ExecutorClosedError       the executor was used after close()
 
-Every message names what to change.
+Every message names what to change. The Docker SDK's exceptions never reach
+the caller: ``_docker_engine.engine_errors`` translates them.
 
 A warning, not an error: ``WeakerIsolationWarning`` (a ``UserWarning``) when
 the sandbox runs blocks in its weaker tier (Landlock, no namespaces).
@@ -31,6 +33,7 @@ __all__ = [
     "EnvironmentSetupError",
     "ExecboxError",
     "ExecutorClosedError",
+    "ImageMissingError",
     "ModelError",
     "NoCodeBlocksError",
     "PaperNotFoundError",
@@ -77,6 +80,21 @@ class BackendUnavailableError(ExecboxError):
     def __init__(self, backend: str, message: str) -> None:
         self.backend = backend
         super().__init__(f"{backend} backend unavailable: {message}")
+
+
+class ImageMissingError(BackendUnavailableError):
+    """A Docker image is not in the engine's store and could not be pulled
+    (raised where an image is made ready: DockerExecutor, DockerPython,
+    DockerJupyterServer, image builds FROM it)."""
+
+    def __init__(self, image: str, detail: str) -> None:
+        self.image = image
+        super().__init__(
+            "docker",
+            f"image {image!r} is not available locally and could not be pulled ({detail}): build it "
+            "with `execbox images build` (the base image, or --package/--requirements/--dockerfile for "
+            "one with your packages) and pass the tag it prints",
+        )
 
 
 class ExecutorClosedError(ExecboxError):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._docker_engine import docker_client, image_exists
+from .._docker_engine import docker_client, engine_errors, image_exists
 from .._errors import ConfigurationError, EnvironmentSetupError
 from ..environments._venv import cache_dir
 from ._rootfs import build_base
@@ -124,8 +124,11 @@ def _package_context(client: Any, spec: ImageSpec, context: Path, show: Progress
 
 def _image_python(client: Any, image: str) -> str:
     """The version of the image's python3 (major.minor.micro)."""
-    out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                remove=True, network_mode="none")
+    with engine_errors(f"the Python version of {image} could not be read", image=image,
+                       error=lambda text: EnvironmentSetupError(f"the Python version of {image} could not be "
+                                                                f"read (does it have python3?): {text}")):
+        out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                    remove=True, network_mode="none")
     return out.decode().strip()
 
 
@@ -147,12 +150,11 @@ def _download(args: list[str], dest: Path, version: str) -> None:
 
 
 def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: ImageSpec, show: Progress) -> None:
-    import docker  # type: ignore[import-untyped]
-
     labels = {LABEL_KIND: "custom" if spec.dockerfile else spec.kind,
               LABEL_SPEC: json.dumps(_summary(spec), sort_keys=True)}
     tail: list[str] = []
-    try:
+    with engine_errors(f"docker build of {tag}",
+                       error=lambda text: EnvironmentSetupError(f"docker build of {tag} failed: {text}")):
         for chunk in client.api.build(path=folder, dockerfile=dockerfile, tag=tag, rm=True, forcerm=True,
                                       network_mode="none", pull=False, labels=labels, decode=True,
                                       buildargs=dict(spec.build_args) or None):
@@ -169,8 +171,6 @@ def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: Ima
                 tail = (tail + [line])[-15:]
                 if line.startswith("Step "):
                     show(line)
-    except docker.errors.APIError as exc:
-        raise EnvironmentSetupError(f"docker build of {tag} failed: {exc.explanation or exc}") from None
 
 
 def _summary(spec: ImageSpec) -> dict[str, Any]:

@@ -28,7 +28,7 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = False) -> str:
     """Build the base image unless its tag exists; return the tag."""
-    from .._docker_engine import image_exists
+    from .._docker_engine import engine_errors, image_exists
 
     tag = base_tag()
     if not rebuild and image_exists(client, tag):
@@ -67,8 +67,10 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
         tar = subprocess.Popen(["tar", "-C", rootfs, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         try:
             assert tar.stdout is not None
-            client.api.import_image(src=tar.stdout, repository=repository, tag=version,
-                                    changes=changes, stream_src=True)
+            with engine_errors(f"importing {tag}",
+                               error=lambda text: EnvironmentSetupError(f"importing {tag} failed: {text}")):
+                client.api.import_image(src=tar.stdout, repository=repository, tag=version,
+                                        changes=changes, stream_src=True)
         finally:
             tar.stdout.close() if tar.stdout else None
             tar.wait()

@@ -17,8 +17,8 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..._docker_engine import docker_client, ensure_image, unreachable, engine_address
-from ..._errors import BackendUnavailableError, ConfigurationError, WorkspaceError
+from ..._docker_engine import docker_client, engine_errors, ensure_image, is_gone, kill_container
+from ..._errors import BackendUnavailableError, ConfigurationError, ImageMissingError, WorkspaceError
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
@@ -170,8 +170,6 @@ class DockerExecutor(Executor):
         track(self)
 
     def _start_container(self) -> None:
-        import docker  # type: ignore[import-untyped]
-
         env = {**BASE_ENV, **self._passed_env(), **self.env}
         settings = container_settings(
             image=self._image or "", workspace=str(self.workspace.path), limits=self.limits,
@@ -183,20 +181,21 @@ class DockerExecutor(Executor):
         settings = merge_overrides(settings, self.container_create_kwargs)
         self._make_matplotlib_folder()
         try:
-            container = self._client.containers.run(**settings)
-        except docker.errors.ImageNotFound:
-            ensure_image(self._client, settings["image"])  # raises the "build it" error
-            container = self._client.containers.run(**settings)
-        except docker.errors.APIError as exc:
-            raise BackendUnavailableError("docker", _explain_start(exc, self.runtime)) from None
-        except docker.errors.DockerException as exc:
-            raise unreachable(engine_address(), exc) from None
+            container = self._run_container(settings)
+        except ImageMissingError:
+            ensure_image(self._client, settings["image"])  # pulls it, or raises the "build it" error
+            container = self._run_container(settings)
         self._container_id = container.id
         self._oom_seen = 0
         image_id = container.attrs["Image"]  # (container.image would ask the engine again)
         if image_id not in _programs:
             _programs[image_id] = frozenset(exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE]).split())
         _programs[self._image or ""] = _programs[image_id]
+
+    def _run_container(self, settings: dict[str, Any]) -> Any:
+        with engine_errors("the container could not be started", image=settings["image"],
+                           error=lambda text: BackendUnavailableError("docker", _explain_start(text, self.runtime))):
+            return self._client.containers.run(**settings)
 
     def _make_matplotlib_folder(self) -> None:
         """MPLCONFIGDIR, made and handed over by descriptor: a block may
@@ -217,19 +216,9 @@ class DockerExecutor(Executor):
         self._kill_container(container_id)
 
     def _kill_container(self, container_id: str) -> None:
-        """Kill the container and wait until it no longer runs."""
-        import docker  # type: ignore[import-untyped]
-
-        try:
-            self._client.api.kill(container_id)
-            self._client.api.wait(container_id, timeout=30, condition="not-running")
-        except docker.errors.NotFound:
-            pass  # already gone (auto_remove)
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: not running
-                raise
-        except Exception:  # noqa: BLE001 - the wait may race the removal
-            pass
+        """Kill the container and wait until it no longer runs (gone
+        already is fine; an engine that will not: a warning)."""
+        kill_container(self._client, container_id)
 
     def _passed_env(self) -> dict[str, str]:
         found = {name: os.environ[name] for name in self.pass_env if name in os.environ}
@@ -315,9 +304,7 @@ class DockerExecutor(Executor):
         try:
             self._client.api.wait(container_id, timeout=0.5, condition="not-running")
         except Exception as exc:  # noqa: BLE001 - a read timeout: it still runs
-            import docker  # type: ignore[import-untyped]
-
-            return not isinstance(exc, docker.errors.NotFound)
+            return not is_gone(exc)
         return False
 
 
@@ -327,8 +314,7 @@ def _could_not_fork(outcome: Any) -> bool:
                                                    outcome.capture.combined.text()) is not None
 
 
-def _explain_start(exc: Any, runtime: str | None) -> str:
-    text = str(exc.explanation or exc)
+def _explain_start(text: str, runtime: str | None) -> str:
     if runtime and "runtime" in text.lower():
         return (f"the engine has no runtime {runtime!r} ({text}): register it in the daemon's "
                 "configuration (scripts/docker-engine.sh registers runsc), or leave runtime unset")

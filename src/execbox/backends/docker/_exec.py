@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..._docker_engine import engine_errors
+from ..._errors import BackendUnavailableError
 from .._output import Capture
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 from .._watch import FdWaiter, Output, watch_loop
@@ -76,21 +78,12 @@ def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[s
 def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str], workdir: str,
          timeout_s: float, output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
          kill_container: Callable[[], None], token: str, others: list[str], started: float) -> ProcessOutcome:
-    import docker  # type: ignore[import-untyped]
-
     environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": program(KILLER_FILE),
                    "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE), "EXECBOX_LIVE_TOKENS": " ".join(others)}
-    try:
+    with engine_errors("the block could not be started in the container", gone=ContainerGone):
         exec_id, raw = open_exec(client, container_id, ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox",
                                                                   *argv],
                                  environment=environment, workdir=workdir)
-    except docker.errors.NotFound as exc:
-        raise ContainerGone(str(exc.explanation or exc)) from None
-    except docker.errors.APIError as exc:
-        text = str(exc.explanation or exc)
-        if exc.status_code == 409 or "is not running" in text or "No such container" in text:
-            raise ContainerGone(text) from None
-        raise
     try:
         capture, timed_out, cancelled = _read_frames(
             raw, deadline=started + timeout_s, output_limit=output_limit, cancel=cancel, on_output=on_output,
@@ -98,8 +91,9 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
     finally:
         raw.close()
     try:
-        code = client.api.exec_inspect(exec_id).get("ExitCode")
-    except docker.errors.APIError:
+        with engine_errors("the block's exit status could not be read", gone=ContainerGone):
+            code = client.api.exec_inspect(exec_id).get("ExitCode")
+    except (ContainerGone, BackendUnavailableError):
         code = None
     if code is None:
         code = 137  # the container went away under it

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._docker_engine import docker_client, ensure_image, unreachable, engine_address
+from ..._docker_engine import docker_client, engine_errors, ensure_image
 from ..._errors import BackendUnavailableError, ExecboxError
 from ..._models import Limits
 from ...images import ImageSpec, build_image
@@ -107,8 +107,6 @@ class DockerJupyterServer:
         return None if self._container is None else self._container.id
 
     def start(self) -> DockerJupyterServer:
-        import docker  # type: ignore[import-untyped]
-
         if self._container is not None:
             return self
         client = docker_client()
@@ -123,27 +121,25 @@ class DockerJupyterServer:
                             cpus=self.limits.cpus, tmp_size_mb=256, auto_remove=self.auto_remove,
                             runtime=self.runtime, name=self.container_name, labels={})
         settings["environment"] = {**self.docker_env, "TOKEN": self.token}
-        if self.limits.network:  # the default bridge, the port published on loopback only
-            settings["ports"] = {f"{PORT}/tcp": ("127.0.0.1", None)}
-        else:  # a network of its own with no way out; reached at its address
-            self._network = client.networks.create(
-                f"execbox-jupyter-{secrets.token_hex(6)}", driver="bridge", internal=True,
-                labels={LABEL_OWNER: owner_label()})
-            settings["network"] = self._network.name
         try:
-            self._container = client.containers.run(**settings)
-            self._container.reload()
-            if self.limits.network:
-                self.host, self.port = "127.0.0.1", int(self._container.ports[f"{PORT}/tcp"][0]["HostPort"])
-            else:
-                networks = self._container.attrs["NetworkSettings"]["Networks"]
-                self.host, self.port = networks[self._network.name]["IPAddress"], PORT
-        except docker.errors.APIError as exc:
-            self.stop()
-            raise BackendUnavailableError("docker", f"the Jupyter container could not start: "
-                                          f"{exc.explanation or exc}") from None
-        except docker.errors.DockerException as exc:
-            raise unreachable(engine_address(), exc) from None
+            with engine_errors("the Jupyter container could not start"):
+                if self.limits.network:  # the default bridge, the port published on loopback only
+                    settings["ports"] = {f"{PORT}/tcp": ("127.0.0.1", None)}
+                else:  # a network of its own with no way out; reached at its address
+                    self._network = client.networks.create(
+                        f"execbox-jupyter-{secrets.token_hex(6)}", driver="bridge", internal=True,
+                        labels={LABEL_OWNER: owner_label()})
+                    settings["network"] = self._network.name
+                self._container = client.containers.run(**settings)
+                self._container.reload()
+                if self.limits.network:
+                    self.host, self.port = "127.0.0.1", int(self._container.ports[f"{PORT}/tcp"][0]["HostPort"])
+                else:
+                    networks = self._container.attrs["NetworkSettings"]["Networks"]
+                    self.host, self.port = networks[self._network.name]["IPAddress"], PORT
+        except BackendUnavailableError:
+            self.stop()  # what was made (the network) goes
+            raise
         track(self)
         self._wait_ready()
         return self
