@@ -7,6 +7,12 @@ the base class owns language policies, filenames, the workspace change
 report, aggregation, sync/async parity, cancellation and the
 context-manager protocol.
 
+A backend that runs a Python environment of its own keeps it in
+``_environment`` (read as ``environment``) and checks one with
+``_checked_environment``; one that can grow it says so in
+``can_add_libraries`` and grows it in ``_with_libraries``. Callers (the
+Python tool, ``functions=``) ask these, never the backend's class.
+
 Code files of blocks without a filename get random names: with predictable
 ones, a folder planted at the next name by one block made every later block
 fail. ``keep_code_files=False`` removes each one once its block has run (the
