@@ -29,15 +29,16 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._codec import VERSION, encode_options
-from .._errors import ConfigurationError, ExecutorClosedError, NoCodeBlocksError, PathEscapeError, WorkspaceError
+from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
+from ._blocks import aggregate, as_blocks, failed_block
 from ._process import Cancellation, OutputCallback
 from ._result import Outcome
 from .._workspace import INTERNAL_DIR, Workspace
@@ -233,7 +234,7 @@ class Executor(ABC):
         """Run blocks in order, stopping at the first failure.
 
         ``on_output(stream, text)`` receives output as it is printed."""
-        todo = _as_blocks(blocks)
+        todo = as_blocks(blocks)
         cancel = Cancellation()
         try:
             return self._run_blocks(todo, cancel, on_output)
@@ -243,7 +244,7 @@ class Executor(ABC):
     async def arun(self, blocks: CodeBlock | Sequence[CodeBlock], *,
                    on_output: Callable[[str, str], None] | None = None) -> ExecutionResult:
         """``run`` for asyncio. Cancelling the task kills what the block started."""
-        todo = _as_blocks(blocks)
+        todo = as_blocks(blocks)
         cancel = Cancellation()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ExecutionResult] = loop.create_future()
@@ -291,7 +292,7 @@ class Executor(ABC):
                     break
             after = self.workspace.snapshot(clear_setid=True)  # no set-ID program left for the host
             changed = [p for p in Workspace.changes(before, after) if p not in written]
-            return _aggregate(results, changed, written, time.monotonic() - started, self.name,
+            return aggregate(results, changed, written, time.monotonic() - started, self.name,
                               files_truncated=not (before.complete and after.complete))
         finally:
             with self._state_lock:
@@ -302,12 +303,12 @@ class Executor(ABC):
         common: dict[str, Any] = {"index": index, "language_inferred": block.language_inferred}
         lang = find_language(block.language)
         if lang is None or (self.policies[lang.name] == "execute" and lang.name not in self.capabilities.languages):
-            return _failed(common, block.language.strip().lower() or "(none)", "UnsupportedLanguage",
+            return failed_block(common, block.language.strip().lower() or "(none)", "UnsupportedLanguage",
                            self._unsupported(block.language, lang))
         common["language"] = lang.name
         policy = self.policies[lang.name]
         if policy == "refuse":
-            return _failed(common, lang.name, "RefusedLanguage",
+            return failed_block(common, lang.name, "RefusedLanguage",
                            f"{lang.name} blocks are refused by this executor's execution_policies; "
                            f"set execution_policies={{'{lang.name}': 'execute'}} to run them")
         code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
@@ -320,7 +321,7 @@ class Executor(ABC):
                 self._write_internal(relative, code)
         except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
             name = "PathEscape" if isinstance(exc, PathEscapeError) else "CannotSave"
-            return _failed(common, lang.name, name, f"cannot save the block: {exc}")
+            return failed_block(common, lang.name, name, f"cannot save the block: {exc}")
         written.append(relative)
         common["code_file"] = relative
         if policy == "save":
@@ -376,48 +377,6 @@ class Executor(ABC):
             "(use the sandbox or docker backend to enforce them)",
             UnenforcedLimitWarning, stacklevel=4,
         )
-
-
-def _failed(common: dict[str, Any], language: str, name: str, message: str) -> BlockResult:
-    fields = {"language": language, **common}
-    return BlockResult(**fields, status="unsupported" if name == "UnsupportedLanguage" else "failed",
-                       exit_code=1, output=message + "\n", stderr=message + "\n",
-                       error=ErrorInfo(name, message))
-
-
-def _as_blocks(blocks: CodeBlock | Iterable[CodeBlock]) -> list[CodeBlock]:
-    todo = [blocks] if isinstance(blocks, CodeBlock) else list(blocks)
-    if not todo:
-        raise NoCodeBlocksError(
-            "no code blocks to run: pass at least one CodeBlock (extract_code_blocks() "
-            "returned none? the message may have no closed ``` fence)"
-        )
-    for block in todo:
-        if not isinstance(block, CodeBlock):
-            raise NoCodeBlocksError(f"run() takes CodeBlock objects, not {type(block).__name__}")
-    return todo
-
-
-def _aggregate(results: list[BlockResult], files: list[str], written: list[str],
-               duration: float, backend: str, *, files_truncated: bool) -> ExecutionResult:
-    last = results[-1]
-    failed = next((r for r in results if r.error is not None), None)
-    return ExecutionResult(
-        exit_code=last.exit_code,
-        output="".join(r.output for r in results),
-        stdout="".join(r.stdout for r in results),
-        stderr="".join(r.stderr for r in results),
-        error=failed.error if failed else None,
-        displays=tuple(d for r in results for d in r.displays),
-        files=tuple(files),
-        files_truncated=files_truncated,
-        code_files=tuple(written),
-        duration_s=duration,
-        timed_out=any(r.timed_out for r in results),
-        truncated=any(r.truncated for r in results),
-        blocks=tuple(results),
-        backend=backend,
-    )
 
 
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
