@@ -302,4 +302,3 @@ def _sandbox_unavailable() -> str | None:
     except BackendUnavailableError as exc:
         return str(exc)
     return None
-
