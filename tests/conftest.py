@@ -2,15 +2,24 @@
 
 ``require(component, available, reason)``: a test whose component is absent
 is skipped with the reason, unless EXECBOX_REQUIRE=all (CI), where it fails.
+
+The tests mirror the packages (``tests/backends``, ``tests/agents``...); the
+fakes at the protocol boundary (``fake_llm``, ``fake_anthropic``,
+``fake_remyx``) and ``hostile_hosts`` stay here, importable from every folder.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 REQUIRE_ALL = os.environ.get("EXECBOX_REQUIRE", "") == "all"
 

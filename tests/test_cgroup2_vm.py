@@ -38,7 +38,7 @@ CACHE = Path(os.environ.get("EXECBOX_VM_CACHE", CHECKOUT / ".cache" / "vm"))
 TESTER = "execbox-tester"
 TIME_LIMIT_S = 480  # one guest: its boot and its tests (run.sh kills qemu then)
 
-SUBSET = ["tests/hosts", "tests/test_sandbox_limits.py", "tests/test_doctor.py"]
+SUBSET = ["tests/hosts", "tests/backends/test_sandbox_limits.py", "tests/cli/test_doctor.py"]
 # For root: the battery's attacks on the limits cgroups hold, and its
 # ordinary-use check (each in the pool and one-shot).
 BATTERY = ["tests/security/test_executor.py",

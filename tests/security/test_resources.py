@@ -89,7 +89,7 @@ def test_filling_tmp_hits_its_size_and_is_not_kept(mode, make_hostile):
     from tests.security.conftest import LIMITS, not_for
     not_for(mode, "landlock", "no private /tmp without a mount namespace: the host's /tmp is read-only to the "
                               "block, its TMPDIR a folder on the host's disk bounded per file by RLIMIT_FSIZE "
-                              "(removed after the block: tests/test_landlock.py)")
+                              "(removed after the block: tests/backends/test_landlock.py)")
     hostile = make_hostile(LIMITS.replace(memory_mb=1024))
     code = ("import os\nchunk = b'x' * (1 << 20)\nwritten = 0\ntry:\n    with open('/tmp/fill', 'wb') as f:\n"
             "        while written < (4 << 30):\n            f.write(chunk)\n            f.flush()\n"

@@ -19,7 +19,7 @@ from execbox.papers import LocalCatalog, PaperExecutor, RemyxCatalog
 from fake_llm import FakeModel
 from fake_remyx import FakeRemyx
 
-PAPER_DIR = Path(__file__).parent / "fixtures" / "paper"
+PAPER_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "paper"
 KEY = "test-key"
 
 

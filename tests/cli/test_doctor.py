@@ -18,7 +18,7 @@ from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 from tests.hostile_hosts import without_user_namespaces
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 TESTER = "execbox-tester"
 
 

@@ -1,5 +1,5 @@
 """Host functions declared as AG2 and AutoGen users declare them, for
-tests/test_functions_requirements.py (functions=[...] reads their source, so
+tests/backends/test_functions_requirements.py (functions=[...] reads their source, so
 they live in a file)."""
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from execbox.backends.sandbox._jail import find_bwrap
 from execbox.backends.sandbox._landlock_tier import landlock_problem
 from tests.conftest import marked, require, wait_dead
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-CHECKOUT = str(Path(__file__).resolve().parents[1])
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=40)
 ROOT = os.geteuid() == 0
 

@@ -14,7 +14,7 @@ from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 
 try:
-    from tests import _requirement_functions as fns
+    from tests.backends import _requirement_functions as fns
 except ImportError as exc:
     MISSING: str | None = f"{exc}: pip install 'execbox[ag2,autogen]' (./dev.sh does)"
 else:
