@@ -180,3 +180,19 @@ def test_cancelled_before_it_starts(tmp_path):
         assert outcome.duration_s < 5.0
     finally:
         cancel.close()
+
+
+def test_the_memory_limit_holds_from_the_first_instruction(tmp_path):
+    # The limit is set in the child before its exec: a program that allocates
+    # at once cannot get ahead of it (set from outside after the start, it
+    # sometimes did under load).
+    def python(code: str):
+        return run_process([sys.executable, "-c", code], cwd=str(tmp_path), env=ENV, timeout_s=20.0,
+                           output_limit=1 << 20, memory_mb=300)
+
+    for _ in range(5):
+        done = python("blob = bytearray(600 * 1024 * 1024)\nprint('allocated')")
+        assert done.exit_code != 0 and "allocated" not in done.capture.stdout.text()
+        assert "MemoryError" in done.capture.stderr.text()
+    fits = python("blob = bytearray(20 * 1024 * 1024)\nprint('allocated')")
+    assert fits.exit_code == 0 and fits.capture.stdout.text() == "allocated\n"

@@ -88,10 +88,8 @@ def run_process(
         start_new_session=True,
         close_fds=True,
         pass_fds=tuple(pass_fds),
-        preexec_fn=preexec,
+        preexec_fn=_with_memory_limit(memory_mb, preexec),
     )
-    if memory_mb:
-        _limit_memory(proc.pid, memory_mb)
     assert proc.stdout is not None and proc.stderr is not None
     watched = _Child(proc, token, also_kill)
     try:
@@ -298,12 +296,21 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def _limit_memory(pid: int, memory_mb: int) -> None:
+def _with_memory_limit(memory_mb: int | None,
+                       preexec: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What the child runs before its exec: the address-space limit first
+    (set from outside after the start, a program could allocate before it
+    held), then the caller's ``preexec``."""
+    if not memory_mb:
+        return preexec
     limit = memory_mb * 1024 * 1024
-    try:
-        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if preexec is not None:
+            preexec()
+
+    return limited
 
 
 def _pidfd_open(pid: int) -> int | None:
