@@ -80,3 +80,20 @@ def test_custom_image_that_breaks_the_contract(tmp_path):
 
     with pytest.raises(BackendUnavailableError, match="contract"):
         DockerJupyterServer(custom_image_name=BASE_ALIAS).start()  # bash, no gateway: exits
+
+
+def test_a_container_that_cannot_start_leaves_no_network(server):
+    import docker
+
+    from execbox import BackendUnavailableError
+
+    client = docker.from_env()
+
+    def ours() -> set[str]:
+        return {n.name for n in client.networks.list() if n.name.startswith("execbox-jupyter-")}
+
+    before = ours()
+    broken = DockerJupyterServer(packages=["matplotlib"], container_name="not a valid name!")
+    with pytest.raises(BackendUnavailableError):
+        broken.start()
+    assert ours() == before

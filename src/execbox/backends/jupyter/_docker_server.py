@@ -179,16 +179,17 @@ class DockerJupyterServer:
         """Stop the container (and so every kernel in it)."""
         container, self._container = self._container, None
         network, self._network = self._network, None
-        if container is None or not self.stop_container:
+        if container is not None and not self.stop_container:
             return
-        try:
-            container.kill()
-            container.wait(condition="removed" if self.auto_remove else "not-running", timeout=30)
-        except Exception:  # noqa: BLE001 - gone already is fine
-            pass
-        if network is not None:
+        if container is not None:
             try:
-                if not self.auto_remove:
+                container.kill()
+                container.wait(condition="removed" if self.auto_remove else "not-running", timeout=30)
+            except Exception:  # noqa: BLE001 - gone already is fine
+                pass
+        if network is not None:  # also when the container never started: the network was made first
+            try:
+                if container is not None and not self.auto_remove:
                     container.remove(force=True)
                 network.remove()
             except Exception:  # noqa: BLE001 - removed by the orphan reaper at worst
