@@ -53,9 +53,12 @@ class Snapshot(dict[str, tuple[int, int, int]]):
 
 @dataclass(frozen=True)
 class FileInfo:
+    """An entry of ``Workspace.list``; ``mtime`` in seconds since the epoch."""
+
     path: str
     size: int
     is_dir: bool
+    mtime: float = 0.0
 
 
 class Workspace:
@@ -175,12 +178,35 @@ class Workspace:
             Path(dest).write_bytes(data)
         return data
 
+    def remove(self, relative: str) -> None:
+        """Remove a file, a link (never followed) or an empty folder of the
+        workspace; folders on the way are opened without following links.
+        ``WorkspaceError`` when there is nothing at ``relative`` or it is a
+        folder that is not empty."""
+        text = os.fspath(relative)
+        head, name = os.path.split(os.path.normpath(text)) if text else ("", "")
+        if name in ("", ".", "..") or (not head and name == INTERNAL_DIR):
+            raise PathEscapeError(text, "does not name a file or folder of the workspace")
+        folders = self.resolve(head).relative_to(self._root).parts if head else ()  # the link itself: not followed
+        parent = open_folders(self._root, folders, relative, create=False, repair=False)
+        try:
+            try:
+                os.unlink(name, dir_fd=parent)
+            except IsADirectoryError:
+                os.rmdir(name, dir_fd=parent)
+        except FileNotFoundError:
+            raise WorkspaceError(f"no file {relative!r} in the workspace") from None
+        except OSError as exc:
+            raise WorkspaceError(f"cannot remove {relative!r}: {exc.strerror}") from None
+        finally:
+            os.close(parent)
+
     def list(self, relative: str = ".") -> list[FileInfo]:
         """Files and folders under ``relative``, recursively, without
         following symlinks; execbox's own folder left out."""
         parts = () if relative in (".", "") else self.resolve(relative).relative_to(self._root).parts
         top = open_folders(self._root, parts, relative, create=False, repair=False)
-        found = [FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode))
+        found = [FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode), st.st_mtime)
                  for path, st, _, _ in _walk(top, parts, Snapshot())]
         return sorted(found, key=lambda info: info.path)
 

@@ -1,0 +1,69 @@
+"""``execbox serve``: execbox as an HTTP service (see ``execbox.server``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .._errors import ConfigurationError
+from .._models import Limits
+from ..backends import DEFAULT_BACKEND, backend_names
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser(
+        "serve", help="serve execbox over HTTP (runs, sessions, streamed output, files)",
+        description="Serve execbox over HTTP: /v1/run, /v1/batch, sessions with streamed executions and files; "
+                    "the API is at /openapi.json. Needs: pip install 'execbox[server]'.")
+    cmd.add_argument("--host", default="127.0.0.1",
+                     help="address to listen on (default: 127.0.0.1; any other needs a token)")
+    cmd.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
+                     help=f"where code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
+    cmd.add_argument("--backends", default="", metavar="A,B",
+                     help="other backends a request may ask for (default: --backend alone)")
+    cmd.add_argument("--token", default=os.environ.get("EXECBOX_TOKEN") or None,
+                     help="bearer token every request must carry (default: $EXECBOX_TOKEN)")
+    cmd.add_argument("--max-sessions", type=int, default=64, metavar="N", help="open sessions at most (default: 64)")
+    cmd.add_argument("--max-concurrency", type=int, default=8, metavar="N",
+                     help="executions running at once at most; past it, 429 (default: 8)")
+    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                     help="seconds per block when a request sets none (default: 60)")
+    cmd.add_argument("--max-timeout", type=float, default=600.0, metavar="S",
+                     help="the most a request may ask per block (default: 600)")
+    cmd.add_argument("--allow-network", action="store_true", help="let requests ask for limits.network true")
+    cmd.add_argument("--max-upload-mb", type=int, default=64, metavar="MB",
+                     help="largest body, file upload or download (default: 64)")
+    cmd.add_argument("--session-ttl", type=float, default=3600.0, metavar="S",
+                     help="a session's lifetime when it asks none (default: 3600)")
+    cmd.add_argument("--idle-ttl", type=float, default=600.0, metavar="S",
+                     help="a session idle this long ends, when it asks none (default: 600)")
+    cmd.add_argument("--max-session-ttl", type=float, default=86400.0, metavar="S",
+                     help="the most ttl_s a session may ask (default: 86400)")
+    cmd.add_argument("--sse-keepalive", type=float, default=15.0, metavar="S",
+                     help="period of the ': keepalive' comment in event streams (default: 15)")
+    cmd.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..server import ServerConfig, serve
+    except ImportError as exc:
+        raise ConfigurationError(f"execbox serve needs the server extra: pip install 'execbox[server]' "
+                                 f"({exc})") from exc
+    config = ServerConfig(
+        host=args.host, port=args.port, backend=args.backend,
+        backends=tuple(b.strip() for b in args.backends.split(",") if b.strip()), token=args.token,
+        max_sessions=args.max_sessions, max_concurrency=args.max_concurrency,
+        default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
+        allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,
+        session_ttl_s=args.session_ttl, session_idle_ttl_s=args.idle_ttl, max_session_ttl_s=args.max_session_ttl,
+        keepalive_s=args.sse_keepalive)
+    auth = "bearer token required" if config.token else "no token: loopback only"
+    print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}; {auth}; "
+          "API at /openapi.json; Ctrl-C stops)", file=sys.stderr, flush=True)
+    serve(config)
+    return 0

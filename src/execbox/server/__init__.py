@@ -1,0 +1,24 @@
+"""``execbox serve``: execbox as an HTTP service (Starlette + uvicorn,
+``pip install 'execbox[server]'``).
+
+    config = ServerConfig(backend="sandbox", max_concurrency=8)
+    serve(config)                      # or uvicorn with create_app(config)
+
+Stateless runs (``/v1/run``, ``/v1/batch``), sessions that keep an
+executor (its workspace, a Jupyter kernel's state) with a ttl and an idle
+ttl, executions streamed as server-sent events and resumable, the
+session's files, and back-pressure as 429 at once. The routes and their
+errors: ``_openapi.py`` (served at ``/openapi.json``) and ``_errors.py``.
+
+Modules: ``_config`` (what a server allows), ``_wire`` (bodies, files,
+SSE framing), ``_errors`` (the error shape), ``_load`` (slots, 429),
+``_executors`` (kept executors for stateless runs), ``_sessions`` and
+``_executions`` (their lifecycles), ``_routes_*`` (the handlers), ``_app``
+(auth, errors, lifespan), ``_serve`` (uvicorn and signals).
+"""
+
+from ._app import create_app
+from ._config import ServerConfig
+from ._serve import serve
+
+__all__ = ["ServerConfig", "create_app", "serve"]

@@ -1,0 +1,99 @@
+"""The Starlette application: the routes, bearer-token auth, every error
+in the one shape, and the lifespan (the reaper; at shutdown every session's
+executor and every kept executor closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._routes_files import ROUTES as FILE_ROUTES
+from ._routes_run import ROUTES as RUN_ROUTES
+from ._routes_sessions import ROUTES as SESSION_ROUTES
+from ._config import ServerConfig
+from ._errors import ApiError, error_response
+from ._openapi import openapi
+from ._state import ServerState
+
+__all__ = ["create_app"]
+
+HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+
+
+class BearerAuth:
+    """401 unless ``Authorization: Bearer <token>`` (compared in constant time)."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.expected is not None:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = ApiError(401, "unauthorized", "a bearer token is required: Authorization: Bearer <token> "
+                                                      "(the server's --token / EXECBOX_TOKEN)",
+                                 headers={"WWW-Authenticate": "Bearer"})
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    message = {404: f"no route {request.method} {request.url.path}: see /openapi.json",
+               405: f"{request.method} is not allowed on {request.url.path}: see /openapi.json"}.get(
+        exc.status_code, str(exc.detail))
+    return error_response(ApiError(exc.status_code, code, message, headers=dict(exc.headers or {})))
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    return error_response(ApiError(500, "internal", f"{type(exc).__name__}: {exc}"))
+
+
+def create_app(config: ServerConfig) -> ASGIApp:
+    """The ASGI app of ``execbox serve``."""
+    state = ServerState(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        reaper = asyncio.get_running_loop().create_task(state.sessions.reap_forever(config.reap_interval_s))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await state.aclose()
+
+    async def document(request: Request) -> Response:
+        return JSONResponse(openapi())
+
+    app = Starlette(
+        routes=[Route("/openapi.json", document, methods=["GET"]),
+                *RUN_ROUTES, *SESSION_ROUTES, *FILE_ROUTES],
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal},
+        lifespan=lifespan,
+    )
+    app.state.execbox = state
+    return BearerAuth(app, config.token)
+
+
+def routes_of(app: Any) -> list[tuple[str, str]]:
+    """(method, path) of every route (for the OpenAPI test)."""
+    inner = app.app if isinstance(app, BearerAuth) else app
+    return [(method, route.path) for route in inner.routes for method in sorted(route.methods - {"HEAD"})]

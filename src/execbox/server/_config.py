@@ -1,0 +1,114 @@
+"""What one server allows: its backends, limits, sizes and session times
+(``ServerConfig``), checked once where it is made."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ConfigurationError
+from .._models import MiB, Limits, default_memory_mb
+from ..backends import DEFAULT_BACKEND, backend_names
+
+__all__ = ["ServerConfig", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """The settings of ``execbox serve`` (each names its flag).
+
+    - ``backend``: what runs a request that names none (``--backend``);
+      ``backends``: what a request may name (``--backends``; default: ``backend`` alone).
+    - ``token``: the bearer token (``--token`` / ``EXECBOX_TOKEN``); required off loopback.
+    - ``max_sessions`` / ``max_concurrency``: past them, 429 with Retry-After.
+    - ``default_limits``; ``max_timeout_s``, ``max_memory_mb``,
+      ``max_output_bytes``: the most a request may ask; ``allow_network``:
+      whether a request may ask ``network: true`` (``--allow-network``).
+    - ``max_upload_bytes``: a request body or a file sent or fetched (``--max-upload-mb``).
+    - ``session_ttl_s`` / ``session_idle_ttl_s``: defaults, ``max_session_ttl_s`` the most.
+    - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    backend: str = DEFAULT_BACKEND
+    backends: tuple[str, ...] = ()
+    token: str | None = None
+    max_sessions: int = 64
+    max_concurrency: int = 8
+    default_limits: Limits = field(default_factory=Limits)
+    max_timeout_s: float = 600.0
+    max_memory_mb: int = field(default_factory=default_memory_mb)
+    max_output_bytes: int = 16 * MiB
+    allow_network: bool = False
+    max_upload_bytes: int = 64 * MiB
+    session_ttl_s: float = 3600.0
+    session_idle_ttl_s: float = 600.0
+    max_session_ttl_s: float = 86400.0
+    keepalive_s: float = 15.0
+    reap_interval_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.backends:
+            object.__setattr__(self, "backends", (self.backend,))
+        if self.backend not in self.backends:
+            object.__setattr__(self, "backends", (self.backend, *self.backends))
+        known = backend_names()
+        for name in self.backends:
+            if name not in known:
+                raise ConfigurationError(f"unknown backend {name!r} (--backend/--backends): use one of "
+                                         f"{', '.join(known)}")
+        if not is_loopback(self.host) and not self.token:
+            raise ConfigurationError(
+                f"refusing to listen on {self.host} without a token: whoever reaches it could run code here. "
+                "Set --token T (or EXECBOX_TOKEN), or listen on 127.0.0.1")
+        if not 0 <= self.port < 65536:
+            raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
+        for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"ServerConfig.{name} must be a positive whole number, got {value!r}")
+        for name in ("session_ttl_s", "session_idle_ttl_s", "max_session_ttl_s", "keepalive_s", "max_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigurationError(f"ServerConfig.{name} must be a positive number of seconds")
+
+    def limits(self, asked: Any) -> Limits:
+        """The limits of a request: its ``limits`` object over the defaults,
+        refused above the maxima."""
+        if asked is None:
+            return self.default_limits
+        if not isinstance(asked, dict):
+            raise ConfigurationError("limits must be an object such as {\"timeout_s\": 5}")
+        fields = set(Limits.__dataclass_fields__)
+        unknown = sorted(set(asked) - fields)
+        if unknown:
+            raise ConfigurationError(f"unknown limits {', '.join(unknown)}: use {', '.join(sorted(fields))}")
+        limits = self.default_limits.replace(**asked)
+        over = [(name, value, most, flag) for name, value, most, flag in (
+            ("timeout_s", limits.timeout_s, self.max_timeout_s, "--max-timeout"),
+            ("memory_mb", limits.memory_mb or 0, self.max_memory_mb, "ServerConfig.max_memory_mb"),
+            ("max_output_bytes", limits.max_output_bytes, self.max_output_bytes, "ServerConfig.max_output_bytes"),
+        ) if value > most]
+        for name, value, most, flag in over:
+            raise ConfigurationError(f"limits.{name} {value} is over this server's maximum {most} ({flag})")
+        if limits.network and not self.allow_network:
+            raise ConfigurationError("limits.network true is not allowed by this server (--allow-network)")
+        return limits
+
+    def limits_info(self) -> dict[str, Any]:
+        default = self.default_limits
+        return {
+            "default": {name: getattr(default, name) for name in Limits.__dataclass_fields__},
+            "maximum": {"timeout_s": self.max_timeout_s, "memory_mb": self.max_memory_mb,
+                        "max_output_bytes": self.max_output_bytes, "network": self.allow_network},
+        }

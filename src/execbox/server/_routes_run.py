@@ -1,0 +1,144 @@
+"""The stateless routes: ``GET /v1/info``, ``POST /v1/run`` and
+``POST /v1/batch`` (NDJSON, one line per request as it finishes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import __version__
+from .._errors import ExecboxError, WorkspaceError
+from ._errors import ApiError, from_execbox
+from ._state import ServerState, state_of
+from ._wire import RunRequest, encode_file, field_of, read_json, run_request
+
+__all__ = ["ROUTES"]
+
+
+async def info(request: Request) -> Response:
+    state = state_of(request)
+    config = state.config
+    backends = await state.backends()
+    languages = sorted({lang for b in backends.values() for lang in b.get("languages", ())})
+    return JSONResponse({
+        "version": __version__,
+        "default_backend": config.backend,
+        "backends": backends,
+        "languages": languages,
+        "limits": config.limits_info(),
+        "capabilities": {"sessions": True, "batch": True, "files": True, "streaming": ["text/event-stream"],
+                         "resume": True, "cancel": True, "max_upload_bytes": config.max_upload_bytes,
+                         "session_ttl_s": {"default": config.session_ttl_s, "maximum": config.max_session_ttl_s},
+                         "session_idle_ttl_s": {"default": config.session_idle_ttl_s},
+                         "sse_keepalive_s": config.keepalive_s},
+        "load": {"sessions": len(state.sessions), "max_sessions": config.max_sessions,
+                 "running": state.load.running, "queued": state.load.queued,
+                 "max_concurrency": config.max_concurrency, "idle_executors": state.pool.idle},
+    })
+
+
+async def run(request: Request) -> Response:
+    state = state_of(request)
+    todo = run_request(await read_json(request, state.config.max_upload_bytes), state.config)
+    state.load.admit()
+    try:
+        return JSONResponse(await _run_one(state, todo))
+    finally:
+        state.load.release()
+
+
+async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
+    """Run one request on a checked-out executor: its files in, the result
+    (and ``file_contents`` of ``fetch_files``) out."""
+    try:
+        executor = await state.pool.acquire(todo.backend, todo.limits)
+    except (ExecboxError, OSError) as exc:
+        raise from_execbox(exc) from None
+    finished = False
+    try:
+        await asyncio.to_thread(_write_files, executor.workspace, todo.files)
+        result = await executor.arun(todo.blocks)
+        answer = result.to_dict()
+        if todo.fetch_files:
+            answer["file_contents"] = await asyncio.to_thread(_fetch, executor.workspace, todo.fetch_files,
+                                                              state.config.max_upload_bytes)
+        finished = True
+        return answer
+    except (ExecboxError, OSError) as exc:
+        raise from_execbox(exc) from None
+    finally:
+        await asyncio.shield(state.pool.release(executor, reusable=finished))
+
+
+def _write_files(workspace: Any, files: dict[str, bytes]) -> None:
+    for path, data in files.items():
+        workspace.write_bytes(path, data)
+
+
+def _fetch(workspace: Any, paths: list[str], limit: int) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for path in paths:
+        try:
+            target = workspace.resolve(path)
+            if target.is_file() and target.lstat().st_size > limit:
+                found[path] = {"error": f"over {limit} bytes (execbox serve --max-upload-mb)"}
+                continue
+            found[path] = encode_file(workspace.download(path))
+        except (WorkspaceError, OSError) as exc:
+            found[path] = {"error": str(exc) if isinstance(exc, WorkspaceError) else "no such file"}
+    return found
+
+
+async def batch(request: Request) -> Response:
+    state = state_of(request)
+    body = await read_json(request, state.config.max_upload_bytes)
+    items = field_of(body, "requests", list)
+    if not items:
+        raise ApiError(400, "bad_request", "'requests' must be a non-empty list of run requests")
+    width = field_of(body, "max_concurrency", int) or state.config.max_concurrency
+    if width < 1:
+        raise ApiError(400, "bad_request", "'max_concurrency' must be at least 1")
+    state.load.admit()  # the first request's slot: 429 now when the server is full
+    return StreamingResponse(_batch_lines(state, items, width), media_type="application/x-ndjson")
+
+
+async def _batch_lines(state: ServerState, items: list[Any], width: int) -> AsyncIterator[bytes]:
+    gate = asyncio.Semaphore(width)
+    first = [True]
+
+    async def one(index: int, item: Any) -> dict[str, Any]:
+        async with gate:
+            if first[0]:
+                first[0] = False  # admitted with the batch
+            else:
+                await state.load.acquire()
+            try:
+                return {"index": index, **await _run_one(state, run_request(item, state.config))}
+            except ApiError as exc:
+                return {"index": index, **exc.body()}
+            finally:
+                state.load.release()
+
+    tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(items)]
+    try:
+        for done in asyncio.as_completed(tasks):
+            yield (json.dumps(await done) + "\n").encode()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if first[0]:  # no request took the slot the batch was admitted with
+            state.load.release()
+
+
+ROUTES = [
+    Route("/v1/info", info, methods=["GET"]),
+    Route("/v1/run", run, methods=["POST"]),
+    Route("/v1/batch", batch, methods=["POST"]),
+]

@@ -1,0 +1,184 @@
+"""Sessions and their executions: create, look at, keep alive, reset,
+delete; run code (JSON, or server-sent events as it prints), replay a
+stream, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .._errors import ExecboxError
+from ..backends import create_executor
+from ._errors import ApiError, from_execbox
+from ._executions import Execution
+from ._sessions import Session
+from ._state import ServerState, state_of
+from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, field_of, read_json, sse
+
+__all__ = ["ROUTES", "session_of"]
+
+
+def session_of(request: Request) -> Session:
+    return state_of(request).sessions.get(request.path_params["sid"])
+
+
+def _seconds(data: dict[str, Any], name: str, default: float, most: float) -> float:
+    value = field_of(data, name, (int, float), default)
+    if not 0 < value <= most:
+        raise ApiError(400, "bad_request", f"{name} must be more than 0 and at most {most:g} seconds "
+                                           "(execbox serve --max-session-ttl)")
+    return float(value)
+
+
+async def create(request: Request) -> Response:
+    state = state_of(request)
+    config = state.config
+    data = await read_json(request, config.max_upload_bytes)
+    backend = backend_of(data, config)
+    try:
+        limits = config.limits(data.get("limits"))
+    except ExecboxError as exc:
+        raise ApiError(400, "invalid_limits", str(exc)) from None
+    ttl_s = _seconds(data, "ttl_s", config.session_ttl_s, config.max_session_ttl_s)
+    idle_ttl_s = _seconds(data, "idle_ttl_s", min(config.session_idle_ttl_s, ttl_s), config.max_session_ttl_s)
+    env = field_of(data, "env", dict) or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ApiError(400, "bad_request", "'env' must map names to string values")
+    files = decode_files(data)
+    state.sessions.reserve()
+    session = None
+    try:
+        session = await _open(backend, limits, env, files, ttl_s, idle_ttl_s)
+    finally:
+        state.sessions.add(session)
+    return JSONResponse(session.info(), status_code=201, headers={"Location": f"/v1/sessions/{session.id}"})
+
+
+async def _open(backend: str, limits: Any, env: dict[str, str], files: dict[str, bytes], ttl_s: float,
+                idle_ttl_s: float) -> Session:
+    """A started executor, its files written before it starts (so that a
+    sandbox hands them to its jail with the workspace)."""
+    try:
+        executor = create_executor(backend, limits=limits, **({"env": env} if env else {}))
+    except (ExecboxError, TypeError) as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
+    try:
+        for path, content in files.items():
+            await asyncio.to_thread(executor.workspace.write_bytes, path, content)
+        await asyncio.to_thread(executor.start)
+    except (ExecboxError, OSError) as exc:
+        await executor.aclose()
+        raise from_execbox(exc) from None
+    except BaseException:
+        await executor.aclose()
+        raise
+    return Session(executor, backend=backend, limits=limits, ttl_s=ttl_s, idle_ttl_s=idle_ttl_s)
+
+
+async def show(request: Request) -> Response:
+    return JSONResponse(session_of(request).info())
+
+
+async def delete(request: Request) -> Response:
+    session = session_of(request)
+    await state_of(request).sessions.end(session, "deleted")
+    return JSONResponse(session.info(state="deleted"))
+
+
+async def keepalive(request: Request) -> Response:
+    session = session_of(request)
+    session.touch()
+    return JSONResponse(session.info())
+
+
+async def reset(request: Request) -> Response:
+    """Stop what runs; a stateful backend starts afresh (a new kernel). Files stay."""
+    session = session_of(request)
+    if session.running is not None:
+        await session.running.cancel()
+    try:
+        await asyncio.to_thread(session.executor.restart)
+    except (ExecboxError, OSError) as exc:
+        raise from_execbox(exc) from None
+    session.touch()
+    return JSONResponse(session.info())
+
+
+async def execute(request: Request) -> Response:
+    state = state_of(request)
+    session = session_of(request)
+    data = await read_json(request, state.config.max_upload_bytes)
+    blocks = blocks_of(data)
+    if session.running is not None:
+        raise ApiError(409, "execution_running", f"session {session.id} runs execution {session.running.id}: "
+                                                 "wait for its end, or cancel it", retryable=True)
+    state.load.admit()
+    execution = Execution(session.id, session.executor, blocks)
+    session.running = execution
+    session.add(execution)
+    session.touch()
+
+    def done(finished: Execution) -> None:
+        state.load.release()
+        if session.running is finished:
+            session.running = None
+        session.touch()
+
+    execution.start(done)
+    headers = {"Location": f"/v1/sessions/{session.id}/executions/{execution.id}", "X-Execution-Id": execution.id}
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return _event_stream(state, execution, 0, headers)
+    await execution.wait()
+    if execution.error is not None and execution.result is None:
+        raise execution.error
+    return JSONResponse(execution.summary(), headers=headers)
+
+
+def _event_stream(state: ServerState, execution: Execution, after: int, headers: dict[str, str]) -> Response:
+    async def frames() -> AsyncIterator[bytes]:
+        async for item in execution.stream(after, state.config.keepalive_s):
+            yield SSE_KEEPALIVE if item is None else sse(*item)
+
+    return StreamingResponse(frames(), media_type="text/event-stream",
+                             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def show_execution(request: Request) -> Response:
+    execution = session_of(request).execution(request.path_params["eid"])
+    return JSONResponse({**execution.summary(), "events": len(execution.events)})
+
+
+async def events(request: Request) -> Response:
+    """The stream again from after event ``after`` (or ``Last-Event-ID``)."""
+    state = state_of(request)
+    execution = session_of(request).execution(request.path_params["eid"])
+    given = request.query_params.get("after", request.headers.get("last-event-id", "0"))
+    if not given.isdigit():
+        raise ApiError(400, "bad_request", f"after={given!r} must be an event id (a whole number)")
+    return _event_stream(state, execution, int(given), {"X-Execution-Id": execution.id})
+
+
+async def cancel(request: Request) -> Response:
+    session = session_of(request)
+    execution = session.execution(request.path_params["eid"])
+    await execution.cancel()
+    session.touch()
+    return JSONResponse(execution.summary())
+
+
+ROUTES = [
+    Route("/v1/sessions", create, methods=["POST"]),
+    Route("/v1/sessions/{sid}", show, methods=["GET"]),
+    Route("/v1/sessions/{sid}", delete, methods=["DELETE"]),
+    Route("/v1/sessions/{sid}/keepalive", keepalive, methods=["POST"]),
+    Route("/v1/sessions/{sid}/reset", reset, methods=["POST"]),
+    Route("/v1/sessions/{sid}/executions", execute, methods=["POST"]),
+    Route("/v1/sessions/{sid}/executions/{eid}", show_execution, methods=["GET"]),
+    Route("/v1/sessions/{sid}/executions/{eid}/events", events, methods=["GET"]),
+    Route("/v1/sessions/{sid}/executions/{eid}/cancel", cancel, methods=["POST"]),
+]

@@ -1,0 +1,57 @@
+"""What the routes share: the config, the stateless executors, the load,
+the sessions, and what each backend can do (asked once, lazily)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+
+from .._errors import ExecboxError
+from ..backends import get_backend
+from ._config import ServerConfig
+from ._executors import ExecutorPool
+from ._load import Load
+from ._sessions import SessionStore
+
+__all__ = ["ServerState", "state_of"]
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.pool = ExecutorPool(max_idle=config.max_concurrency)
+        self.load = Load(config.max_concurrency)
+        self.sessions = SessionStore(config.max_sessions)
+        self._backends: dict[str, Any] | None = None
+
+    async def backends(self) -> dict[str, Any]:
+        """Per served backend: available, and its capabilities (an executor
+        made, never started, then closed)."""
+        if self._backends is None:
+            self._backends = {name: await asyncio.to_thread(_describe, name) for name in self.config.backends}
+        return self._backends
+
+    async def aclose(self) -> None:
+        await self.sessions.aclose()
+        await self.pool.aclose()
+
+
+def _describe(name: str) -> dict[str, Any]:
+    try:
+        executor = get_backend(name)()
+    except (ExecboxError, ImportError, OSError) as exc:
+        return {"available": False, "problem": str(exc)}
+    try:
+        caps = executor.capabilities
+        return {"available": True, "isolated": caps.isolated, "stateful": caps.stateful,
+                "languages": list(caps.languages), "enforced": sorted(caps.enforced)}
+    except (ExecboxError, ImportError, OSError) as exc:
+        return {"available": False, "problem": str(exc)}
+    finally:
+        executor.close()
+
+
+def state_of(request: Request) -> ServerState:
+    return request.app.state.execbox

@@ -1,0 +1,161 @@
+"""The wire protocol: request bodies read and checked, files encoded both
+ways, and the SSE framing. Routes use these and never parse by hand."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from .._errors import ConfigurationError
+from .._models import CodeBlock, Limits
+from ._config import ServerConfig
+from ._errors import ApiError
+
+__all__ = ["SSE_KEEPALIVE", "RunRequest", "backend_of", "blocks_of", "decode_files", "encode_file", "field_of",
+           "read_body", "read_json", "run_request", "sse"]
+
+SSE_KEEPALIVE = b": keepalive\n\n"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> ApiError:
+    return ApiError(413, "too_large", f"the body is over {limit} bytes (at least {size}): this server takes "
+                                      f"at most {limit} (execbox serve --max-upload-mb)")
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    body = await read_body(request, limit)
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_request", f"the body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    return data
+
+
+def field_of(data: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    value = data.get(name, default)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind)):
+        names = " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
+        raise ApiError(400, "bad_request", f"{name!r} must be {names.replace('list', 'array')}")
+    return value
+
+
+def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
+    """``code`` (with ``language``, default python) or ``blocks``: a list of
+    ``{code, language?, filename?}``."""
+    language = field_of(data, "language", str, "python")
+    code = field_of(data, "code", str)
+    blocks = field_of(data, "blocks", list)
+    if (code is None) == (blocks is None):
+        raise ApiError(400, "bad_request", "give either 'code' (a string) or 'blocks' (a list of {code, language?, "
+                                           "filename?})")
+    if code is not None:
+        return [CodeBlock(language, code)]
+    if not blocks:
+        raise ApiError(400, "bad_request", "'blocks' is empty: give at least one {code, language?}")
+    made = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise ApiError(400, "bad_request", f"blocks[{index}] must be an object {{code, language?, filename?}}")
+        text = field_of(block, "code", str)
+        if text is None:
+            raise ApiError(400, "bad_request", f"blocks[{index}] has no 'code'")
+        made.append(CodeBlock(field_of(block, "language", str, language), text, field_of(block, "filename", str)))
+    return made
+
+
+def decode_files(data: dict[str, Any]) -> dict[str, bytes]:
+    """``files``: ``{path: {content, encoding: "utf-8" | "base64"}}`` (or a bare string: UTF-8)."""
+    files = field_of(data, "files", dict) or {}
+    decoded = {}
+    for path, spec in files.items():
+        if isinstance(spec, str):
+            spec = {"content": spec}
+        if not isinstance(spec, dict) or not isinstance(spec.get("content"), str):
+            raise ApiError(400, "bad_request", f"files[{path!r}] must be {{content, encoding?}}")
+        encoding = spec.get("encoding", "utf-8")
+        if encoding == "utf-8":
+            decoded[path] = spec["content"].encode("utf-8", "surrogateescape")
+        elif encoding == "base64":
+            try:
+                decoded[path] = base64.b64decode(spec["content"], validate=True)
+            except (binascii.Error, ValueError):
+                raise ApiError(400, "bad_request", f"files[{path!r}] is not valid base64") from None
+        else:
+            raise ApiError(400, "bad_request", f"files[{path!r}].encoding must be 'utf-8' or 'base64'")
+    return decoded
+
+
+def encode_file(data: bytes) -> dict[str, str]:
+    """A file as JSON: UTF-8 text when it is, else base64."""
+    try:
+        return {"content": data.decode("utf-8"), "encoding": "utf-8"}
+    except UnicodeDecodeError:
+        return {"content": base64.b64encode(data).decode("ascii"), "encoding": "base64"}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One stateless run (``/v1/run``, an item of ``/v1/batch``)."""
+
+    backend: str
+    blocks: list[CodeBlock]
+    limits: Limits
+    files: dict[str, bytes]
+    fetch_files: list[str]
+
+
+def run_request(data: Any, config: ServerConfig) -> RunRequest:
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request", "a run request must be a JSON object")
+    try:
+        limits = config.limits(data.get("limits"))
+    except ConfigurationError as exc:
+        raise ApiError(400, "invalid_limits", str(exc)) from None
+    try:
+        blocks = blocks_of(data)
+    except ConfigurationError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
+    fetch = field_of(data, "fetch_files", list) or []
+    if not all(isinstance(p, str) for p in fetch):
+        raise ApiError(400, "bad_request", "'fetch_files' must be a list of workspace paths")
+    return RunRequest(backend_of(data, config), blocks, limits, decode_files(data), fetch)
+
+
+def backend_of(data: dict[str, Any], config: ServerConfig) -> str:
+    backend = field_of(data, "backend", str) or config.backend
+    if backend not in config.backends:
+        raise ApiError(400, "bad_request", f"backend {backend!r} is not served here: use one of "
+                                           f"{', '.join(config.backends)} (execbox serve --backends)")
+    return backend
+
+
+def sse(event_id: int, event: str, data: Any) -> bytes:
+    """One server-sent event (``data`` as one line of JSON)."""
+    return f"id: {event_id}\nevent: {event}\ndata: {json.dumps(data)}\n\n".encode()
