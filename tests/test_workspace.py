@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from execbox import PathEscapeError, Workspace
+from execbox import PathEscapeError, Workspace, WorkspaceError
 
 
 def test_temporary_workspace_is_removed_on_close():
@@ -85,3 +85,31 @@ def test_workspace_that_is_a_file_is_refused(tmp_path):
     with pytest.raises(Exception, match="is a file"):
         Workspace(f)
     assert os.path.isfile(f)
+
+
+def test_remove_takes_a_file_a_link_or_an_empty_folder_and_nothing_outside(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    with Workspace(tmp_path / "ws") as ws:
+        ws.write_text("d/a.txt", "x")
+        os.symlink(outside, ws.path / "link")
+        ws.remove("link")  # the link goes, never what it points at
+        assert outside.read_text() == "keep"
+        with pytest.raises(WorkspaceError):
+            ws.remove("d")  # not empty
+        ws.remove("d/a.txt")
+        ws.remove("d")
+        assert ws.list() == []
+        with pytest.raises(WorkspaceError, match="no file"):
+            ws.remove("missing.txt")
+        for bad in ("../outside.txt", str(outside), ".execbox", ".", ""):
+            with pytest.raises(PathEscapeError):
+                ws.remove(bad)
+        assert outside.exists()
+
+
+def test_list_gives_each_entry_its_mtime():
+    with Workspace() as ws:
+        ws.write_text("a.txt", "x")
+        (entry,) = ws.list()
+        assert entry.mtime == pytest.approx(os.stat(ws.path / "a.txt").st_mtime)

@@ -13,6 +13,10 @@ Stateful backends (a Jupyter kernel keeps variables) and the Docker
 container (its /tmp outlives a block) get a new executor per request,
 closed after it.
 
+Through the server (sandbox, ``print(1)``, 30 sequential ``/v1/run``
+after 3 to warm up, median): 6.6 ms with kept executors, 158 ms with a new
+executor per request.
+
 Kept executors are bounded: ``max_idle`` in all, the oldest closed first.
 """
 

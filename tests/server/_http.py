@@ -1,0 +1,111 @@
+"""Helpers of the server tests: a real ``execbox serve`` in a subprocess on
+a free loopback port, a real HTTP client (httpx), and the error shape."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, token: str | None) -> None:
+        self.proc = proc
+        self.url = url
+        self.token = token
+
+    def client(self, **options) -> httpx.Client:  # type: ignore[no-untyped-def]
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=options.pop("timeout", 30.0), **options)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise
+
+
+@contextmanager
+def running_server(*args: str, token: str | None = None) -> Iterator[Server]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("EXECBOX_TOKEN", None)
+    argv = [sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), *args,
+            *(["--token", token] if token else [])]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = Server(proc, f"http://127.0.0.1:{port}", token)
+    try:
+        deadline = time.monotonic() + 30
+        with server.client(timeout=2.0) as client:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the server exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+                try:
+                    if client.get("/openapi.json").status_code in (200, 401):
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the server did not answer within 30 s")
+                time.sleep(0.1)
+        yield server
+    finally:
+        if proc.poll() is None:
+            try:
+                server.stop()
+            except subprocess.TimeoutExpired:
+                pass
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (from /proc's children lists)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+    return found
+
+
+def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The error object of a response, checked to be in the one shape."""
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"] and isinstance(error["retryable"], bool)
+    return error
+
+
+def open_session(client: httpx.Client, **body: Any) -> dict[str, Any]:
+    response = client.post("/v1/sessions", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
