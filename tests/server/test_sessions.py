@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 from httpx_sse import connect_sse
 from tests.server._http import error_of, open_session
 

@@ -51,6 +51,15 @@ class Execution:
     def start(self, on_done: Callable[[Execution], None]) -> None:
         self._emit("start", {"execution_id": self.id, "session_id": self.session_id, "blocks": len(self.blocks)})
         self._task = asyncio.get_running_loop().create_task(self._run(on_done))
+        self._task.add_done_callback(lambda task: self._never_ran(task, on_done))
+
+    def _never_ran(self, task: asyncio.Task[None], on_done: Callable[[Execution], None]) -> None:
+        """A task cancelled before its first step never ran ``_run``: end it here."""
+        if task.cancelled() and self.status == "running":
+            self.status = "cancelled"
+            self.result = self._cancelled_result()
+            on_done(self)
+            self._emit("end", self.summary())
 
     async def _run(self, on_done: Callable[[Execution], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -114,8 +123,9 @@ class Execution:
             await asyncio.wait({self._task}, timeout=wait_s)
 
     async def wait(self) -> None:
+        """Until the execution ends (a waiter that goes away leaves it running)."""
         if self._task is not None:
-            await asyncio.shield(self._task)
+            await asyncio.wait({self._task})
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "session_id": self.session_id, "status": self.status,

@@ -31,12 +31,12 @@ from collections.abc import Hashable
 from .._models import Limits
 from .._workspace import INTERNAL_DIR
 from ..backends import Executor, create_executor
+from ..backends._base import CODE_DIR
 
 __all__ = ["ExecutorPool", "REUSED_BACKENDS"]
 
 # Backends whose blocks leave nothing behind but the workspace (see above).
 REUSED_BACKENDS = frozenset({"local", "sandbox"})
-CODE_DIR = os.path.join(INTERNAL_DIR, "code")
 
 
 class ExecutorPool:

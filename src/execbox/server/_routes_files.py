@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-import stat
+import os
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._errors import WorkspaceError
+from .._errors import PathEscapeError, WorkspaceError
 from .._workspace import Workspace
 from ._errors import ApiError, from_execbox
 from ._routes_sessions import session_of
 from ._state import state_of
-from ._wire import read_body
+from ._wire import read_body, read_file
 
 __all__ = ["ROUTES"]
 
@@ -27,47 +27,45 @@ def _mime(path: str) -> str:
     return mimetypes.guess_type(path)[0] or "application/octet-stream"
 
 
-async def _in_thread(call: Any, *args: Any) -> Any:
+async def _in_thread(call: Any, workspace: Workspace, path: str, *args: Any) -> Any:
+    """``call(path, *args)`` off the loop; a failure as an answer: 404 when
+    nothing is at ``path`` (looked at, not read from the message)."""
     try:
-        return await asyncio.to_thread(call, *args)
-    except WorkspaceError as exc:
-        if "no folder" in str(exc) or "no file" in str(exc):
-            raise ApiError(404, "not_found", str(exc)) from None
+        return await asyncio.to_thread(call, path, *args)
+    except PathEscapeError as exc:
         raise from_execbox(exc) from None
-    except FileNotFoundError:
-        raise ApiError(404, "not_found", f"no such file: {args[-1]!r}") from None
-    except IsADirectoryError:
-        raise ApiError(400, "workspace_error", f"{args[-1]!r} is a folder: list it with GET .../files?path=")
-    except OSError as exc:
+    except (WorkspaceError, OSError) as exc:
+        if not await asyncio.to_thread(_present, workspace, path):
+            raise ApiError(404, "not_found", f"nothing at {path!r} in the session's workspace") from None
+        if isinstance(exc, IsADirectoryError):
+            raise ApiError(400, "workspace_error", f"{path!r} is a folder: list it with GET .../files?path=") \
+                from None
         raise from_execbox(exc) from None
+
+
+def _present(workspace: Workspace, path: str) -> bool:
+    """Whether something (a link too) is at ``path``, by its name alone."""
+    return os.path.lexists(os.path.join(workspace.path, os.path.normpath(path)))
 
 
 async def listing(request: Request) -> Response:
     session = session_of(request)
     session.touch()
     path = request.query_params.get("path", ".")
-    entries = await _in_thread(session.executor.workspace.list, path)
+    workspace = session.executor.workspace
+    entries = await _in_thread(workspace.list, workspace, path)
     return JSONResponse({"path": path, "files": [
         {"name": e.path, "type": "dir" if e.is_dir else "file", "size": e.size, "mtime": e.mtime,
          "mime": None if e.is_dir else _mime(e.path)} for e in entries]})
-
-
-def _read(workspace: Workspace, path: str, limit: int) -> bytes:
-    target = workspace.resolve(path)
-    st = target.lstat()
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(path)
-    if st.st_size > limit:
-        raise ApiError(413, "too_large", f"{path!r} is {st.st_size} bytes, over {limit} "
-                                         "(execbox serve --max-upload-mb): run code to read a part of it")
-    return workspace.download(path)
 
 
 async def get_file(request: Request) -> Response:
     session = session_of(request)
     session.touch()
     path = request.path_params["path"]
-    data = await _in_thread(_read, session.executor.workspace, path, state_of(request).config.max_upload_bytes)
+    workspace = session.executor.workspace
+    data = await _in_thread(lambda given, limit: read_file(workspace, given, limit), workspace, path,
+                            state_of(request).config.max_upload_bytes)
     return Response(data, media_type=_mime(path))
 
 
@@ -76,8 +74,8 @@ async def put_file(request: Request) -> Response:
     path = request.path_params["path"]
     data = await read_body(request, state_of(request).config.max_upload_bytes)
     workspace = session.executor.workspace
-    existed = await _in_thread(lambda given: workspace.resolve(given).exists(), path)
-    await _in_thread(workspace.write_bytes, path, data)
+    existed = await _in_thread(lambda given: workspace.resolve(given).exists(), workspace, path)
+    await _in_thread(workspace.write_bytes, workspace, path, data)
     session.touch()
     return JSONResponse({"name": path, "size": len(data), "mime": _mime(path)}, status_code=200 if existed else 201)
 
@@ -85,7 +83,8 @@ async def put_file(request: Request) -> Response:
 async def delete_file(request: Request) -> Response:
     session = session_of(request)
     path = request.path_params["path"]
-    await _in_thread(session.executor.workspace.remove, path)
+    workspace = session.executor.workspace
+    await _in_thread(workspace.remove, workspace, path)
     session.touch()
     return JSONResponse({"name": path, "deleted": True})
 

@@ -16,7 +16,7 @@ from .. import __version__
 from .._errors import ExecboxError, WorkspaceError
 from ._errors import ApiError, from_execbox
 from ._state import ServerState, state_of
-from ._wire import RunRequest, encode_file, field_of, read_json, run_request
+from ._wire import RunRequest, encode_file, field_of, read_file, read_json, run_request
 
 __all__ = ["ROUTES"]
 
@@ -85,13 +85,13 @@ def _fetch(workspace: Any, paths: list[str], limit: int) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for path in paths:
         try:
-            target = workspace.resolve(path)
-            if target.is_file() and target.lstat().st_size > limit:
-                found[path] = {"error": f"over {limit} bytes (execbox serve --max-upload-mb)"}
-                continue
-            found[path] = encode_file(workspace.download(path))
-        except (WorkspaceError, OSError) as exc:
-            found[path] = {"error": str(exc) if isinstance(exc, WorkspaceError) else "no such file"}
+            found[path] = encode_file(read_file(workspace, path, limit))
+        except ApiError as exc:
+            found[path] = {"error": exc.message}
+        except WorkspaceError as exc:
+            found[path] = {"error": str(exc)}
+        except OSError as exc:
+            found[path] = {"error": f"cannot read {path!r}: {exc.strerror}"}
     return found
 
 

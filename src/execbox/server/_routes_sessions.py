@@ -18,7 +18,7 @@ from ._errors import ApiError, from_execbox
 from ._executions import Execution
 from ._sessions import Session
 from ._state import ServerState, state_of
-from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, field_of, read_json, sse
+from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, field_of, limits_of, read_json, sse
 
 __all__ = ["ROUTES", "session_of"]
 
@@ -40,10 +40,7 @@ async def create(request: Request) -> Response:
     config = state.config
     data = await read_json(request, config.max_upload_bytes)
     backend = backend_of(data, config)
-    try:
-        limits = config.limits(data.get("limits"))
-    except ExecboxError as exc:
-        raise ApiError(400, "invalid_limits", str(exc)) from None
+    limits = limits_of(data, config)
     ttl_s = _seconds(data, "ttl_s", config.session_ttl_s, config.max_session_ttl_s)
     idle_ttl_s = _seconds(data, "idle_ttl_s", min(config.session_idle_ttl_s, ttl_s), config.max_session_ttl_s)
     env = field_of(data, "env", dict) or {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,11 +14,12 @@ from starlette.requests import Request
 
 from .._errors import ConfigurationError
 from .._models import CodeBlock, Limits
+from .._workspace import Workspace
 from ._config import ServerConfig
 from ._errors import ApiError
 
 __all__ = ["SSE_KEEPALIVE", "RunRequest", "backend_of", "blocks_of", "decode_files", "encode_file", "field_of",
-           "read_body", "read_json", "run_request", "sse"]
+           "limits_of", "read_body", "read_file", "read_json", "run_request", "sse"]
 
 SSE_KEEPALIVE = b": keepalive\n\n"
 
@@ -134,18 +136,31 @@ class RunRequest:
 def run_request(data: Any, config: ServerConfig) -> RunRequest:
     if not isinstance(data, dict):
         raise ApiError(400, "bad_request", "a run request must be a JSON object")
-    try:
-        limits = config.limits(data.get("limits"))
-    except ConfigurationError as exc:
-        raise ApiError(400, "invalid_limits", str(exc)) from None
-    try:
-        blocks = blocks_of(data)
-    except ConfigurationError as exc:
-        raise ApiError(400, "bad_request", str(exc)) from None
+    limits = limits_of(data, config)
+    blocks = blocks_of(data)
     fetch = field_of(data, "fetch_files", list) or []
     if not all(isinstance(p, str) for p in fetch):
         raise ApiError(400, "bad_request", "'fetch_files' must be a list of workspace paths")
     return RunRequest(backend_of(data, config), blocks, limits, decode_files(data), fetch)
+
+
+def limits_of(data: dict[str, Any], config: ServerConfig) -> Limits:
+    """The request's ``limits`` over the server's defaults (400 ``invalid_limits``)."""
+    try:
+        return config.limits(data.get("limits"))
+    except ConfigurationError as exc:
+        raise ApiError(400, "invalid_limits", str(exc)) from None
+
+
+def read_file(workspace: Workspace, path: str, limit: int) -> bytes:
+    """A workspace file's bytes; 413 over ``limit``, ``IsADirectoryError`` for a folder."""
+    st = workspace.resolve(path).lstat()
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(path)
+    if st.st_size > limit:
+        raise ApiError(413, "too_large", f"{path!r} is {st.st_size} bytes, over {limit} "
+                                         "(execbox serve --max-upload-mb): run code to read a part of it")
+    return workspace.download(path)
 
 
 def backend_of(data: dict[str, Any], config: ServerConfig) -> str:
