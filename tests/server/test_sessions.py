@@ -179,3 +179,21 @@ def test_a_sandbox_session_keeps_its_workspace(client, require_component):
     assert second["result"]["stdout"] == "seed" and second["result"]["backend"] == "sandbox"
     assert client.get(f"/v1/sessions/{sid}/files/out.txt").text == "seed"
     client.delete(f"/v1/sessions/{sid}")
+
+
+def test_files_uploaded_into_a_running_sandbox_session_are_the_blocks_to_rewrite(client, require_component):
+    # As root, the host writes uploads as root; the jail's identity must be
+    # able to rewrite them in place and to write in the folders they made.
+    from execbox.backends.sandbox import find_bwrap
+
+    require_component("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap")
+    sid = open_session(client, backend="sandbox")["id"]
+    client.post(f"/v1/sessions/{sid}/executions", json={"code": "print('started')"})
+    assert client.put(f"/v1/sessions/{sid}/files/up/deep/data.txt", content=b"one").status_code == 201
+    code = ("with open('up/deep/data.txt', 'r+') as f:\n    f.seek(0, 2)\n    f.write(' two')\n"
+            "open('up/deep/new.txt', 'w').write('made')\nprint('ok')")
+    done = client.post(f"/v1/sessions/{sid}/executions", json={"code": code}).json()
+    assert done["result"]["stdout"] == "ok\n", done["result"]
+    assert client.get(f"/v1/sessions/{sid}/files/up/deep/data.txt").text == "one two"
+    assert client.get(f"/v1/sessions/{sid}/files/up/deep/new.txt").text == "made"
+    client.delete(f"/v1/sessions/{sid}")

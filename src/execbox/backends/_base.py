@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -189,6 +189,14 @@ class Executor(ABC):
             self._warn_unenforced()
             self._start()
             self._started = True
+
+    def give_to_blocks(self, paths: Iterable[str]) -> None:
+        """Let blocks write the given workspace paths (files the host wrote
+        after start: uploads). Where blocks run as another identity (the
+        sandbox's jail id, a container's user) the paths and the folders
+        leading to them are handed to it, never following a link; elsewhere
+        nothing needs doing."""
+        return None
 
     def restart(self) -> None:
         """Stop whatever is running now; the executor stays usable."""

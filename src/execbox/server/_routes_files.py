@@ -76,6 +76,7 @@ async def put_file(request: Request) -> Response:
     workspace = session.executor.workspace
     existed = await _in_thread(lambda given: workspace.resolve(given).exists(), workspace, path)
     await _in_thread(workspace.write_bytes, workspace, path, data)
+    await asyncio.to_thread(session.executor.give_to_blocks, [path])  # the jail's to rewrite, as its own
     session.touch()
     return JSONResponse({"name": path, "size": len(data), "mime": _mime(path)}, status_code=200 if existed else 201)
 

@@ -62,7 +62,7 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
         raise from_execbox(exc) from None
     finished = False
     try:
-        await asyncio.to_thread(_write_files, executor.workspace, todo.files)
+        await asyncio.to_thread(_write_files, executor, todo.files)
         result = await executor.arun(todo.blocks)
         answer = result.to_dict()
         if todo.fetch_files:
@@ -76,9 +76,10 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
         await asyncio.shield(state.pool.release(executor, reusable=finished))
 
 
-def _write_files(workspace: Any, files: dict[str, bytes]) -> None:
+def _write_files(executor: Any, files: dict[str, bytes]) -> None:
     for path, data in files.items():
-        workspace.write_bytes(path, data)
+        executor.workspace.write_bytes(path, data)
+    executor.give_to_blocks(list(files))  # a kept executor has started: hand them over as its own
 
 
 def _fetch(workspace: Any, paths: list[str], limit: int) -> dict[str, Any]:

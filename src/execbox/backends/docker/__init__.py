@@ -220,6 +220,9 @@ class DockerExecutor(Executor):
         already is fine; an engine that will not: a warning)."""
         kill_container(self._client, container_id)
 
+    def give_to_blocks(self, paths: Iterable[str]) -> None:
+        hand_over(str(self.workspace.path), self.user, [os.path.normpath(p) for p in paths])
+
     def _passed_env(self) -> dict[str, str]:
         found = {name: os.environ[name] for name in self.pass_env if name in os.environ}
         missing = [name for name in self.pass_env if name not in os.environ]

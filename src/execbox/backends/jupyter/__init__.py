@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..sandbox._cgroups import cgroup_support
@@ -207,6 +207,17 @@ class JupyterExecutor(Executor):
                 self._kernel.stop()
                 self._kernel = None
 
+    def give_to_blocks(self, paths: Iterable[str]) -> None:
+        kernel = self._kernel  # no lock: an upload must not wait for a running cell
+        if kernel is not None:
+            self._give(kernel, list(paths))
+
+    def _give(self, kernel: Any, paths: list[str]) -> None:
+        """A jailed kernel's identity gets the paths (a local or remote kernel needs nothing)."""
+        jail = kernel.jail_id if isinstance(kernel, SandboxKernel) else None
+        if jail is not None:
+            hand_over(str(self.workspace.path), *jail, paths)
+
     def _execute(self, language: Language, code_path: str, cancel: Cancellation,
                  on_output: OutputCallback | None) -> Outcome:
         """A code file given by its path alone (blocks come with their text: ``_execute_code``)."""
@@ -228,10 +239,9 @@ class JupyterExecutor(Executor):
         with self._cell_lock:
             kernel = self._kernel
             assert kernel is not None
-            jail = kernel.jail_id if isinstance(kernel, SandboxKernel) else None
-            if jail is not None and not code_path.startswith(INTERNAL_DIR + "/"):
+            if not code_path.startswith(INTERNAL_DIR + "/"):
                 # a named block's folders, made by execbox (root), are the jail's to write in
-                hand_over(str(self.workspace.path), *jail, [code_path])
+                self._give(kernel, [code_path])
             try:
                 if kernel.restarted:
                     execute(kernel.channels, self._setup_code(kernel), silent=True)

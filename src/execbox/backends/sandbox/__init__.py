@@ -30,7 +30,7 @@ import functools
 import os
 import resource
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
@@ -245,11 +245,15 @@ class SandboxExecutor(LocalExecutor):
             self._lease = None
         super()._stop()
 
+    def give_to_blocks(self, paths: Iterable[str]) -> None:
+        if self._lease is not None:
+            hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, list(paths))
+
     def _execute(self, language: Language, code_path: str, cancel: Cancellation,
                  on_output: OutputCallback | None) -> Outcome:
-        if self._lease is not None and not code_path.startswith(INTERNAL_DIR + "/"):
+        if not code_path.startswith(INTERNAL_DIR + "/"):
             # a named block's folders, made by execbox (root), are the jail's to write in
-            hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, [code_path])
+            self.give_to_blocks([code_path])
         return super()._execute(language, code_path, cancel, on_output)
 
     def _rlimits(self) -> dict[str, int]:
