@@ -37,6 +37,12 @@ def _can_unshare() -> bool:
 needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs root and unshare (PID, mount, IPC namespaces)")
 
 
+# The wrapper's scene mounts a tmpfs on /tmp: a virtual environment under /tmp
+# (a clean clone's, in CI) would vanish with it, and python3 with it. Its base
+# interpreter (stdlib only, as the programs need) lives elsewhere.
+BASE_PYTHON = str(Path(sys.base_prefix) / "bin" / "python3")
+
+
 def _in_namespaces(script: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``script`` as PID 1 (``sh``) of new PID, mount and IPC namespaces."""
     return subprocess.run(["unshare", "--pid", "--fork", "--mount", "--ipc", "--mount-proc", "sh", "-c", script],
@@ -128,7 +134,8 @@ echo "left $state"
 
 @needs_unshare
 def test_the_wrapper_empties_tmp_before_and_kills_leftovers_after_keeping_the_exit_status():
-    done = _in_namespaces(WRAPPER_SCENE, PYTHON=sys.executable, WRAPPER=program(WRAPPER_FILE),
+    assert not BASE_PYTHON.startswith("/tmp/"), BASE_PYTHON
+    done = _in_namespaces(WRAPPER_SCENE, PYTHON=BASE_PYTHON, WRAPPER=program(WRAPPER_FILE),
                           EXECBOX_KILLER=program(KILLER_FILE), EXECBOX_IPC_SWEEP=program(IPC_SWEEP_FILE))
     lines = done.stdout.splitlines()
     assert lines[-2:] == ["rc 3", "left dead"], done.stdout + done.stderr
