@@ -19,19 +19,17 @@ and says the limit was reached. ``stream``/``run`` and ``arun_stream``/
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
 from ._approval import ApprovalRequest, check_approver, decide, refusal_text
-from ._bridge import Bridge, stream_in_thread
+from ._agent import Agent
+from ._bridge import Bridge
 from ._context import bound, context_policy, describe, from_description
 from ._events import (ApprovalEvent, Event, Response, StreamChunkEvent, TextMessage, ThoughtEvent, ToolCallEvent,
                       ToolResultEvent)
-from ._executor_agent import TaskInput, task_messages
 from ._providers import ChatModel, model_from_config
 from ._reply import ModelReply, ToolCall, assistant_message
 from ._toolbox import Toolbox
@@ -40,7 +38,7 @@ from ..tools._function_tool import tool_text
 __all__ = ["AssistantAgent"]
 
 
-class AssistantAgent:
+class AssistantAgent(Agent):
     """A model that calls tools until it can answer.
 
     - ``model``: a ``ModelClient`` or ``AnthropicClient``.
@@ -93,33 +91,6 @@ class AssistantAgent:
         return list(self.toolbox.tools.values())
 
     # -- entry points -----------------------------------------------------------
-
-    def run(self, task: TaskInput) -> Response:
-        """Handle the task and return the final response."""
-        final = None
-        for item in self.stream(task):
-            if isinstance(item, Response):
-                final = item
-        assert final is not None
-        return final
-
-    def stream(self, task: TaskInput) -> Iterator[Event | Response]:
-        """The events of handling the task, then the ``Response``."""
-        return self._steps(task_messages(task), Bridge())
-
-    async def arun(self, task: TaskInput) -> Response:
-        final = None
-        async for item in self.arun_stream(task):
-            if isinstance(item, Response):
-                final = item
-        assert final is not None
-        return final
-
-    async def arun_stream(self, task: TaskInput) -> AsyncIterator[Event | Response]:
-        """``stream`` for asyncio; cancelling it kills the code a tool runs."""
-        messages = task_messages(task)
-        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
-            yield item
 
     def reset(self) -> None:
         """Forget the conversation so far."""
@@ -254,14 +225,3 @@ class AssistantAgent:
                    model_context=from_description(config.get("model_context")),
                    stream_model=config.get("stream_model", False),
                    parallel_tool_calls=config.get("parallel_tool_calls", True))
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_config(), indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: str | Path, *, api_key: str | None = None, approval: Any = None) -> AssistantAgent:
-        try:
-            config = json.loads(Path(path).read_text())
-        except ValueError as exc:
-            raise ConfigurationError(f"{path} is not JSON: {exc}") from None
-        return cls.from_config(config, api_key=api_key, approval=approval)

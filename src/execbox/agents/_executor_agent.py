@@ -16,9 +16,7 @@ asyncio forms of the same code.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from ..backends import executor_from_config
@@ -27,16 +25,16 @@ from .._extract import extract_code_blocks
 from .._models import CodeBlock, ExecutionResult
 from ..backends._base import Executor
 from ._approval import ApprovalRequest, check_approver, decide, refusal_text
-from ._bridge import Bridge, stream_in_thread
+from ._agent import Agent
+from ._bridge import Bridge
 from ._context import bound, context_policy, describe, from_description
 from ._events import (ApprovalEvent, CodeExecutionEvent, CodeGenerationEvent, Event, Response, RetryDecisionEvent,
                       StreamChunkEvent, TextMessage, ThoughtEvent)
 from ._providers import ChatModel, model_from_config
 from ._reply import ModelReply
 
-__all__ = ["CodeExecutorAgent", "describe_result", "task_messages"]
+__all__ = ["CodeExecutorAgent", "describe_result"]
 
-TaskInput = str | TextMessage | dict[str, Any] | Sequence[TextMessage | str | dict[str, Any]]
 
 RETRY_SCHEMA = {
     "title": "RetryDecision",
@@ -59,7 +57,7 @@ def describe_result(result: ExecutionResult) -> str:
     return output
 
 
-class CodeExecutorAgent:
+class CodeExecutorAgent(Agent):
     """Runs code from messages, or writes and runs code with a model.
 
     - ``executor``: where the code runs (any execbox executor).
@@ -115,35 +113,7 @@ class CodeExecutorAgent:
     def __repr__(self) -> str:
         return f"CodeExecutorAgent(name={self.name!r}, executor={self.executor!r}, model={self.model!r})"
 
-    # -- entry points -----------------------------------------------------------
-
-    def run(self, task: TaskInput) -> Response:
-        """Handle the task (or messages) and return the final response."""
-        final = None
-        for item in self.stream(task):
-            if isinstance(item, Response):
-                final = item
-        assert final is not None
-        return final
-
-    def stream(self, task: TaskInput) -> Iterator[Event | Response]:
-        """The events of handling the task, then the ``Response``."""
-        return self._steps(task_messages(task), Bridge())
-
-    async def arun(self, task: TaskInput) -> Response:
-        """``run`` for asyncio; cancelling it kills the running block."""
-        final = None
-        async for item in self.arun_stream(task):
-            if isinstance(item, Response):
-                final = item
-        assert final is not None
-        return final
-
-    async def arun_stream(self, task: TaskInput) -> AsyncIterator[Event | Response]:
-        """``stream`` for asyncio; cancelling it kills the running block."""
-        messages = task_messages(task)
-        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
-            yield item
+    # -- the steps of one call ----------------------------------------------------
 
     def _steps(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Event | Response]:
         if self.model is None:
@@ -297,24 +267,3 @@ class CodeExecutorAgent:
                    sources=config.get("sources"), max_retries_on_error=config.get("max_retries_on_error", 0),
                    stream_model=config.get("stream_model", False), approval=approval,
                    model_context=from_description(config.get("model_context")))
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_config(), indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: str | Path, *, api_key: str | None = None, approval: Any = None) -> CodeExecutorAgent:
-        try:
-            config = json.loads(Path(path).read_text())
-        except ValueError as exc:
-            raise ConfigurationError(f"{path} is not JSON: {exc}") from None
-        return cls.from_config(config, api_key=api_key, approval=approval)
-
-
-def task_messages(task: TaskInput) -> list[TextMessage]:
-    if isinstance(task, (str, TextMessage, dict)):
-        return [TextMessage.of(task)]
-    messages = [TextMessage.of(item) for item in task]
-    if not messages:
-        raise ConfigurationError("the task is empty: give a str, a message or a list of messages")
-    return messages
-
