@@ -34,6 +34,7 @@ from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
+from .._host_python import HostPython
 from ._cell import CellOutcome, cell_outcome, run_cell, wait_done
 from ._channels import execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
@@ -58,7 +59,7 @@ Kernel = LocalKernel | SandboxKernel | GatewayKernel
 INTERRUPT_GRACE_S = 3.0
 
 
-class JupyterExecutor(Executor):
+class JupyterExecutor(HostPython, Executor):
     """Run blocks in a Jupyter kernel that keeps state between them.
 
     - ``environment``: the Python whose ipykernel runs (``SystemPython()`` by
@@ -140,18 +141,6 @@ class JupyterExecutor(Executor):
         donor._kernel, donor._owns_workspace = None, False
         donor.close()
         self._started = True
-
-    _environment: Environment
-
-    @property
-    def environment(self) -> Environment:
-        """The Python whose ipykernel runs."""
-        return self._environment
-
-    def _checked_environment(self, environment: Environment) -> Environment:
-        if not isinstance(environment, Environment):
-            raise ConfigurationError(f"environment must be SystemPython(...) or Venv(...), not {environment!r}")
-        return environment
 
     def can_add_libraries(self) -> str | None:
         return ("the jupyter backend keeps one kernel whose environment execbox does not change: preinstall "

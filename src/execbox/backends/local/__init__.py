@@ -22,6 +22,7 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress, SystemPython, Venv
 from ...environments._packages import require_packages, with_packages
 from .._base import Capabilities, Executor
+from .._host_python import HostPython
 from .._result import Outcome, outcome_to_result
 
 __all__ = ["LocalExecutor", "child_environment"]
@@ -30,7 +31,7 @@ __all__ = ["LocalExecutor", "child_environment"]
 PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(HostPython, Executor):
     """Run blocks as subprocesses of this process, unisolated.
 
     - ``environment``: the Python to use (``SystemPython()`` by default, or a
@@ -80,18 +81,6 @@ class LocalExecutor(Executor):
         self._progress = progress
         self._python: str | None = None
         self._child_env: dict[str, str] = {}
-
-    _environment: Environment
-
-    @property
-    def environment(self) -> Environment:
-        """The Python blocks run with (``SystemPython()`` or a ``Venv``)."""
-        return self._environment
-
-    def _checked_environment(self, environment: Environment) -> Environment:
-        if not isinstance(environment, Environment):
-            raise ConfigurationError(f"environment must be SystemPython(...) or Venv(...), not {environment!r}")
-        return environment
 
     def can_add_libraries(self) -> str | None:
         """None for a ``Venv()`` of execbox's cache (it grows into a new
