@@ -26,43 +26,21 @@ came with (``x-api-key``, or the ``Authorization`` the SDK 2.x sends).
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-Reply = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"]
+from scripted_server import JsonHandler, Reply, ScriptedServer
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedServer):
     def __init__(self, script: Sequence[Reply] = ()) -> None:
-        self.script: list[Reply] = list(script)
-        self.requests: list[dict[str, Any]] = []
+        super().__init__(script, _handler(self))
         self.api_keys: list[str | None] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> FakeAnthropic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def add(self, *replies: Reply) -> None:
-        with self._lock:
-            self.script.extend(replies)
-
-    @property
-    def remaining(self) -> int:
-        return len(self.script)
+        return self.root_url
 
     def _next(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -113,12 +91,7 @@ def invalid(body: dict[str, Any]) -> str | None:
 
 
 def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -174,14 +147,6 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
         def _error(self, status: int, kind: str, message: str) -> None:
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
-
-        def _json(self, status: int, data: dict[str, Any]) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
 
     return Handler
 

@@ -23,45 +23,23 @@ body; ``authorization`` every Authorization header.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-Reply = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"]
+from scripted_server import JsonHandler, Reply, ScriptedServer
 
 
-class FakeModel:
+class FakeModel(ScriptedServer):
     def __init__(self, script: Sequence[Reply] = (), *, model: str = "fake-model") -> None:
-        self.script: list[Reply] = list(script)
+        super().__init__(script, _handler(self))
         self.model = model
-        self.requests: list[dict[str, Any]] = []
         self.authorization: list[str | None] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeModel:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def add(self, *replies: Reply) -> None:
-        with self._lock:
-            self.script.extend(replies)
-
-    @property
-    def remaining(self) -> int:
-        return len(self.script)
+        return self.root_url + "/v1"
 
     def _next(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -78,12 +56,7 @@ class FakeModel:
 
 
 def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
                 self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
@@ -155,14 +128,6 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
         def _event(self, data: dict[str, Any]) -> None:
             self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
             self.wfile.flush()
-
-        def _json(self, status: int, data: dict[str, Any]) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
 
     return Handler
 
