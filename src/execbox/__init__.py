@@ -24,6 +24,8 @@ from .backends import executor_from_config
 from ._extract import extract_code_blocks, extract_from_messages, infer_language
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
+from ._run_events import (BlockEndEvent, BlockStartEvent, DisplayEvent, EndEvent, OutputEvent, RunEvent, StartEvent,
+                          TruncatedEvent)
 from ._workspace import FileInfo, Workspace
 from .backends import (
     Capabilities,
@@ -43,6 +45,14 @@ from .environments import DockerPython, Environment, SystemPython, Venv
 __version__ = "0.1.0"
 
 __all__ = [
+    "BlockEndEvent",
+    "BlockStartEvent",
+    "DisplayEvent",
+    "EndEvent",
+    "OutputEvent",
+    "RunEvent",
+    "StartEvent",
+    "TruncatedEvent",
     "LANGUAGES",
     "BackendUnavailableError",
     "BlockResult",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -181,6 +182,11 @@ class BlockResult:
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BlockResult:
+        """The inverse of ``to_dict`` (keys this version does not know are ignored)."""
+        return cls(**_fields(cls, data))
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExecutionResult:
@@ -257,6 +263,31 @@ class ExecutionResult:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExecutionResult:
+        """The inverse of ``to_dict`` (as the HTTP service sends it; keys
+        this version does not know are ignored)."""
+        return cls(**_fields(cls, data))
+
+
+def _fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data``'s known fields of ``cls``, the nested ones made objects again."""
+    out: dict[str, Any] = {}
+    for name in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+        if name not in data:
+            continue
+        value = data[name]
+        if name == "error" and value is not None:
+            value = ErrorInfo(**{k: value[k] for k in ("name", "value", "traceback") if k in value})
+        elif name == "displays":
+            value = tuple(Display(d["mime_type"], d.get("path"), d.get("data")) for d in value)
+        elif name == "blocks":
+            value = tuple(BlockResult.from_dict(b) for b in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        out[name] = value
+    return out
 
 
 def _plain(obj: Any) -> Any:

@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,9 +38,11 @@ from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, 
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
+from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
 from ._blocks import aggregate, as_blocks, failed_block
 from ._process import Cancellation, OutputCallback
 from ._result import Outcome
+from ._streaming import arun_blocks, astream_events, stream_events
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment, Progress
 
@@ -238,53 +240,38 @@ class Executor(ABC):
     # -- running --------------------------------------------------------------
 
     def run(self, blocks: CodeBlock | Sequence[CodeBlock], *,
-            on_output: Callable[[str, str], None] | None = None) -> ExecutionResult:
+            on_output: Callable[[str, str], None] | None = None,
+            on_event: Callable[[RunEvent], None] | None = None) -> ExecutionResult:
         """Run blocks in order, stopping at the first failure.
 
-        ``on_output(stream, text)`` receives output as it is printed."""
+        ``on_output(stream, text)`` receives output as it is printed;
+        ``on_event(event)`` every event of the run (``execbox.StartEvent``
+        ... ``EndEvent``), in the thread that runs the blocks."""
         todo = as_blocks(blocks)
         cancel = Cancellation()
         try:
-            return self._run_blocks(todo, cancel, on_output)
+            return self._run_blocks(todo, cancel, EventSink(on_event, on_output))
         finally:
             cancel.close()
 
     async def arun(self, blocks: CodeBlock | Sequence[CodeBlock], *,
-                   on_output: Callable[[str, str], None] | None = None) -> ExecutionResult:
+                   on_output: Callable[[str, str], None] | None = None,
+                   on_event: Callable[[RunEvent], None] | None = None) -> ExecutionResult:
         """``run`` for asyncio. Cancelling the task kills what the block started."""
-        todo = as_blocks(blocks)
-        cancel = Cancellation()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ExecutionResult] = loop.create_future()
+        return await arun_blocks(self, as_blocks(blocks), EventSink(on_event, on_output))
 
-        def work() -> None:
-            try:
-                result = self._run_blocks(todo, cancel, on_output)
-            except BaseException as exc:  # handed to the awaiting task
-                loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, future, result, None)
+    def stream(self, blocks: CodeBlock | Sequence[CodeBlock]) -> Iterator[RunEvent]:
+        """Run blocks and yield the run's events as they happen, the last an
+        ``EndEvent`` with the result. Closing the iterator early kills the run."""
+        return stream_events(self, as_blocks(blocks))
 
-        threading.Thread(target=work, name="execbox-arun", daemon=True).start()
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            cancel.cancel()
-            while not future.done():  # the thread must be done with the pipe
-                try:
-                    await asyncio.shield(future)
-                except asyncio.CancelledError:
-                    continue
-                except BaseException:
-                    break
-            raise
-        finally:
-            if future.done():
-                cancel.close()
+    def astream(self, blocks: CodeBlock | Sequence[CodeBlock]) -> AsyncIterator[RunEvent]:
+        """``stream`` for asyncio (``async for event in executor.astream(...)``)."""
+        return astream_events(self, as_blocks(blocks))
 
-    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation,
-                    on_output: OutputCallback | None) -> ExecutionResult:
+    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
         self.start()
+        sink.emit(StartEvent(len(blocks)))
         with self._state_lock:
             self._active.add(cancel)
         try:
@@ -294,14 +281,19 @@ class Executor(ABC):
             results: list[BlockResult] = []
             written: list[str] = []
             for index, block in enumerate(blocks):
-                result = self._run_block(index, block, run_id, cancel, on_output, written)
+                sink.block = index
+                sink.emit(BlockStartEvent(index, block.language))
+                result = self._run_block(index, block, run_id, cancel, sink, written)
                 results.append(result)
+                sink.block_ended(result)
                 if result.status not in ("ok", "saved"):
                     break
             after = self.workspace.snapshot(clear_setid=True)  # no set-ID program left for the host
             changed = [p for p in Workspace.changes(before, after) if p not in written]
-            return aggregate(results, changed, written, time.monotonic() - started, self.name,
-                              files_truncated=not (before.complete and after.complete))
+            outcome = aggregate(results, changed, written, time.monotonic() - started, self.name,
+                                files_truncated=not (before.complete and after.complete))
+            sink.emit(EndEvent(outcome, "cancelled" if cancel.is_set() else "completed"))
+            return outcome
         finally:
             with self._state_lock:
                 self._active.discard(cancel)
@@ -385,13 +377,4 @@ class Executor(ABC):
             "(use the sandbox or docker backend to enforce them)",
             UnenforcedLimitWarning, stacklevel=4,
         )
-
-
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ._output import Capture
+from .._models import Display
+from .._run_events import EventSink
 
 __all__ = ["DRAIN_GRACE_S", "Cancellation", "FdWaiter", "Output", "OutputCallback", "Source", "watch_loop"]
 
@@ -90,6 +92,11 @@ class Output:
             text = self._decoders[stream].decode(data)
             if text:
                 self.on_output(stream, text)
+
+    def display(self, display: Display) -> None:
+        """A rich output as it comes, for a run's event sink."""
+        if isinstance(self.on_output, EventSink):
+            self.on_output.display(display)
 
     def feed_text(self, stream: str, text: str) -> None:
         """Text that came whole (a kernel's stream message)."""

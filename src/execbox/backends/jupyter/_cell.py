@@ -229,15 +229,18 @@ def _display(out: CellOutcome, data: dict[str, Any], save: SaveFile, prefix: str
             output.feed_text("stdout", f"[{mime} not saved: {exc}]\n")
         else:
             out.displays.append(Display(mime, path=path))
+            output.display(out.displays[-1])
             output.feed_text("stdout", f"[{mime} saved to {path}]\n")
             saved_any = True
     if "application/json" in data and _fits(out, data["application/json"]):
         out.displays.append(Display("application/json", data=json.dumps(data["application/json"])))
+        output.display(out.displays[-1])
     text = data.get("text/plain")
     if text is not None:
         text = _text(text)
         if _fits(out, text):
             out.displays.append(Display("text/plain", data=text))
+            output.display(out.displays[-1])
         if not saved_any:
             output.feed_text("stdout", text + "\n")  # the bounded output, kept or not
 
