@@ -1,12 +1,12 @@
 """One execution in a session: the task that runs it, and its events, kept
 so that a dropped stream can be resumed (``events(after=N)``).
 
-Events, each with an ``id`` (its sequence number, from 1): ``start``; then
-``stdout`` / ``stderr`` as the code prints (through the executors'
-``on_output``); then, from the result, ``block_end`` per block and
-``display`` per rich output; then always ``end``: ``{status, result,
-error}`` with the whole ``ExecutionResult`` (for a cancelled run, one made
-of what it printed). Streamed text past twice ``Limits.max_output_bytes``
+Events, each with an ``id`` (its sequence number, from 1): ``start`` (with
+the execution's ids); then the core's events as they happen
+(``execbox._run_events``: ``block_start``, ``stdout`` / ``stderr``,
+``display``, ``block_end``), each sent as ``event_to_dict`` makes it; then
+always ``end``: ``{status, result, error}`` with the whole
+``ExecutionResult`` (for a cancelled run, one made of what it printed). Streamed text past twice ``Limits.max_output_bytes``
 is dropped with one ``truncated`` event (the result keeps its own capped
 output): a loop printing forever must not fill the server's memory.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from .._errors import ExecboxError
 from .._models import CodeBlock, ErrorInfo, ExecutionResult
+from .._run_events import EndEvent, OutputEvent, RunEvent, StartEvent, event_to_dict
 from ..backends import Executor
 from ._errors import ApiError, from_execbox
 
@@ -64,11 +65,11 @@ class Execution:
     async def _run(self, on_done: Callable[[Execution], None]) -> None:
         loop = asyncio.get_running_loop()
 
-        def on_output(stream: str, text: str) -> None:  # in the executor's thread
-            loop.call_soon_threadsafe(self._output, stream, text)
+        def on_event(event: RunEvent) -> None:  # in the executor's thread
+            loop.call_soon_threadsafe(self._event, event)
 
         try:
-            result = await self.executor.arun(self.blocks, on_output=on_output)
+            result = await self.executor.arun(self.blocks, on_event=on_event)
         except asyncio.CancelledError:
             self.status = "cancelled"
             self.result = self._cancelled_result()
@@ -81,24 +82,28 @@ class Execution:
         else:
             self.status = "completed"
             self.result = result
-            for block in result.blocks:
-                self._emit("block_end", {"index": block.index, "status": block.status, "exit_code": block.exit_code,
-                                         "duration_s": block.duration_s,
-                                         "error": block.to_dict()["error"]})
-                for display in block.displays:
-                    self._emit("display", {"block": block.index, "mime_type": display.mime_type,
-                                           "path": display.path, "data": display.data})
         finally:
             on_done(self)
         self._emit("end", self.summary())
 
-    def _output(self, stream: str, text: str) -> None:
-        self._text[stream].append(text)
+    def _event(self, event: RunEvent) -> None:
+        """A core event, as the stream sends it: start and end are the
+        execution's own (with its ids; the end also when execbox failed)."""
+        if isinstance(event, (StartEvent, EndEvent)) or self.done:
+            return
+        if isinstance(event, OutputEvent):
+            self._output(event)
+        else:
+            self._emit(event.kind, event_to_dict(event))
+
+    def _output(self, event: OutputEvent) -> None:
+        text = event.text
+        self._text[event.stream].append(text)
         self._text["output"].append(text)
         if self._streamed >= self._stream_cap:
             return
         self._streamed += len(text.encode("utf-8", "surrogatepass"))
-        self._emit(stream, {"text": text})
+        self._emit(event.kind, event_to_dict(event))
         if self._streamed >= self._stream_cap:
             self._emit("truncated", {"after_bytes": self._stream_cap, "note": "the rest is in the result (capped "
                                      "by limits.max_output_bytes)"})

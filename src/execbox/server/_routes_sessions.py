@@ -5,6 +5,7 @@ stream, cancel."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -107,14 +108,14 @@ async def reset(request: Request) -> Response:
 
 
 async def execute(request: Request) -> Response:
+    """Run blocks in the session: one execution at a time (409, or with
+    ``?queue=1`` wait for the running one, counted as queued)."""
     state = state_of(request)
     session = session_of(request)
     data = await read_json(request, state.config.max_upload_bytes)
     blocks = blocks_of(data)
-    if session.running is not None:
-        raise ApiError(409, "execution_running", f"session {session.id} runs execution {session.running.id}: "
-                                                 "wait for its end, or cancel it", retryable=True)
-    state.load.admit()
+    queue = request.query_params.get("queue", "0") not in ("0", "false", "")
+    await _claim(state, session, queue)
     execution = Execution(session.id, session.executor, blocks)
     session.running = execution
     session.add(execution)
@@ -128,20 +129,70 @@ async def execute(request: Request) -> Response:
 
     execution.start(done)
     headers = {"Location": f"/v1/sessions/{session.id}/executions/{execution.id}", "X-Execution-Id": execution.id}
-    if "text/event-stream" in request.headers.get("accept", ""):
-        return _event_stream(state, execution, 0, headers)
+    streamed = _stream_format(request)
+    if streamed is not None:
+        return _event_stream(state, execution, 0, headers, streamed)
     await execution.wait()
     if execution.error is not None and execution.result is None:
         raise execution.error
     return JSONResponse(execution.summary(), headers=headers)
 
 
-def _event_stream(state: ServerState, execution: Execution, after: int, headers: dict[str, str]) -> Response:
+async def _claim(state: ServerState, session: Session, queue: bool) -> None:
+    """Wait until the session is free (``queue``) or refuse with 409; then
+    take a run slot (429 when none is free, or wait for one when queued)."""
+    while True:
+        if session.running is not None and not queue:
+            raise ApiError(409, "execution_running", f"session {session.id} runs execution {session.running.id}: "
+                                                     "wait for its end, cancel it, or send ?queue=1 to wait "
+                                                     "in line", retryable=True)
+        if session.running is not None:
+            state.load.queued += 1
+            try:
+                await session.running.wait()
+            finally:
+                state.load.queued -= 1
+            state.sessions.get(session.id)  # 410 if it ended meanwhile
+            continue
+        if queue:
+            await state.load.acquire()
+        else:
+            state.load.admit()
+        if session.running is None:
+            try:
+                state.sessions.get(session.id)
+            except ApiError:
+                state.load.release()
+                raise
+            return
+        state.load.release()  # taken while this one waited for a slot
+
+
+def _stream_format(request: Request) -> str | None:
+    accept = request.headers.get("accept", "")
+    if "text/event-stream" in accept:
+        return "sse"
+    if "application/x-ndjson" in accept:
+        return "ndjson"
+    return None
+
+
+def _event_stream(state: ServerState, execution: Execution, after: int, headers: dict[str, str],
+                  form: str = "sse") -> Response:
+    """The events after id ``after``: server-sent events (a ``: keepalive``
+    comment when quiet), or NDJSON lines ``{id, event, data}`` (a
+    ``{"event": "keepalive"}`` line)."""
     async def frames() -> AsyncIterator[bytes]:
         async for item in execution.stream(after, state.config.keepalive_s):
-            yield SSE_KEEPALIVE if item is None else sse(*item)
+            if form == "sse":
+                yield SSE_KEEPALIVE if item is None else sse(*item)
+            elif item is None:
+                yield b'{"event": "keepalive"}\n'
+            else:
+                yield json.dumps({"id": item[0], "event": item[1], "data": item[2]}).encode() + b"\n"
 
-    return StreamingResponse(frames(), media_type="text/event-stream",
+    media = "text/event-stream" if form == "sse" else "application/x-ndjson"
+    return StreamingResponse(frames(), media_type=media,
                              headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -157,7 +208,8 @@ async def events(request: Request) -> Response:
     given = request.query_params.get("after", request.headers.get("last-event-id", "0"))
     if not given.isdigit():
         raise ApiError(400, "bad_request", f"after={given!r} must be an event id (a whole number)")
-    return _event_stream(state, execution, int(given), {"X-Execution-Id": execution.id})
+    return _event_stream(state, execution, int(given), {"X-Execution-Id": execution.id},
+                         _stream_format(request) or "sse")
 
 
 async def cancel(request: Request) -> Response:
