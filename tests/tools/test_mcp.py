@@ -98,6 +98,33 @@ def test_stdio_lists_the_tools_and_runs_code_then_cleans_up():
     assert not seen["workspace"].exists()
 
 
+def test_stdio_output_comes_as_progress_while_the_code_runs():
+    """The run prints, then waits for a file that the client writes only on
+    seeing that print in a progress notification: output held back to the
+    end would leave it waiting (and the test failing)."""
+    messages: list[tuple[float, str]] = []
+
+    async def scenario() -> None:
+        async with stdio("--backend", "local") as client:
+            where = Path(text(await client.call_tool("run_code", {"code": "import os; print(os.getcwd())"}))
+                         .splitlines()[1].removeprefix("Code output: ").strip())
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                messages.append((progress, message or ""))
+                if "waiting" in (message or ""):
+                    (where / "go").write_text("")
+
+            code = ("import os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
+                    "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
+                    "print('answered' if os.path.exists('go') else 'nobody answered')\n")
+            ran = await client.call_tool("run_code", {"code": code}, progress_callback=on_progress)
+            assert "answered" in text(ran) and "nobody" not in text(ran)
+
+    anyio.run(scenario)
+    assert messages and "waiting" in messages[0][1]
+    assert [p for p, _ in messages] == sorted({p for p, _ in messages})  # grows with every message
+
+
 def test_stdio_files_stay_inside_the_workspace(tmp_path):
     work = tmp_path / "work"
     outside = tmp_path / "outside.txt"

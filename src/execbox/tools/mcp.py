@@ -41,6 +41,7 @@ from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
 from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_bytes, write_text
 from ._files import image_type as _image_type
+from ._progress import run_reporting
 from ._files import size_text as _size
 
 
@@ -65,7 +66,7 @@ def _missing_sdk(exc: ImportError) -> ImportError:
 
 try:
     import anyio
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.shared.exceptions import MCPError
     from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent, ToolAnnotations
@@ -207,6 +208,7 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         code: Annotated[str, Field(description="The code to run, as it would be saved in a file.")],
         language: Annotated[str, Field(
             description="Its language: python (the default), sh, bash, or another the backend runs.")] = "python",
+        ctx: Context | None = None,
     ) -> CallToolResult:
         """Run code in the workspace and return what it printed.
 
@@ -216,11 +218,15 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         displayed or wrote (PNG, JPEG, GIF, WebP) come back as image content.
         A failing run is a normal result (not a tool error): read the exit
         code. Files persist between calls; variables do only if the backend
-        is stateful (jupyter) and until reset_session.
+        is stateful (jupyter) and until reset_session. While it runs, what it
+        prints comes as progress notifications to a client that asks for them.
         """
         executor = await holder.get()
         try:
-            result = await executor.arun(CodeBlock(language, code))
+            if ctx is None:
+                result = await executor.arun(CodeBlock(language, code))
+            else:
+                result = await run_reporting(executor, CodeBlock(language, code), ctx.report_progress)
         except (ExecboxError, OSError) as exc:
             raise _infrastructure("could not run the code", exc, executor.name) from exc
         images, notes = await anyio.to_thread.run_sync(_images, executor.workspace, result)
