@@ -111,3 +111,27 @@ def test_without_bubblewrap_the_default_says_how_to_get_it(tmp_path):
     local = subprocess.run([*command[:4], "--backend", "local", *command[4:]], capture_output=True,
                            text=True, timeout=60, env=env)
     assert local.returncode == 0 and local.stdout.strip().endswith("1")
+
+
+def test_run_live_prints_output_while_the_code_runs(tmp_path):
+    """The block prints, then waits for a file the test writes only on
+    reading that print from the command's pipe."""
+    reply = tmp_path / "r.md"
+    reply.write_text("```python\nimport os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
+                     "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
+                     "print('answered' if os.path.exists('go') else 'nobody answered')\n"
+                     "open('made.txt', 'w').write('x')\n```\n```sh\necho second >&2\n```\n")
+    work = tmp_path / "ws"
+    exe = shutil.which("execbox", path=os.path.dirname(sys.executable))
+    command = [exe] if exe else [sys.executable, "-m", "execbox.cli"]
+    proc = subprocess.Popen([*command, "run", "--live", "--backend", "local", "--workdir", str(work), str(reply)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line == "waiting\n":
+            (work / "go").write_text("")
+    assert proc.wait(60) == 0
+    assert lines == ["--- block 1 (python) ---\n", "waiting\n", "answered\n", "--- block 2 (sh) ---\n",
+                     "Files created or changed: go, made.txt\n", "exitcode: 0 (execution succeeded)\n"]
+    assert proc.stderr.read() == "second\n"

@@ -12,7 +12,8 @@ from typing import Any
 from .._errors import ConfigurationError, NoCodeBlocksError
 from .._extract import extract_code_blocks
 from .._models import CodeBlock, ExecutionResult, Limits
-from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+from .._run_events import BlockStartEvent, EndEvent, OutputEvent
+from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
 from ._progress import progress_printer
 
 
@@ -43,6 +44,9 @@ def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("-p", "--package", action="append", default=[], metavar="PKG",
                      help="run in a virtual environment with this package (repeatable)")
     cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+    cmd.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
+                     help="show output as it is printed, then the exit code (default: when standard output is "
+                          "a terminal; exec always does); --no-live prints the result for a model at the end")
 
 
 def run_reply(args: argparse.Namespace) -> int:
@@ -72,15 +76,54 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
 
         options["environment"] = Venv(packages=args.package)
         options["progress"] = progress_printer()
+    live = not args.json and (args.live if args.live is not None else raw or sys.stdout.isatty())
     with create_executor(args.backend, **options) as executor:
-        result = executor.run(blocks)
-        if args.json:
-            print(json.dumps(_json(result), indent=2))
-        elif raw:
-            sys.stdout.write(result.output)
+        if live:
+            result = _run_live(executor, blocks, raw)
         else:
-            print(result.to_text())
+            result = executor.run(blocks)
+            if args.json:
+                print(json.dumps(_json(result), indent=2))
+            elif raw:
+                sys.stdout.write(result.output)
+            else:
+                print(result.to_text())
     return result.exit_code
+
+
+def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> ExecutionResult:
+    """Print each stream's text to ours as it comes (a header per block when
+    there are several), then what the result adds: execbox's notes (a
+    timeout...) and, unless ``raw``, the exit code and the files changed."""
+    printed: list[str] = []
+    events = executor.stream(blocks)
+    result: ExecutionResult | None = None
+    try:
+        for event in events:
+            if isinstance(event, OutputEvent):
+                printed.append(event.text)
+                out = sys.stderr if event.stream == "stderr" else sys.stdout
+                out.write(event.text)
+                out.flush()
+            elif isinstance(event, BlockStartEvent) and len(blocks) > 1 and not raw:
+                sys.stdout.write(f"--- block {event.index + 1} ({event.language or 'no language'}) ---\n")
+                sys.stdout.flush()
+            elif isinstance(event, EndEvent):
+                result = event.result
+    finally:
+        events.close()  # on Ctrl-C: kills the run
+    assert result is not None  # the stream always ends with the result
+    seen = "".join(printed)
+    notes = result.output[len(seen):] if result.output.startswith(seen) else ""
+    if raw:
+        sys.stdout.write(notes)
+        return result
+    tail = result.to_text("plain")[len(result.output):]
+    if notes or tail:
+        sys.stdout.write((notes + tail).strip("\n") + "\n")
+    state = "execution succeeded" if result.exit_code == 0 else "execution failed"
+    print(f"exitcode: {result.exit_code} ({state})")
+    return result
 
 
 def _json(result: ExecutionResult) -> dict[str, Any]:
