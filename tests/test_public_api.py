@@ -11,6 +11,7 @@ EXPECTED = {
     "backend_names", "canonical_language", "create_executor", "default_executor", "executor_from_config",
     "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
     "BlockEndEvent", "BlockStartEvent", "DisplayEvent", "EndEvent", "OutputEvent", "RunEvent", "StartEvent", "TruncatedEvent",
+    "Client", "ServiceBusyError", "ServiceError", "SessionGoneError",
 }
 
 

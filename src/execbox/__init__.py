@@ -17,6 +17,9 @@ from ._errors import (
     ImageMissingError,
     NoCodeBlocksError,
     PathEscapeError,
+    ServiceBusyError,
+    ServiceError,
+    SessionGoneError,
     WeakerIsolationWarning,
     WorkspaceError,
 )
@@ -27,6 +30,7 @@ from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult
 from ._run_events import (BlockEndEvent, BlockStartEvent, DisplayEvent, EndEvent, OutputEvent, RunEvent, StartEvent,
                           TruncatedEvent)
 from ._workspace import FileInfo, Workspace
+from .client import Client
 from .backends import (
     Capabilities,
     Executor,
@@ -55,6 +59,10 @@ __all__ = [
     "TruncatedEvent",
     "LANGUAGES",
     "BackendUnavailableError",
+    "Client",
+    "ServiceBusyError",
+    "ServiceError",
+    "SessionGoneError",
     "BlockResult",
     "Capabilities",
     "CodeBlock",

@@ -15,6 +15,9 @@ calls::
      ├── ModelError                the model server failed or refused a request
      ├── CatalogError              a paper catalog failed (unreachable, refused, bad answer)
      │    └── PaperNotFoundError   the catalog has no paper with that arXiv id
+     ├── ServiceError              `execbox serve` refused or failed a request, or was not reached
+     │    ├── SessionGoneError     410: the session ended (``reason``: ttl, idle, deleted)
+     │    └── ServiceBusyError     429: the server is full (``retry_after`` seconds)
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change. The Docker SDK's exceptions never reach
@@ -38,6 +41,9 @@ __all__ = [
     "NoCodeBlocksError",
     "PaperNotFoundError",
     "PathEscapeError",
+    "ServiceBusyError",
+    "ServiceError",
+    "SessionGoneError",
     "WeakerIsolationWarning",
     "WorkspaceError",
 ]
@@ -129,6 +135,47 @@ class PaperNotFoundError(CatalogError):
             f"no paper {arxiv_id!r} in {where}: check the arXiv id, or find it "
             "with `execbox papers search WORDS` (Catalog.search(query))"
         )
+
+
+class ServiceError(ExecboxError):
+    """``execbox serve`` answered with an error, or could not be reached
+    (``execbox.Client``).
+
+    ``status`` is the HTTP status (None when no answer came: ``code`` is
+    then ``unreachable``, ``timeout`` or ``connection_lost``); ``code``,
+    ``message`` and ``retryable`` are the server's (its message names what
+    to change); ``retry_after`` the seconds it asked to wait, if it did.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, code: str = "", retryable: bool = False,
+                 retry_after: float | None = None) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        where = f"HTTP {status} {code}" if status is not None else code
+        super().__init__(f"{message} ({where})" if where else message)
+
+
+class SessionGoneError(ServiceError):
+    """410: the session has ended; ``reason`` says why (``ttl``: its
+    ``ttl_s`` passed; ``idle``: unused longer than its ``idle_ttl_s``;
+    ``deleted``). Open a new one."""
+
+    def __init__(self, message: str, *, reason: str | None, status: int | None = 410,
+                 code: str = "session_expired", retryable: bool = False, retry_after: float | None = None) -> None:
+        self.reason = reason
+        super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
+
+
+class ServiceBusyError(ServiceError):
+    """429: the server runs or keeps as much as it may (``--max-concurrency``,
+    ``--max-sessions``); retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None, status: int | None = 429, code: str = "busy",
+                 retryable: bool = True) -> None:
+        super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
 
 
 class WeakerIsolationWarning(UserWarning):

@@ -1,0 +1,130 @@
+"""``Client``: execbox's Python client of ``execbox serve`` (runs, batches,
+sessions), on httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from .._errors import ConfigurationError, ServiceError
+from .._models import Limits
+from ._http import Transport
+from ._result import RunResult
+from ._session import Session
+from ._wire import BlockLike, batch_item, files_body, limits_body, run_body, service_error
+
+__all__ = ["Client"]
+
+
+class Client:
+    """A connection to ``execbox serve`` at ``base_url``.
+
+    - ``token``: the server's bearer token (default: ``$EXECBOX_TOKEN``;
+      ``""`` sends none).
+    - ``timeout_s``: the most to wait for the server itself: to connect,
+      for a route that runs no code, between two events of a stream (the
+      server sends a keepalive every ``--sse-keepalive`` seconds, 15 by
+      default: keep ``timeout_s`` above it).
+    - ``run_timeout_s``: the most to wait for the answer of a run (None:
+      as long as the server's ``Limits.timeout_s`` lets the code run).
+
+    Nothing that runs code is retried by the client (a run is not
+    idempotent); reading a stream again is, and ``Session.stream`` does.
+    """
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", token: str | None = None, *,
+                 timeout_s: float = 30.0, run_timeout_s: float | None = None) -> None:
+        for name, value in (("timeout_s", timeout_s), ("run_timeout_s", run_timeout_s)):
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise ConfigurationError(f"Client({name}=...) must be a positive number of seconds, got {value!r}")
+        if token is None:
+            token = os.environ.get("EXECBOX_TOKEN")
+        self._transport = Transport(base_url, token, timeout_s=timeout_s, run_timeout_s=run_timeout_s)
+
+    @property
+    def base_url(self) -> str:
+        return self._transport.base_url
+
+    def __repr__(self) -> str:
+        return f"<Client {self.base_url} token={'set' if self._transport.token else 'none'}>"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections (sessions stay open on the server until
+        closed or expired)."""
+        self._transport.close()
+
+    def info(self) -> dict[str, Any]:
+        """The server: version, backends and languages, limits (default and
+        maximum), capabilities, load."""
+        return self._transport.json("GET", "/v1/info")
+
+    def run(self, code: str | None = None, language: str = "python", *, blocks: Sequence[BlockLike] | None = None,
+            files: Mapping[str, str | bytes] | None = None, fetch_files: Sequence[str] | None = None,
+            limits: Limits | Mapping[str, Any] | None = None, backend: str | None = None) -> RunResult:
+        """Run code (or ``blocks``: CodeBlock objects or ``{code, language?,
+        filename?}`` dicts) in a fresh workspace holding ``files`` ({path:
+        str or bytes}); its result, with the files ``fetch_files`` names
+        read back (``result.fetched``). ``limits``: a ``Limits`` (all of
+        it), or a dict of some of its fields over the server's defaults."""
+        body = run_body(code, language, blocks=blocks, files=files, fetch_files=fetch_files, limits=limits,
+                        backend=backend)
+        return RunResult.from_dict(self._transport.json("POST", "/v1/run", json=body, slow=True))
+
+    def batch(self, requests: Sequence[str | Mapping[str, Any]], *,
+              max_concurrency: int | None = None) -> Iterator[tuple[int, RunResult | ServiceError]]:
+        """Run many requests (code, or dicts of ``run``'s arguments), up to
+        ``max_concurrency`` at once; yield ``(index, result)`` as each
+        finishes, in that order: a request the server refused comes as its
+        ``ServiceError``, in place of the result. The requests are checked
+        now; they are sent when the iteration starts."""
+        if isinstance(requests, (str, Mapping)):
+            raise ConfigurationError("batch() takes a list of requests; for one, use run()")
+        body: dict[str, Any] = {"requests": [batch_item(item, i) for i, item in enumerate(requests)]}
+        if not body["requests"]:
+            raise ConfigurationError("batch() needs at least one request")
+        if max_concurrency is not None:
+            body["max_concurrency"] = max_concurrency
+        return self._batch(body)
+
+    def _batch(self, body: dict[str, Any]) -> Iterator[tuple[int, RunResult | ServiceError]]:
+        transport = self._transport
+        with transport.open("POST", "/v1/batch", json=body, slow=True) as response:
+            for line in transport.lines(response, "POST", "/v1/batch", slow=True):
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                if "exit_code" in item:
+                    yield item["index"], RunResult.from_dict(item)
+                else:
+                    yield item["index"], service_error(item.get("error"))
+
+    def session(self, backend: str | None = None, *, limits: Limits | Mapping[str, Any] | None = None,
+                ttl_s: float | None = None, idle_ttl_s: float | None = None, env: Mapping[str, str] | None = None,
+                files: Mapping[str, str | bytes] | None = None) -> Session:
+        """Open a session: an executor kept between runs (``backend``: the
+        server's default when None), with ``env`` set for its code and
+        ``files`` in its workspace before it starts. ``ttl_s``: its whole
+        life; ``idle_ttl_s``: how long it may stay unused (the server's
+        defaults when None)."""
+        body: dict[str, Any] = {}
+        if backend is not None:
+            body["backend"] = backend
+        if limits is not None:
+            body["limits"] = limits_body(limits)
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        if idle_ttl_s is not None:
+            body["idle_ttl_s"] = idle_ttl_s
+        if env:
+            body["env"] = dict(env)
+        if files:
+            body["files"] = files_body(files)
+        return Session(self._transport, self._transport.json("POST", "/v1/sessions", json=body, slow=True))

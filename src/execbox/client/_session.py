@@ -1,0 +1,160 @@
+"""``Session``: an executor kept on the server between requests (a Jupyter
+kernel keeps its variables, every backend its workspace), until it is
+closed or expires. Made by ``Client.session()``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from .._errors import ServiceError, SessionGoneError
+from .._models import ExecutionResult
+from .._run_events import RunEvent
+from ._http import Transport
+from ._stream import SSE, follow
+from ._wire import BlockLike, code_body, parse_time, quote_path, service_error
+
+__all__ = ["Session"]
+
+
+class Session:
+    """One session of ``execbox serve``; a context manager whose exit
+    deletes it. A session runs one execution at a time (another meanwhile
+    is a 409 ``ServiceError``); it ends when closed, ``ttl_s`` after it
+    was made, or ``idle_ttl_s`` after its last use; then every call raises
+    ``SessionGoneError`` with the ``reason``."""
+
+    def __init__(self, transport: Transport, info: dict[str, Any]) -> None:
+        self._transport = transport
+        self._info = info
+        self.id: str = info["id"]
+        self._path = f"/v1/sessions/{self.id}"
+        self._running: str | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} backend={self.backend!r} expires_at={self._info.get('expires_at')}>"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def backend(self) -> str:
+        return str(self._info.get("backend", ""))
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the session ends whatever happens (its ``ttl_s``)."""
+        return parse_time(self._info.get("expires_at"))
+
+    @property
+    def idle_expires_at(self) -> datetime | None:
+        """When it ends unless used (``idle_ttl_s`` after its last use), as
+        of the last ``info()``, ``keepalive()`` or ``reset()``."""
+        return parse_time(self._info.get("idle_expires_at"))
+
+    def info(self) -> dict[str, Any]:
+        """The session as the server sees it now (times, limits, executions)."""
+        return self._refresh("GET", "")
+
+    def keepalive(self) -> dict[str, Any]:
+        """Count as used now (its idle time starts again); its info."""
+        return self._refresh("POST", "/keepalive")
+
+    def reset(self) -> dict[str, Any]:
+        """Stop what runs and start the backend afresh (a new kernel:
+        variables are gone); the files stay. Its info."""
+        return self._refresh("POST", "/reset", slow=True)
+
+    def _refresh(self, method: str, suffix: str, slow: bool = False) -> dict[str, Any]:
+        self._info = self._transport.json(method, self._path + suffix, slow=slow)
+        return self._info
+
+    def run(self, code: str | None = None, language: str = "python", *, blocks: Sequence[BlockLike] | None = None,
+            queue: bool = False) -> ExecutionResult:
+        """Run code (or ``blocks``) in the session and wait for its result.
+        The code's own failure is ``result.error``; a cancelled run's result
+        has the error ``Cancelled``. While another execution runs: a 409
+        ``ServiceError``, or with ``queue`` a wait for its end. Never retried
+        by the client."""
+        body = code_body(code, language, blocks)
+        summary = self._transport.json("POST", f"{self._path}/executions", json=body, slow=True,
+                                       params={"queue": 1} if queue else None)
+        if summary.get("result") is None:
+            raise service_error(summary.get("error"))
+        return ExecutionResult.from_dict(summary["result"])
+
+    def stream(self, code: str | None = None, language: str = "python", *,
+               blocks: Sequence[BlockLike] | None = None, queue: bool = False) -> Iterator[RunEvent]:
+        """Run code and yield its events as they come: ``StartEvent`` (with
+        the ``execution_id``) first, ``EndEvent`` (with the whole
+        ``ExecutionResult``) last. A connection that drops before the end
+        is resumed from the last event seen. The code starts when the
+        iteration does; leaving the loop early leaves it running (``cancel()``).
+        ``queue``: as for ``run`` (the first event comes once it runs)."""
+        body = code_body(code, language, blocks)
+        return self._follow(start=lambda: self._transport.open(
+            "POST", f"{self._path}/executions", json=body, headers=SSE, params={"queue": 1} if queue else None,
+            slow=queue))
+
+    def events(self, execution_id: str, *, after: int = 0) -> Iterator[RunEvent]:
+        """The events of one of the session's last executions after event
+        number ``after`` (0: all of them), as they come until its end."""
+        return self._follow(execution_id=execution_id, after=after)
+
+    def _follow(self, **how: Any) -> Iterator[RunEvent]:
+        def running(execution_id: str) -> None:
+            self._running = execution_id
+
+        try:
+            yield from follow(self._transport, f"{self._path}/executions", on_execution=running, **how)
+        finally:
+            self._running = None
+
+    def cancel(self) -> ExecutionResult | None:
+        """Stop the execution that runs (a stream's, or a ``run`` in another
+        thread); its result (what it printed, the error ``Cancelled``).
+        None when nothing runs."""
+        execution_id = self._running or self.info().get("running_execution")
+        if execution_id is None:
+            return None
+        summary = self._transport.json("POST", f"{self._path}/executions/{execution_id}/cancel")
+        result = summary.get("result")
+        return ExecutionResult.from_dict(result) if result is not None else None
+
+    def upload(self, path: str, data: bytes | str) -> dict[str, Any]:
+        """Write a file of the workspace (str as UTF-8); ``{name, size, mime}``."""
+        content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return self._transport.json("PUT", f"{self._path}/files/{quote_path(path)}", content=content)
+
+    def download(self, path: str) -> bytes:
+        """A file of the workspace, its bytes."""
+        return self._transport.request("GET", f"{self._path}/files/{quote_path(path)}").content
+
+    def files(self, path: str | None = None) -> list[dict[str, Any]]:
+        """What is in the workspace (or in its folder ``path``): ``{name,
+        type: "file" | "dir", size, mtime, mime}`` each."""
+        params = {"path": path} if path is not None else None
+        return self._transport.json("GET", f"{self._path}/files", params=params)["files"]
+
+    def delete(self, path: str) -> None:
+        """Remove a file (or a folder) of the workspace."""
+        self._transport.json("DELETE", f"{self._path}/files/{quote_path(path)}")
+
+    def close(self) -> None:
+        """Delete the session (what runs is stopped, its workspace removed).
+        Closing one that already ended does nothing."""
+        if self._closed:
+            return
+        try:
+            self._info = self._transport.json("DELETE", self._path)
+        except SessionGoneError:
+            pass
+        except ServiceError as exc:
+            if exc.status != 404:
+                raise
+        self._closed = True
