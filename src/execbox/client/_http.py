@@ -116,13 +116,14 @@ class Transport:
             else:
                 setting = "Client(run_timeout_s=...), or a smaller Limits.timeout_s"
             raise ServiceError(f"{method} {url} got no answer in time ({type(exc).__name__}): raise "
-                               f"{setting}", code="timeout", retryable=not slow) from None
+                               f"{setting}", code="timeout", retryable=method != "POST") from None
         except httpx.TransportError as exc:
-            what = "it may have taken effect (code run, a session made): look before repeating it" if slow \
-                else "retry the request"
+            # a POST (a run, an execution, a session) may have taken effect: the caller looks first
+            what = "it may have taken effect (code run, a session made): look before repeating it" \
+                if method == "POST" else "retry the request"
             raise ServiceError(f"{method} {url}: the connection was lost before the whole answer came "
                                f"({type(exc).__name__}: {exc}); {what}", code="connection_lost",
-                               retryable=not slow) from None
+                               retryable=method != "POST") from None
 
 
 def _check(response: Any) -> None:

@@ -42,7 +42,7 @@ def follow(transport: Transport, executions: str, *, start: Callable[[], Abstrac
         else:
             method, path = "GET", f"{executions}/{execution_id}/events"
             opening = transport.open("GET", path, params={"after": last}, headers={**SSE, "Last-Event-ID": str(last)})
-        failed: EndEvent | None = None
+        fatal: ServiceError | None = None  # not a dropped connection: never resumed
         try:
             with opening as response:
                 if execution_id is None:
@@ -50,31 +50,34 @@ def follow(transport: Transport, executions: str, *, start: Callable[[], Abstrac
                 if execution_id is not None and on_execution is not None:
                     on_execution(execution_id)
                 for frame in frames(transport.chunks(response, method, path)):
+                    try:
+                        event = run_event(frame)
+                    except ServiceError as exc:  # data this client cannot read
+                        fatal = exc
+                        break
                     if frame.id is not None and frame.id.isdigit():
                         last = int(frame.id)
                         drops = 0
-                    event = run_event(frame)
                     if event is None:
                         continue
-                    if isinstance(event, EndEvent):
-                        if event.result is None and event.error is not None:
-                            failed = event
-                            break
-                        yield event
-                        return
+                    if isinstance(event, EndEvent) and event.result is None and event.error is not None:
+                        fatal = service_error(event.error)
+                        break
                     yield event
+                    if isinstance(event, EndEvent):
+                        return
         except ServiceError as exc:
             if exc.status is not None or execution_id is None:
                 raise  # an answer (404, 410...) or nothing to resume: the POST itself failed
-            problem = str(exc)
+            problem = exc.message
         else:
-            if failed is not None:
-                raise service_error(failed.error)
+            if fatal is not None:
+                raise fatal
             problem = "the stream ended before its end event"
         drops += 1
         if drops > MAX_RESUMES:
-            raise ServiceError(f"the events of execution {execution_id} stopped {drops} times in a row after "
-                               f"event {last} ({problem}); the server keeps them: read them again with "
-                               f"Session.events({execution_id!r}, after={last})", code="connection_lost",
-                               retryable=True)
+            raise ServiceError(f"the events of execution {execution_id} stopped after event {last}, "
+                               f"{drops} time(s) in a row (the last: {problem}); the execution goes on and the "
+                               f"server keeps its events: read them with Session.events({execution_id!r}, "
+                               f"after={last})", code="connection_lost", retryable=True)
         time.sleep(min(2.0, 0.05 * 2 ** drops))
