@@ -5,6 +5,9 @@ Sessions: test_client_sessions.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,7 +18,7 @@ from execbox import (Client, CodeBlock, ConfigurationError, ExecboxError, Limits
 from execbox.client import RunResult
 from execbox.client._sse import Frame, frames, run_event
 from execbox._run_events import OutputEvent
-from tests.server._http import free_port, running_server
+from tests.server._http import SRC, free_port, running_server
 
 NOT_UTF8 = b"\xff\xfe\x00binary\x80"
 
@@ -187,3 +190,13 @@ def test_server_sent_events_read_by_hand():
     assert run_event(Frame("5", "block_start", '{"kind": "block_start", "index": 1, "language": "sh"}')).index == 1
     with pytest.raises(ServiceError, match="cannot read"):
         run_event(Frame("6", "block_end", '{"index": 0}'))
+
+
+def test_without_httpx_execbox_imports_and_client_names_the_extra():
+    script = ("import sys\nimport execbox\nassert 'httpx' not in sys.modules, 'imported with execbox'\n"
+              "sys.modules['httpx'] = None  # as if it were not installed\n"
+              "try:\n    execbox.Client()\nexcept execbox.ConfigurationError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'execbox[client]'" in done.stdout

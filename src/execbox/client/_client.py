@@ -100,7 +100,11 @@ class Client:
             for line in transport.lines(response, "POST", "/v1/batch", slow=True):
                 if not line.strip():
                     continue
-                item = json.loads(line)
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    raise ServiceError(f"a line of /v1/batch is not JSON: {line[:200]!r} (is this execbox serve?)",
+                                       code="bad_answer") from None
                 if "exit_code" in item:
                     yield item["index"], RunResult.from_dict(item)
                 else:

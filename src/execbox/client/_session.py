@@ -142,7 +142,7 @@ class Session:
         return self._transport.json("GET", f"{self._path}/files", params=params)["files"]
 
     def delete(self, path: str) -> None:
-        """Remove a file (or a folder) of the workspace."""
+        """Remove a file (a link, an empty folder) of the workspace."""
         self._transport.json("DELETE", f"{self._path}/files/{quote_path(path)}")
 
     def close(self) -> None:
