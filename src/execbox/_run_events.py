@@ -19,6 +19,7 @@ past a bound (the result still has the capped output).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,7 +139,7 @@ def event_to_dict(event: RunEvent) -> dict[str, Any]:
                 "truncated": event.truncated,
                 "error": None if error is None else {"name": error.name, "value": error.value,
                                                      "traceback": error.traceback}}
-    return {name: getattr(event, name) for name in event.__dataclass_fields__}
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
 
 
 def event_from_dict(kind: str, data: dict[str, Any]) -> RunEvent:
@@ -161,7 +162,7 @@ def event_from_dict(kind: str, data: dict[str, Any]) -> RunEvent:
     if kind not in kinds:
         raise ValueError(f"unknown event {kind!r}")
     cls = kinds[kind]
-    return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+    return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 class EventSink:

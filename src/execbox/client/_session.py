@@ -115,11 +115,11 @@ class Session:
         finally:
             self._running = None
 
-    def cancel(self) -> ExecutionResult | None:
-        """Stop the execution that runs (a stream's, or a ``run`` in another
-        thread); its result (what it printed, the error ``Cancelled``).
-        None when nothing runs."""
-        execution_id = self._running or self.info().get("running_execution")
+    def cancel(self, execution_id: str | None = None) -> ExecutionResult | None:
+        """Stop the execution ``execution_id`` (default: the one that runs, a
+        stream's or a ``run``'s in another thread); its result (what it
+        printed, the error ``Cancelled``). None when nothing runs."""
+        execution_id = execution_id or self._running or self.info().get("running_execution")
         if execution_id is None:
             return None
         summary = self._transport.json("POST", f"{self._path}/executions/{execution_id}/cancel")

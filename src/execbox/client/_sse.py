@@ -86,9 +86,6 @@ def run_event(frame: Frame) -> RunEvent | None:
     if not isinstance(data, dict):
         raise ServiceError(f"event {frame.id} ({frame.event}) of the stream is not a JSON object: "
                            f"{frame.data[:200]!r}", code="bad_answer")
-    # the frame's name is the kind; a "kind" in the data too (as event_to_dict
-    # sends the events it has no case for) is not a field to pass on
-    data.pop("kind", None)
     try:
         return event_from_dict(frame.event, data)
     except ValueError:  # event_from_dict's answer to an unknown kind
