@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,9 @@ class ServerConfig:
         unknown = sorted(set(asked) - fields)
         if unknown:
             raise ConfigurationError(f"unknown limits {', '.join(unknown)}: use {', '.join(sorted(fields))}")
+        flags = sorted(name for name, value in asked.items() if isinstance(value, bool) and name != "network")
+        if flags:
+            raise ConfigurationError(f"limits.{flags[0]} must be a number, not {json.dumps(asked[flags[0]])}")
         limits = self.default_limits.replace(**asked)
         over = [(name, value, most, flag) for name, value, most, flag in (
             ("timeout_s", limits.timeout_s, self.max_timeout_s, "--max-timeout"),

@@ -102,7 +102,7 @@ async def batch(request: Request) -> Response:
     items = field_of(body, "requests", list)
     if not items:
         raise ApiError(400, "bad_request", "'requests' must be a non-empty list of run requests")
-    width = field_of(body, "max_concurrency", int) or state.config.max_concurrency
+    width = field_of(body, "max_concurrency", int, state.config.max_concurrency)
     if width < 1:
         raise ApiError(400, "bad_request", "'max_concurrency' must be at least 1")
     state.load.admit()  # the first request's slot: 429 now when the server is full

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import stat
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from ._config import ServerConfig
 from ._errors import ApiError
 
 __all__ = ["SSE_KEEPALIVE", "RunRequest", "backend_of", "blocks_of", "decode_files", "encode_file", "field_of",
-           "limits_of", "read_body", "read_file", "read_json", "run_request", "sse"]
+           "file_path", "limits_of", "read_body", "read_file", "read_json", "run_request", "sse"]
 
 SSE_KEEPALIVE = b": keepalive\n\n"
 
@@ -44,21 +45,69 @@ def _too_large(size: int, limit: int) -> ApiError:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object. Refused with 400: text that is not UTF-8,
+    not JSON (``NaN`` and ``Infinity`` neither), nested too deep to read, or
+    holding a string with a lone surrogate (``"\\ud800"``: no file, path or
+    answer can hold it; each was a 500 before)."""
     body = await read_body(request, limit)
     if not body.strip():
         return {}
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "bad_request", f"the body is not JSON: {exc}") from None
+        data = json.loads(body.decode("utf-8"), parse_constant=_not_json)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise ApiError(400, "bad_request", f"the body is not JSON: {why}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "bad_request", "the body must be a JSON object")
+    where = _lone_surrogate(data)
+    if where is not None:
+        raise ApiError(400, "bad_request", f"{where} has a lone surrogate (such as \\ud800): JSON strings here "
+                                           "must be Unicode text; send bytes as base64")
     return data
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _lone_surrogate(data: dict[str, Any]) -> str | None:
+    """Where (``files["a"].content``) the first string with a lone surrogate is, or None."""
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _is_text(key):
+                    return f"a key of {where or 'the body'}"
+                todo.append((_member(where, key), item))
+        elif isinstance(value, list):
+            todo.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+        elif isinstance(value, str) and not _is_text(value):
+            return where
+    return None
+
+
+def _member(where: str, key: str) -> str:
+    if key.isidentifier():
+        return f"{where}.{key}" if where else key
+    return f"{where}[{json.dumps(key)}]"
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def field_of(data: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-    value = data.get(name, default)
-    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind)):
+    """``data[name]`` checked to be of ``kind``; ``default`` when it is absent
+    or null (``{"idle_ttl_s": null}`` was a 500 before: found by the fuzzer)."""
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind):
         names = " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
         raise ApiError(400, "bad_request", f"{name!r} must be {names.replace('list', 'array')}")
     return value
@@ -97,6 +146,7 @@ def decode_files(data: dict[str, Any]) -> dict[str, bytes]:
     files = field_of(data, "files", dict) or {}
     decoded = {}
     for path, spec in files.items():
+        file_path(path, f"files[{path!r}]")
         if isinstance(spec, str):
             spec = {"content": spec}
         if not isinstance(spec, dict) or not isinstance(spec.get("content"), str):
@@ -112,6 +162,14 @@ def decode_files(data: dict[str, Any]) -> dict[str, bytes]:
         else:
             raise ApiError(400, "bad_request", f"files[{path!r}].encoding must be 'utf-8' or 'base64'")
     return decoded
+
+
+def file_path(path: str, what: str) -> str:
+    """``path`` unless it names the workspace itself (``.``, ``d/..``): a
+    file cannot be written there (a ValueError, so a 500, before)."""
+    if path and os.path.normpath(path) == ".":
+        raise ApiError(400, "bad_request", f"{what} names the workspace itself, not a file in it")
+    return path
 
 
 def encode_file(data: bytes) -> dict[str, str]:
