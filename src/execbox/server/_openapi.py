@@ -31,11 +31,11 @@ PATH = {"name": "path", "in": "path", "required": True, "schema": {"type": "stri
 SESSION_ERRORS = {"401": ERROR, "404": ERROR, "410": GONE}
 
 
-def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None,
+def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None, body_required: bool = True,
         params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {**responses, "401": ERROR}}
     if body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": body_required, "content": {"application/json": {"schema": body}}}
     if params:
         op["parameters"] = params
     return op
@@ -46,6 +46,10 @@ BLOCK = {"type": "object", "required": ["code"], "properties": {
 FILES = {"type": "object", "description": "workspace path -> file", "additionalProperties": {
     "type": "object", "required": ["content"], "properties": {
         "content": {"type": "string"}, "encoding": {"enum": ["utf-8", "base64"], "default": "utf-8"}}}}
+FETCHED = {"type": "object", "description": "fetch_files: path -> the file, or why it could not be read",
+           "additionalProperties": {"oneOf": [
+               FILES["additionalProperties"],
+               {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}]}}
 LIMITS = {"type": "object", "properties": {
     "timeout_s": {"type": "number"}, "memory_mb": {"type": ["integer", "null"]},
     "max_processes": {"type": ["integer", "null"]}, "max_output_bytes": {"type": "integer"},
@@ -62,11 +66,12 @@ SCHEMAS: dict[str, Any] = {
         **CODE, "files": FILES, "limits": LIMITS, "backend": {"type": "string"},
         "fetch_files": {"type": "array", "items": {"type": "string"}}}},
     "ExecutionResult": {"type": "object", "description": "ExecutionResult.to_dict(); /v1/run adds file_contents",
+                        "required": ["exit_code", "output", "stdout", "stderr", "error"],
                         "properties": {"exit_code": {"type": "integer"}, "output": {"type": "string"},
                                        "stdout": {"type": "string"}, "stderr": {"type": "string"},
                                        "error": {"type": ["object", "null"]}, "blocks": {"type": "array"},
                                        "files": {"type": "array", "items": {"type": "string"}},
-                                       "file_contents": FILES}},
+                                       "file_contents": FETCHED}},
     "SessionRequest": {"type": "object", "properties": {
         "backend": {"type": "string"}, "limits": LIMITS, "ttl_s": {"type": "number"},
         "idle_ttl_s": {"type": "number"}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -88,9 +93,23 @@ SCHEMAS: dict[str, Any] = {
                                          "mime": {"type": ["string", "null"]}}}}}},
 }
 
-SSE = {"description": "Server-sent events: start, stdout, stderr, truncated, block_end, display, end "
-                      "(each with an id); a ': keepalive' comment every keepalive period",
-       "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+EVENTS = ["start", "block_start", "stdout", "stderr", "display", "block_end", "truncated", "end"]
+EVENT_DATA = {"type": "object", "description": "end's is the Execution"}
+STREAMS = {  # Accept: text/event-stream or application/x-ndjson; the schema of one event (OpenAPI 3.1)
+    "text/event-stream": {"schema": {
+        "type": "object", "required": ["id", "event", "data"], "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+$"}, "event": {"enum": EVENTS},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": EVENT_DATA}}}},
+    "application/x-ndjson": {"schema": {"oneOf": [
+        {"type": "object", "required": ["id", "event", "data"], "properties": {
+            "id": {"type": "integer", "minimum": 1}, "event": {"enum": EVENTS}, "data": EVENT_DATA}},
+        {"type": "object", "required": ["event"], "properties": {"event": {"const": "keepalive"}}}]}},
+}
+STREAM_TEXT = ("Events, each with an id: " + ", ".join(EVENTS) + ". Accept: text/event-stream: server-sent events "
+               "(data: one line of JSON), a ': keepalive' comment every keepalive period; Accept: "
+               "application/x-ndjson: lines {id, event, data}, a {\"event\": \"keepalive\"} line")
+BATCH_LINE = {"allOf": [{"type": "object", "required": ["index"], "properties": {"index": {"type": "integer"}}},
+                        {"anyOf": [_ref("ExecutionResult"), _ref("Error")]}]}
 
 
 def openapi() -> dict[str, Any]:
@@ -111,31 +130,38 @@ def openapi() -> dict[str, Any]:
                 "200": _json(_ref("ExecutionResult")), "400": ERROR, "413": ERROR, "429": BUSY, "503": ERROR},
                 body=_ref("RunRequest"))},
             "/v1/batch": {"post": _op("Run many requests; NDJSON, one line per request as it finishes (with index)", {
-                "200": {"description": "NDJSON lines", "content": {"application/x-ndjson": {"schema": {
-                    "type": "string"}}}}, "400": ERROR, "429": BUSY},
+                "200": {"description": "NDJSON: per request, its index and its result, or its error (a request "
+                                       "that is not valid answers its own line)",
+                        "content": {"application/x-ndjson": {"schema": BATCH_LINE}}},
+                "400": ERROR, "413": ERROR, "429": BUSY},
                 body={"type": "object", "required": ["requests"], "properties": {
                     "requests": {"type": "array", "items": _ref("RunRequest")},
                     "max_concurrency": {"type": "integer", "minimum": 1}}})},
-            "/v1/sessions": {"post": _op("Open a session", {"201": session_ok, "400": ERROR, "429": BUSY,
-                                                            "503": ERROR}, body=_ref("SessionRequest"))},
+            "/v1/sessions": {"post": _op("Open a session", {"201": session_ok, "400": ERROR, "413": ERROR,
+                                                            "429": BUSY, "503": ERROR}, body=_ref("SessionRequest"),
+                                         body_required=False)},
             "/v1/sessions/{sid}": {
                 "get": _op("A session", {"200": session_ok, **SESSION_ERRORS}, params=[SID]),
                 "delete": _op("Close a session", {"200": session_ok, **SESSION_ERRORS}, params=[SID])},
             "/v1/sessions/{sid}/keepalive": {
                 "post": _op("Push back the idle expiry", {"200": session_ok, **SESSION_ERRORS}, params=[SID])},
             "/v1/sessions/{sid}/reset": {
-                "post": _op("Stop what runs; a new kernel (files stay)", {"200": session_ok, **SESSION_ERRORS},
-                            params=[SID])},
+                "post": _op("Stop what runs; a new kernel (files stay)", {"200": session_ok, "503": ERROR,
+                                                                          **SESSION_ERRORS}, params=[SID])},
             "/v1/sessions/{sid}/executions": {"post": _op(
-                "Run code in the session (Accept: text/event-stream streams it)",
-                {"200": {**_json(_ref("Execution")), "content": {**_json(_ref("Execution"))["content"],
-                                                                **SSE["content"]}},
-                 "400": ERROR, "409": ERROR, "429": BUSY, **SESSION_ERRORS},
-                body=_ref("ExecutionRequest"), params=[SID])},
+                "Run code in the session, one execution at a time (else 409, or wait with ?queue=1). "
+                + STREAM_TEXT,
+                {"200": {"description": "The Execution when it ended, or its events as they happen",
+                         "content": {**_json(_ref("Execution"))["content"], **STREAMS}},
+                 "400": ERROR, "409": ERROR, "413": ERROR, "429": BUSY, "503": ERROR, **SESSION_ERRORS},
+                body=_ref("ExecutionRequest"),
+                params=[SID, {"name": "queue", "in": "query", "schema": {"type": "string"},
+                              "description": "1 or true: wait for the running execution instead of a 409"}])},
             "/v1/sessions/{sid}/executions/{eid}": {"get": _op(
                 "An execution's state", {"200": _json(_ref("Execution")), **SESSION_ERRORS}, params=[SID, EID])},
             "/v1/sessions/{sid}/executions/{eid}/events": {"get": _op(
-                "Replay the events after ?after=N (or Last-Event-ID), then follow", {"200": SSE, **SESSION_ERRORS},
+                "Replay the events after ?after=N (or Last-Event-ID), then follow. " + STREAM_TEXT,
+                {"200": {"description": "The events", "content": STREAMS}, "400": ERROR, **SESSION_ERRORS},
                 params=[SID, EID, {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
                         {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}])},
             "/v1/sessions/{sid}/executions/{eid}/cancel": {"post": _op(
