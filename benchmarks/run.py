@@ -3,11 +3,13 @@
 Sets up ``.bench-venv`` (execbox plus the peers at pinned versions: AG2's and
 AutoGen's local command-line executors, AG2's Jupyter and Docker executors,
 llm-sandbox's bubblewrap backend) and measures each subject in its own
-process. Prints markdown tables (one-shot blocks, Jupyter, Docker) with their
-targets (met or not); writes JSON to benchmarks/results/.
+process. Prints markdown tables (one-shot blocks, Jupyter, Docker, the
+service: ``execbox serve`` beside the library) with their targets (met or
+not); writes JSON to benchmarks/results/. The service group needs no peer:
+``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker]
+                                [--only all|blocks|jupyter|docker|serve]
 """
 
 from __future__ import annotations
@@ -185,12 +187,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
-    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker"], default="all",
-                        help="the one-shot executors' table, the Jupyter table, the Docker table, or all")
+    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker", "serve"], default="all",
+                        help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
+                             "tables, or all")
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
-    python = ensure_venv()
+    python = Path(sys.executable) if args.only == "serve" else ensure_venv()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
 
@@ -203,6 +206,10 @@ def main() -> None:
     if args.only in ("all", "docker"):
         import docker_table
         docker = docker_table.run(python, quick=args.quick)
+    serve: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "serve"):
+        import serve_table
+        serve = serve_table.run(Path(sys.executable), args.iterations, args.calls)  # needs the server extra only
     for subject in (SUBJECTS if args.only in ("all", "blocks") else []):
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -221,6 +228,9 @@ def main() -> None:
     if docker[2]:
         print(("\n" if jupyter[2] or reports else "") + docker[2])
         print(render_targets(docker[1]))
+    if serve[2]:
+        print(("\n" if jupyter[2] or docker[2] or reports else "") + serve[2])
+        print(render_targets(serve[1]))
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -228,6 +238,7 @@ def main() -> None:
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
         "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
         "docker_reports": docker[0], "docker_targets": docker[1],
+        "serve_reports": serve[0], "serve_targets": serve[1],
     }
     (RESULTS / "latest.json").write_text(json.dumps(out, indent=2))
     print(f"\nJSON written to {(RESULTS / 'latest.json').relative_to(ROOT)}", file=sys.stderr)
