@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,23 @@ def require(component: str, available: bool, reason: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"EXECBOX_REQUIRE=all but {message}")
     pytest.skip(message)
+
+
+def remote_executor(workspace: Any, limits: Any) -> Any:
+    """A RemoteExecutor on a real ``execbox serve`` (sandbox backend) on
+    loopback, the server shared by the test run; ``workspace`` is its
+    local mirror."""
+    import importlib.util
+
+    found = all(importlib.util.find_spec(m) for m in ("starlette", "uvicorn", "httpx"))
+    require("the service", found, "pip install 'execbox[server]' (./dev.sh does)")
+    from execbox import create_executor
+    from execbox.backends.sandbox import find_bwrap
+    from tests.server._http import shared_server
+
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    server = shared_server("--backend", "sandbox", "--max-concurrency", "16", "--max-sessions", "256")
+    return create_executor("remote", url=server.url, workspace=workspace, limits=limits)
 
 
 def process_alive(pid: int) -> bool:

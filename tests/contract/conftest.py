@@ -13,9 +13,9 @@ import pytest
 import importlib.util
 
 from execbox import (DockerExecutor, Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
-                     Workspace)
+                     Workspace, create_executor)
 from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require, require_docker
+from tests.conftest import remote_executor, require, require_docker
 
 Factory = Callable[..., Executor]
 
@@ -58,6 +58,12 @@ def _jupyter_gateway(workspace: Workspace, limits: Limits) -> Executor:
     return JupyterExecutor(workspace=workspace, limits=limits, kernel=_servers[0])
 
 
+def _remote(workspace: Workspace, limits: Limits) -> Executor:
+    """A RemoteExecutor on a real ``execbox serve`` (sandbox backend) on
+    loopback, one for the test run; the workspace is its local mirror."""
+    return remote_executor(workspace, limits)
+
+
 def _docker(workspace: Workspace, limits: Limits) -> Executor:
     require_docker()
     return DockerExecutor(workspace=workspace, limits=limits)
@@ -76,6 +82,7 @@ BACKENDS: dict[str, Factory] = {
     "docker": _docker,  # runc
     "docker-gvisor": _docker_gvisor,
     "local": _local,
+    "remote": _remote,  # a real server on loopback, sandbox backend
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
     "jupyter": _jupyter,  # the sandboxed kernel, its default; stateful: where that changes

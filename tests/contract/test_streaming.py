@@ -45,7 +45,9 @@ def test_output_arrives_while_the_block_runs(executor):
     for event in events:
         if isinstance(event, OutputEvent):
             seen += event.text
-            if "ready" in seen:
+            if "ready" in seen and executor.name == "remote":  # the mirror sends files before a run, not during
+                executor.session.upload("go", "")
+            elif "ready" in seen:
                 (executor.workspace.path / "go").write_text("")
         if isinstance(event, EndEvent):
             assert event.result is not None and "went" in event.result.output, event.result.output

@@ -22,7 +22,7 @@ import pytest
 from execbox import (CodeBlock, DockerExecutor, ExecutionResult, Executor, JupyterExecutor, Limits, SandboxExecutor,
                      Workspace)
 from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require, require_docker
+from tests.conftest import remote_executor, require, require_docker
 
 Factory = Callable[[Workspace, Limits], Executor]
 
@@ -37,6 +37,8 @@ MODES: dict[str, Factory] = {
     "docker-gvisor": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits, runtime="runsc"),
     # the sandbox's second tier, where namespaces cannot be made: Landlock + seccomp + rlimits
     "landlock": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, isolation="landlock"),
+    # through HTTP: a RemoteExecutor on a real `execbox serve` (sandbox) on loopback, its workspace a mirror
+    "remote": lambda ws, limits: remote_executor(ws, limits),
 }
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
 
@@ -67,6 +69,7 @@ REQUIRES: dict[str, Callable[[], None]] = {
     "docker": require_docker,
     "docker-gvisor": _require_gvisor,
     "landlock": _require_landlock,
+    "remote": _require_bubblewrap,  # remote_executor requires the service's packages itself
 }
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=64)
@@ -78,6 +81,11 @@ TIMING_OUT = LIMITS.replace(timeout_s=4)
 # resources run under runc (mode docker).
 GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host",
                             "test_host_side"})
+# The modules the remote mode runs: what crosses HTTP and the mirror (files,
+# the host's side, tenants, processes and floods); the jail behind it is the
+# pool mode's, attacked there.
+REMOTE_MODULES = frozenset({"test_executor", "test_files", "test_host_side", "test_tenants", "test_processes",
+                            "test_resources"})
 
 
 def pytest_configure(config):
@@ -124,6 +132,8 @@ def make_hostile(request, mode, tmp_path, tmp_path_factory):
     if mode == "docker-gvisor" and module not in GVISOR_MODULES:
         pytest.skip(f"docker-gvisor runs {', '.join(sorted(GVISOR_MODULES))} (time budget); "
                     "these attacks run under runc (mode docker)")
+    if mode == "remote" and module not in REMOTE_MODULES:
+        pytest.skip(f"remote runs {', '.join(sorted(REMOTE_MODULES))}: the jail behind it is the pool mode's")
     REQUIRES[mode]()
     if not request.node.get_closest_marker("premise"):
         problem = premise_problem(mode, tmp_path_factory)

@@ -175,13 +175,18 @@ def test_host_tmp_outside_the_workspace_is_not_written(hostile, tmp_path):
     assert "secret.txt" not in result.output
 
 
-def test_symlinks_to_host_files_are_not_read_by_the_host(hostile, secret):
+def test_symlinks_to_host_files_are_not_read_by_the_host(mode, hostile, secret):
     secret_path, token = secret
     code = (f"import os\nos.symlink({str(secret_path)!r}, 'leak.txt')\nos.symlink('/etc/shadow', 'shadow')\n"
             f"os.symlink('../secret.txt', 'relative.txt')\nprint('planted')")
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     ws = hostile.workspace
+    if mode == "remote":  # the server refuses to hand a link out: the mirror gets none, nor what it points to
+        assert not any(os.path.lexists(ws.path / name) for name in ("leak.txt", "shadow", "relative.txt"))
+        assert {"leak.txt", "shadow", "relative.txt"} <= set(hostile.mirror_skipped)
+        assert token not in result.to_json() + repr(ws.list())
+        return
     for name in ("leak.txt", "shadow", "relative.txt"):
         assert os.path.islink(ws.path / name)
         with pytest.raises(PathEscapeError):
@@ -193,12 +198,22 @@ def test_symlinks_to_host_files_are_not_read_by_the_host(hostile, secret):
     assert "root:" not in text
 
 
-def test_host_does_not_write_through_a_planted_directory_link(hostile, tmp_path):
+def test_host_does_not_write_through_a_planted_directory_link(mode, hostile, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     code = f"import os\nos.symlink({str(outside)!r}, 'dirlink')\nos.symlink({str(outside / 'report.txt')!r}, 'report.txt')"
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
+    if mode == "remote":  # no link comes into the mirror; what it sends meets the links there, refused
+        assert not os.path.lexists(hostile.workspace.path / "dirlink")
+        hostile.workspace.write_text("dirlink/pwned.txt", "pwned")
+        hostile.workspace.write_text("report.txt", "pwned")
+        assert hostile.run(CodeBlock("python", "print('ran')")).output == "ran\n"
+        assert {"dirlink/pwned.txt", "report.txt"} <= set(hostile.mirror_skipped)
+        saved = hostile.run(CodeBlock("python", "print('ran')", "dirlink/x.py"))
+        assert saved.error is not None and saved.error.name == "PathEscape"
+        assert list(outside.iterdir()) == []
+        return
     for name in ("dirlink/pwned.txt", "report.txt"):
         with pytest.raises(PathEscapeError):
             hostile.workspace.write_text(name, "pwned")
@@ -243,10 +258,11 @@ def test_replacing_the_internal_folder_with_a_link_out_does_not_redirect_host_wr
     assert after.output == "42\n"
 
 
-def test_deleting_the_internal_folder_leaves_the_executor_working(hostile):
+def test_deleting_the_internal_folder_leaves_the_executor_working(mode, hostile):
     result = run_then_healthy(hostile, "python", f"import os\n{MOVE_AWAY}\nprint('gone')")
     assert result.exit_code == 0 and "gone" in result.output
-    assert (hostile.workspace.path / ".execbox").is_dir()
+    if mode != "remote":  # the server's folder; the mirror has none of its own
+        assert (hostile.workspace.path / ".execbox").is_dir()
 
 
 def test_a_planted_fifo_does_not_hang_the_host(hostile):

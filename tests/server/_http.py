@@ -3,6 +3,8 @@ a free loopback port, a real HTTP client (httpx), and the error shape."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -78,6 +80,20 @@ def running_server(*args: str, token: str | None = None) -> Iterator[Server]:
                 pass
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+_shared: dict[tuple[str, ...], Server] = {}
+_shared_stack = contextlib.ExitStack()
+atexit.register(_shared_stack.close)
+
+
+def shared_server(*args: str) -> Server:
+    """A server with these flags, started once for the test run (the
+    contract suite and the hostile battery run the remote backend on it);
+    stopped when the run exits."""
+    if args not in _shared:
+        _shared[args] = _shared_stack.enter_context(running_server(*args))
+    return _shared[args]
 
 
 def descendants(pid: int) -> list[int]:

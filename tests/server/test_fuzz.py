@@ -28,14 +28,22 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import importlib.util
+
 import httpx
 import pytest
-from hypothesis import HealthCheck, settings
 
-schemathesis = pytest.importorskip("schemathesis")
+from tests.conftest import REQUIRE_ALL
+
+if importlib.util.find_spec("schemathesis") is None and not REQUIRE_ALL:  # under EXECBOX_REQUIRE=all: the import fails
+    pytest.skip("schemathesis is not installed: pip install -e '.[dev]' (./dev.sh does)", allow_module_level=True)
+
+from hypothesis import HealthCheck, settings  # noqa: E402 - after the skip
+
+import schemathesis  # noqa: E402
 
 import jsonschema_rs  # noqa: E402 - schemathesis' own validator, after the skip
-from schemathesis.specs.openapi.checks import (allow_header_conformance, negative_data_rejection,  # noqa: E402
+from schemathesis.specs.openapi.checks import (negative_data_rejection,  # noqa: E402
                                                positive_data_acceptance)
 
 from execbox.server._openapi import openapi  # noqa: E402
@@ -55,10 +63,6 @@ ACCEPTS = itertools.cycle(["application/json", "text/event-stream", "application
 # the server is lenient where the document is not strict: null is an absent field,
 # unknown query parameters are ignored, a batch answers a bad request in its own line.
 EXCLUDED = [positive_data_acceptance, negative_data_rejection]
-# GET and DELETE /v1/sessions/{sid} are two routes in _routes_sessions.py: a 405 there says
-# "Allow: GET, HEAD" alone (test_known_bugs pins it; one Route with both methods, as the
-# files route has, would name both).
-KNOWN = {"/v1/sessions/{sid}": [allow_header_conformance]}
 
 
 @pytest.fixture(scope="module")
@@ -157,14 +161,10 @@ def test_api_answers_as_documented(case: Any, fuzzed_server: Server, ids: Ids) -
     headers = {**AUTH, "Accept": next(ACCEPTS)} if case.path in STREAMED else dict(AUTH)
     response = case.call_and_validate(base_url=fuzzed_server.url, headers=headers, timeout=15,
                                       additional_checks=[error_shape, ndjson_lines],
-                                      excluded_checks=EXCLUDED + KNOWN.get(case.path, []))
+                                      excluded_checks=EXCLUDED)
     if case.method == "POST" and case.path == "/v1/sessions" and response.status_code == 201:
         with fuzzed_server.client() as client:  # free the slot for the next cases
             client.delete(f"/v1/sessions/{response.json()['id']}")
-
-
-def _known_bug(where: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason=f"not fixed yet in {where}")
 
 
 # (method, path under /v1 ({sid}, {eid}: the live session's), body, status, error code). Found by
@@ -185,11 +185,9 @@ HOSTILE = [
     ("GET", "/sessions/{sid}/files/a.txt/x", None, 400, "workspace_error"),  # was 404
     ("GET", "/sessions/{sid}/files?path=a.txt", None, 400, "workspace_error"),  # was path_escape
     ("PUT", "/sessions/{sid}/files/%2E", b"x", 400, "bad_request"),  # a ValueError
-    pytest.param("GET", "/sessions/{sid}/executions/{eid}/events?after=%C2%B2", None, 400, "bad_request",
-                 marks=_known_bug("_routes_sessions.events: '²'.isdigit() is True, int('²') a ValueError")),
-    pytest.param("POST", "/sessions", b'{"env": {"A": "\\u0000"}}', 400, "bad_request",
-                 marks=_known_bug("_routes_sessions.create: a NUL in env (or '=' in a name) is taken, then every "
-                                  "execution is a 500 (ValueError: embedded null byte)")),
+    ("GET", "/sessions/{sid}/executions/{eid}/events?after=%C2%B2", None, 400, "bad_request"),  # int('²')
+    ("POST", "/sessions", b'{"env": {"A": "\\u0000"}}', 400, "bad_request"),  # then every execution a 500
+    ("POST", "/sessions", b'{"env": {"A=B": "x"}}', 400, "bad_request"),
 ]
 
 
@@ -210,7 +208,6 @@ def test_hostile_requests_are_refused_in_the_shape(fuzzed_server: Server, ids: I
                 client.delete(f"/v1/sessions/{response.json()['id']}")
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet in _routes_sessions.py: GET and DELETE are two Routes")
 def test_a_405_names_every_method_of_the_path(fuzzed_server: Server, ids: Ids) -> None:
     sid, _ = ids.live()
     with fuzzed_server.client() as client:

@@ -34,6 +34,7 @@ _BUILTIN = {
     "sandbox": "execbox.backends.sandbox:SandboxExecutor",
     "jupyter": "execbox.backends.jupyter:JupyterExecutor",
     "docker": "execbox.backends.docker:DockerExecutor",
+    "remote": "execbox.backends.remote:RemoteExecutor",
 }
 
 

@@ -112,13 +112,19 @@ class Client:
 
     def session(self, backend: str | None = None, *, limits: Limits | Mapping[str, Any] | None = None,
                 ttl_s: float | None = None, idle_ttl_s: float | None = None, env: Mapping[str, str] | None = None,
-                files: Mapping[str, str | bytes] | None = None) -> Session:
+                files: Mapping[str, str | bytes] | None = None, keep_code_files: bool | None = None,
+                execution_policies: Mapping[str, str] | None = None) -> Session:
         """Open a session: an executor kept between runs (``backend``: the
         server's default when None), with ``env`` set for its code and
         ``files`` in its workspace before it starts. ``ttl_s``: its whole
         life; ``idle_ttl_s``: how long it may stay unused (the server's
-        defaults when None)."""
+        defaults when None). ``keep_code_files`` and ``execution_policies``
+        are the executor's options of those names."""
         body: dict[str, Any] = {}
+        if keep_code_files is not None:
+            body["keep_code_files"] = keep_code_files
+        if execution_policies is not None:
+            body["execution_policies"] = dict(execution_policies)
         if backend is not None:
             body["backend"] = backend
         if limits is not None:

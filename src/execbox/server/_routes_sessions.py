@@ -47,22 +47,33 @@ async def create(request: Request) -> Response:
     env = field_of(data, "env", dict) or {}
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise ApiError(400, "bad_request", "'env' must map names to string values")
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise ApiError(400, "bad_request", f"env name {name!r}: a name must be non-empty without '=' or NUL, "
+                                               "a value without NUL")
     files = decode_files(data)
+    options: dict[str, Any] = {}
+    if "keep_code_files" in data:
+        options["keep_code_files"] = field_of(data, "keep_code_files", bool, True)
+    if "execution_policies" in data:
+        options["execution_policies"] = field_of(data, "execution_policies", dict, {})
+    if env:
+        options["env"] = env
     state.sessions.reserve()
     session = None
     try:
-        session = await _open(backend, limits, env, files, ttl_s, idle_ttl_s)
+        session = await _open(backend, limits, options, files, ttl_s, idle_ttl_s)
     finally:
         state.sessions.add(session)
     return JSONResponse(session.info(), status_code=201, headers={"Location": f"/v1/sessions/{session.id}"})
 
 
-async def _open(backend: str, limits: Any, env: dict[str, str], files: dict[str, bytes], ttl_s: float,
+async def _open(backend: str, limits: Any, options: dict[str, Any], files: dict[str, bytes], ttl_s: float,
                 idle_ttl_s: float) -> Session:
     """A started executor, its files written before it starts (so that a
     sandbox hands them to its jail with the workspace)."""
     try:
-        executor = create_executor(backend, limits=limits, **({"env": env} if env else {}))
+        executor = create_executor(backend, limits=limits, **options)
     except (ExecboxError, TypeError) as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     try:
@@ -86,6 +97,11 @@ async def delete(request: Request) -> Response:
     session = session_of(request)
     await state_of(request).sessions.end(session, "deleted")
     return JSONResponse(session.info(state="deleted"))
+
+
+async def one_session(request: Request) -> Response:
+    """GET or DELETE, one route (a 405 there names both)."""
+    return await (delete if request.method == "DELETE" else show)(request)
 
 
 async def keepalive(request: Request) -> Response:
@@ -206,7 +222,7 @@ async def events(request: Request) -> Response:
     state = state_of(request)
     execution = session_of(request).execution(request.path_params["eid"])
     given = request.query_params.get("after", request.headers.get("last-event-id", "0"))
-    if not given.isdigit():
+    if not (given.isascii() and given.isdigit()):
         raise ApiError(400, "bad_request", f"after={given!r} must be an event id (a whole number)")
     return _event_stream(state, execution, int(given), {"X-Execution-Id": execution.id},
                          _stream_format(request) or "sse")
@@ -222,8 +238,7 @@ async def cancel(request: Request) -> Response:
 
 ROUTES = [
     Route("/v1/sessions", create, methods=["POST"]),
-    Route("/v1/sessions/{sid}", show, methods=["GET"]),
-    Route("/v1/sessions/{sid}", delete, methods=["DELETE"]),
+    Route("/v1/sessions/{sid}", one_session, methods=["GET", "DELETE"]),
     Route("/v1/sessions/{sid}/keepalive", keepalive, methods=["POST"]),
     Route("/v1/sessions/{sid}/reset", reset, methods=["POST"]),
     Route("/v1/sessions/{sid}/executions", execute, methods=["POST"]),

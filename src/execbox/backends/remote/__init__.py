@@ -1,0 +1,183 @@
+"""The remote backend: blocks run by an ``execbox serve`` elsewhere, in a
+session of its own, behind the same Executor interface as the others.
+
+    >>> with create_executor("remote", url="http://127.0.0.1:8000", token=...) as ex:
+    ...     ex.run(CodeBlock("python", "print(1)"))
+
+``start`` opens a session on the server (``backend``, ``limits``,
+``env``); each run is one execution of it, streamed (the run's events come
+as the server sends them, to ``on_event``/``stream`` as from any
+executor), waiting in line behind another caller's run (``?queue=1``)
+rather than failing. Cancelling (a cancelled ``arun``, a closed stream,
+``restart``) asks the server to kill the block. ``restart`` ends the
+session and opens a new one (a stateful backend starts afresh); ``close``
+ends it.
+
+The workspace is local and mirrored (``_mirror.Mirror``): files written
+here are sent before a run, files the run wrote there are fetched after
+it, so code that reads results by path works unchanged. The token is never
+saved by ``to_config`` (give it again, or set ``EXECBOX_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..._errors import ExecboxError
+from ..._languages import Language
+from ..._models import CodeBlock, ExecutionResult, Limits
+from ..._run_events import EndEvent, EventSink, OutputEvent, StartEvent
+from ..._workspace import INTERNAL_DIR, Workspace
+from .._base import Capabilities, Executor
+from .._process import Cancellation, OutputCallback
+from .._result import Outcome
+from ._mirror import Mirror
+
+__all__ = ["RemoteExecutor"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+# How often a run's watcher looks whether it was cancelled.
+CANCEL_POLL_S = 0.05
+
+
+class RemoteExecutor(Executor):
+    """Runs blocks on an ``execbox serve`` at ``url`` (default: the
+    ``EXECBOX_URL`` environment variable, else ``http://127.0.0.1:8000``),
+    in a session of ``backend`` (the server's default when None) with these
+    ``limits`` and ``env``; ``token`` defaults to ``EXECBOX_TOKEN``."""
+
+    name = "remote"
+
+    def __init__(self, url: str | None = None, *, token: str | None = None, backend: str | None = None,
+                 env: Mapping[str, str] | None = None, ttl_s: float | None = None,
+                 idle_ttl_s: float | None = None, timeout_s: float = 60.0,
+                 workspace: Workspace | str | None = None, limits: Limits | None = None, **options: Any) -> None:
+        super().__init__(workspace=workspace, limits=limits, **options)
+        self._policies = options.get("execution_policies")
+        from ...client import Client  # httpx, imported when used
+
+        self._init_options.pop("token", None)  # a secret: never saved with the config
+        url = url or os.environ.get("EXECBOX_URL") or DEFAULT_URL
+        self.url = url
+        self.backend = backend
+        self._client = Client(url, token=token, timeout_s=timeout_s)
+        self._session_options = {"backend": backend, "env": dict(env) if env else None, "ttl_s": ttl_s,
+                                 "idle_ttl_s": idle_ttl_s}
+        self._session: Any = None
+        self._info: dict[str, Any] | None = None
+        self._mirror = Mirror(self.workspace)
+        self._sync_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RemoteExecutor(url={self.url!r}, backend={self.backend!r}, limits={self.limits!r})"
+
+    @property
+    def session(self) -> Any:
+        """The ``execbox.client.Session`` runs go to (None before ``start``):
+        its files, its expiry, an upload while a block runs."""
+        return self._session
+
+    @property
+    def mirror_skipped(self) -> list[str]:
+        """Paths the mirror did not send or bring back (links, a path that
+        is a folder on the other side...)."""
+        return list(self._mirror.skipped)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        info = self._server_info()
+        name = self.backend or info.get("default_backend", "")
+        served = info.get("backends", {}).get(name, {})
+        return Capabilities(backend=self.name, isolated=bool(served.get("isolated")),
+                            stateful=bool(served.get("stateful")), enforced=frozenset(served.get("enforced", ())),
+                            languages=tuple(served.get("languages", ())),
+                            mechanisms={"all": f"enforced by the {name} backend of the server at {self.url}"})
+
+    def _server_info(self) -> dict[str, Any]:
+        if self._info is None:
+            self._info = self._client.info()
+        return self._info
+
+    def _warn_unenforced(self) -> None:
+        """The server's backend enforces what it can; it says so in /v1/info."""
+
+    def _start(self) -> None:
+        options = {k: v for k, v in self._session_options.items() if v is not None}
+        if self._policies is not None:
+            options["execution_policies"] = dict(self._policies)
+        self._session = self._client.session(limits=self.limits, keep_code_files=self.keep_code_files, **options)
+        self._mirror.reset()
+
+    def _stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            try:
+                session.close()
+            except ExecboxError:  # expired or unreachable: nothing left to end there
+                pass
+
+    def close(self) -> None:
+        super().close()
+        self._client.close()
+
+    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
+                 on_output: OutputCallback | None) -> Outcome:
+        raise NotImplementedError("the remote executor sends whole runs (_run_blocks)")
+
+    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
+        """One execution on the server, its events handed on as they come."""
+        self.start()
+        with self._state_lock:
+            self._active.add(cancel)
+            session = self._session
+        try:
+            with self._sync_lock:
+                self._mirror.push(session)
+            result = self._stream(session, blocks, cancel, sink)
+            with self._sync_lock:
+                self._mirror.pull(session, (*result.files, *(f for f in result.code_files
+                                                             if not f.startswith(f"{INTERNAL_DIR}/"))))
+            return result
+        finally:
+            with self._state_lock:
+                self._active.discard(cancel)
+
+    def _stream(self, session: Any, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
+        done = threading.Event()
+        started: list[str] = []
+
+        def watch() -> None:  # a cancel becomes the server's cancel of this execution
+            while not done.wait(CANCEL_POLL_S):
+                if cancel.is_set() and started:
+                    try:
+                        session.cancel(started[0] or None)
+                    except ExecboxError:
+                        pass
+                    return
+
+        watcher = threading.Thread(target=watch, name="execbox-remote-cancel", daemon=True)
+        watcher.start()
+        result: ExecutionResult | None = None
+        try:
+            for event in session.stream(blocks=blocks, queue=True):
+                if isinstance(event, StartEvent):
+                    started.append(event.execution_id or "")
+                if isinstance(event, OutputEvent):
+                    sink.block = event.block
+                    sink(event.stream, event.text)
+                    continue
+                if isinstance(event, EndEvent):
+                    result = event.result
+                    if result is None:  # the server could not run it at all
+                        raise ExecboxError(f"the server at {self.url} could not run the blocks: "
+                                           f"{(event.error or {}).get('message', 'no reason given')}")
+                sink.emit(event)
+        finally:
+            done.set()
+            watcher.join()
+        if result is None:
+            raise ExecboxError(f"the stream from {self.url} ended without a result")
+        return result
