@@ -111,7 +111,8 @@ def require_component():
 
 
 def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
-    """A local, sandbox or jailed-Jupyter executor, requiring what each needs."""
+    """A local, sandbox, jailed-Jupyter or remote (a sandbox behind a real
+    server on loopback) executor, requiring what each needs."""
     import importlib.util
 
     from execbox import JupyterExecutor, LocalExecutor, SandboxExecutor
@@ -119,6 +120,8 @@ def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
 
     if kind == "local":
         return LocalExecutor(workspace=workspace, limits=limits)
+    if kind == "remote":
+        return remote_executor(workspace, limits)
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     if kind == "sandbox":
         return SandboxExecutor(workspace=workspace, limits=limits)

@@ -13,7 +13,7 @@ import pytest
 import importlib.util
 
 from execbox import (DockerExecutor, Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
-                     Workspace, create_executor)
+                     Workspace)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import remote_executor, require, require_docker
 

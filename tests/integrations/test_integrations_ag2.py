@@ -32,7 +32,7 @@ def _needs_ag2() -> None:
 make = make_executor
 
 
-@pytest.fixture(params=["local", "sandbox", "jupyter"])
+@pytest.fixture(params=["local", "sandbox", "jupyter", "remote"])
 def runner(request, tmp_path):
     with AG2CodeExecutor(make(request.param, tmp_path / "ws", Limits(timeout_s=20))) as ex:
         yield ex

@@ -37,7 +37,7 @@ def _needs_autogen() -> None:
 make = make_executor
 
 
-KINDS = ["local", "sandbox", "jupyter"]
+KINDS = ["local", "sandbox", "jupyter", "remote"]
 
 
 def message(content: str) -> TextMessage:
@@ -68,7 +68,7 @@ def test_the_agent_runs_code_and_replies_with_its_output(kind, tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_cancelled_token_stops_the_block_and_the_executor_stays_usable(kind, tmp_path):
     stopper = {"local": "import time\ntime.sleep(60)", "sandbox": "while True:\n    pass",
-               "jupyter": "import time\ntime.sleep(60)"}[kind]
+               "jupyter": "import time\ntime.sleep(60)", "remote": "while True:\n    pass"}[kind]
 
     async def main() -> None:
         async with AutoGenCodeExecutor(make(kind, tmp_path / "ws", Limits(timeout_s=60))) as code_executor:

@@ -60,8 +60,10 @@ def get_backend(name: str) -> type[Executor]:
     return getattr(import_module(module), attr)
 
 
-def create_executor(backend: str | None = None, **options: Any) -> Executor:
-    """An executor of the named backend (default: ``DEFAULT_BACKEND``)."""
+def create_executor(backend: str | None = None, /, **options: Any) -> Executor:
+    """An executor of the named backend (default: ``DEFAULT_BACKEND``);
+    ``options`` go to its class (a ``backend=`` among them is the option of
+    a backend that runs another: remote, ray)."""
     return get_backend(backend or DEFAULT_BACKEND)(**options)
 
 
