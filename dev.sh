@@ -63,7 +63,7 @@ setup_tester() {
     say "setting up $venv for the non-root test user"
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check '.[jupyter,docker]' \
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check '.[jupyter,docker,server]' \
         'pytest>=8' 'pytest-timeout>=2' matplotlib
     rm -rf build
     touch "$stamp"

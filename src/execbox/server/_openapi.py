@@ -75,7 +75,9 @@ SCHEMAS: dict[str, Any] = {
     "SessionRequest": {"type": "object", "properties": {
         "backend": {"type": "string"}, "limits": LIMITS, "ttl_s": {"type": "number"},
         "idle_ttl_s": {"type": "number"}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
-        "files": FILES}},
+        "files": FILES, "keep_code_files": {"type": "boolean"},
+        "execution_policies": {"type": "object", "description": "language -> execute | save | refuse",
+                               "additionalProperties": {"enum": ["execute", "save", "refuse"]}}}},
     "Session": {"type": "object", "required": ["id", "expires_at", "idle_expires_at"], "properties": {
         "id": {"type": "string"}, "state": {"enum": ["open", "deleted"]}, "backend": {"type": "string"},
         "expires_at": {"type": "string", "format": "date-time"},

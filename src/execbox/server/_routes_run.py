@@ -32,7 +32,7 @@ async def info(request: Request) -> Response:
         "backends": backends,
         "languages": languages,
         "limits": config.limits_info(),
-        "capabilities": {"sessions": True, "batch": True, "files": True, "streaming": ["text/event-stream"],
+        "capabilities": {"sessions": True, "batch": True, "files": True, "streaming": ["text/event-stream", "application/x-ndjson"],
                          "resume": True, "cancel": True, "max_upload_bytes": config.max_upload_bytes,
                          "session_ttl_s": {"default": config.session_ttl_s, "maximum": config.max_session_ttl_s},
                          "session_idle_ttl_s": {"default": config.session_idle_ttl_s},
