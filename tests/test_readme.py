@@ -10,6 +10,7 @@ from pathlib import Path
 from execbox import extract_code_blocks
 
 from fake_llm import FakeModel
+from tests.server._http import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -41,9 +42,10 @@ def scripted_model(request: dict) -> dict:
 def test_python_examples_run(tmp_path):
     examples = [b for b in extract_code_blocks(README) if b.language == "python"]
     assert examples
-    with FakeModel([scripted_model] * 20) as model:  # the examples that need a model get this one
+    # the examples that need a model get this one; those that need a server, this one
+    with FakeModel([scripted_model] * 20) as model, running_server("--backend", "sandbox") as server:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OPENAI_BASE_URL": model.base_url,
-               "OPENAI_API_KEY": "k"}
+               "OPENAI_API_KEY": "k", "EXECBOX_URL": server.url}
         for block in examples:
             done = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, capture_output=True,
                                   text=True, timeout=120, env=env)

@@ -15,11 +15,14 @@ from ._result import RunResult
 from ._session import Session
 from ._wire import BlockLike, batch_item, files_body, limits_body, run_body, service_error
 
-__all__ = ["Client"]
+__all__ = ["DEFAULT_URL", "Client"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 class Client:
-    """A connection to ``execbox serve`` at ``base_url``.
+    """A connection to ``execbox serve`` at ``base_url`` (default:
+    ``$EXECBOX_URL``, else ``http://127.0.0.1:8000``).
 
     - ``token``: the server's bearer token (default: ``$EXECBOX_TOKEN``;
       ``""`` sends none).
@@ -34,13 +37,14 @@ class Client:
     idempotent); reading a stream again is, and ``Session.stream`` does.
     """
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", token: str | None = None, *,
+    def __init__(self, base_url: str | None = None, token: str | None = None, *,
                  timeout_s: float = 30.0, run_timeout_s: float | None = None) -> None:
         for name, value in (("timeout_s", timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 raise ConfigurationError(f"Client({name}=...) must be a positive number of seconds, got {value!r}")
         if token is None:
             token = os.environ.get("EXECBOX_TOKEN")
+        base_url = base_url or os.environ.get("EXECBOX_URL") or DEFAULT_URL
         self._transport = Transport(base_url, token, timeout_s=timeout_s, run_timeout_s=run_timeout_s)
 
     @property

@@ -21,7 +21,6 @@ saved by ``to_config`` (give it again, or set ``EXECBOX_TOKEN``).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -38,7 +37,6 @@ from ._mirror import Mirror
 
 __all__ = ["RemoteExecutor"]
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 # How often a run's watcher looks whether it was cancelled.
 CANCEL_POLL_S = 0.05
 
@@ -60,10 +58,9 @@ class RemoteExecutor(Executor):
         from ...client import Client  # httpx, imported when used
 
         self._init_options.pop("token", None)  # a secret: never saved with the config
-        url = url or os.environ.get("EXECBOX_URL") or DEFAULT_URL
-        self.url = url
+        self._client = Client(url, token=token, timeout_s=timeout_s)  # url: EXECBOX_URL, else DEFAULT_URL
+        self.url = self._client.base_url
         self.backend = backend
-        self._client = Client(url, token=token, timeout_s=timeout_s)
         self._session_options = {"backend": backend, "env": dict(env) if env else None, "ttl_s": ttl_s,
                                  "idle_ttl_s": idle_ttl_s}
         self._session: Any = None
