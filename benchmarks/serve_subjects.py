@@ -184,6 +184,34 @@ async def _throughput(url: str, clients: int, calls: int) -> dict:
             **({"first_wrong": first[0]} if first else {})}
 
 
+def library_throughput(backend: str, calls: int) -> list[dict]:
+    """The floor: ``clients`` threads calling one kept executor's ``run``
+    until ``calls`` runs came back right (no HTTP, the same backend)."""
+    import execbox
+    from concurrent.futures import ThreadPoolExecutor
+
+    out = []
+    with execbox.create_executor(backend) as executor:
+        block = execbox.CodeBlock("python", "print(1)")
+        executor.run(block)  # started before the clock runs
+        for clients in CLIENTS:
+            counts = {"correct": 0, "busy": 0, "wrong": 0}
+
+            def one_client() -> None:
+                while counts["correct"] + counts["wrong"] < calls:
+                    ok = executor.run(block).stdout == "1\n"
+                    counts["correct" if ok else "wrong"] += 1
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(clients) as pool:
+                for future in [pool.submit(one_client) for _ in range(clients)]:
+                    future.result()
+            elapsed = time.perf_counter() - started
+            out.append({"clients": clients, "correct_per_s": counts["correct"] / elapsed, "elapsed_s": elapsed,
+                        **counts})
+    return out
+
+
 def throughput(url: str, calls: int) -> list[dict]:
     return [asyncio.run(_throughput(url, clients, calls)) for clients in CLIENTS]
 
@@ -232,6 +260,8 @@ def main() -> None:
     step = "library"
     try:
         report["library"] = library(backend, iterations)
+        step = "library throughput"
+        report["throughput_library"] = library_throughput(backend, calls)
         step = f"server (--max-concurrency {DEFAULT_CONCURRENCY})"
         with server(backend, DEFAULT_CONCURRENCY) as url, httpx.Client(base_url=url, timeout=120) as client:
             step = "latency through the server"

@@ -105,7 +105,8 @@ def throughput_table(reports: list[dict]) -> str:
     lines = ["| backend | server --max-concurrency | clients | correct runs/s | 429s (retried) | wrong | wall s |",
              "|---|---|---|---|---|---|---|"]
     for r in reports:
-        for key, width in (("throughput", r.get("max_concurrency")), ("throughput_wide", 64)):
+        for key, width in (("throughput_library", "library: threads, no HTTP (the floor)"),
+                           ("throughput", r.get("max_concurrency")), ("throughput_wide", 64)):
             for e in r.get(key) or []:
                 wrong = str(e["wrong"]) + (f" (first: `{_escape(e['first_wrong'])}`)" if e.get("first_wrong") else "")
                 lines.append(f"| {r['subject']} | {width} | {e['clients']} | {e['correct_per_s']:.0f} | {e['busy']} "
