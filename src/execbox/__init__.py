@@ -10,12 +10,14 @@ the results back.
 
 from ._errors import (
     BackendUnavailableError,
+    ClusterBusyError,
     ConfigurationError,
     EnvironmentSetupError,
     ExecboxError,
     ExecutorClosedError,
     ImageMissingError,
     NoCodeBlocksError,
+    NodeLostError,
     PathEscapeError,
     ServiceBusyError,
     ServiceError,
@@ -46,7 +48,7 @@ from .backends.jupyter import DockerJupyterServer, JupyterConnectionInfo, Jupyte
 from .backends.sandbox import SandboxExecutor
 from .environments import DockerPython, Environment, SystemPython, Venv
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "BlockEndEvent",
@@ -60,6 +62,8 @@ __all__ = [
     "LANGUAGES",
     "BackendUnavailableError",
     "Client",
+    "ClusterBusyError",
+    "NodeLostError",
     "ServiceBusyError",
     "ServiceError",
     "SessionGoneError",

@@ -10,14 +10,17 @@ import asyncio
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._models import CodeBlock, ExecutionResult
 from .._run_events import EndEvent, EventSink, RunEvent
 from ._watch import Cancellation
 
-if TYPE_CHECKING:
-    from ._base import Executor
+
+class Executor(Protocol):
+    """What these drive: an executor's block loop."""
+
+    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult: ...
 
 __all__ = ["arun_blocks", "astream_events", "stream_events"]
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._errors import ConfigurationError, ServiceError
+from .._version import __version__
 from ._wire import service_error
 
 __all__ = ["Transport", "load_httpx"]
@@ -44,7 +45,6 @@ class Transport:
         self.token = token or None
         self.timeout_s = timeout_s
         self.run_timeout_s = run_timeout_s
-        from .. import __version__  # here: execbox/__init__ imports this package before it sets it
 
         headers = {"User-Agent": f"execbox-client/{__version__}"}
         if self.token:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import __version__
+from .._version import __version__
 from .._errors import ExecboxError, WorkspaceError
 from ._errors import ApiError, from_execbox
 from ._state import ServerState, state_of

@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from .. import __version__
+from .._version import __version__
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError
 from .._models import CodeBlock, ExecutionResult, Limits
 from .._workspace import Workspace
