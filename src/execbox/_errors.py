@@ -18,6 +18,8 @@ calls::
      ├── ServiceError              `execbox serve` refused or failed a request, or was not reached
      │    ├── SessionGoneError     410: the session ended (``reason``: ttl, idle, deleted)
      │    └── ServiceBusyError     429: the server is full (``retry_after`` seconds)
+     ├── NodeLostError             a Ray node died under a run, or holds a pinned executor no more (retryable)
+     ├── ClusterBusyError          the Ray cluster runs as much as it may (``retry_after`` seconds, retryable)
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change. The Docker SDK's exceptions never reach
@@ -32,6 +34,7 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailableError",
     "CatalogError",
+    "ClusterBusyError",
     "ConfigurationError",
     "EnvironmentSetupError",
     "ExecboxError",
@@ -39,6 +42,7 @@ __all__ = [
     "ImageMissingError",
     "ModelError",
     "NoCodeBlocksError",
+    "NodeLostError",
     "PaperNotFoundError",
     "PathEscapeError",
     "ServiceBusyError",
@@ -176,6 +180,31 @@ class ServiceBusyError(ServiceError):
     def __init__(self, message: str, *, retry_after: float | None, status: int | None = 429, code: str = "busy",
                  retryable: bool = True) -> None:
         super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
+
+
+class NodeLostError(ExecboxError):
+    """A Ray node was lost: the run on it failed (its output is gone), or
+    the executor pinned to it (a stateful kernel, a session's workspace)
+    is gone with it. Retryable: a stateless run goes to the nodes left; a
+    pinned executor starts afresh on one after ``restart()``."""
+
+    retryable = True
+
+    def __init__(self, node: str, message: str) -> None:
+        self.node = node
+        super().__init__(message)
+
+
+class ClusterBusyError(ExecboxError):
+    """Every node of the Ray cluster runs as many blocks as it may
+    (``per_node``, ``max_runs`` of the ray backend): retry after
+    ``retry_after`` seconds. Retryable."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
 
 
 class WeakerIsolationWarning(UserWarning):

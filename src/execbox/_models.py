@@ -219,6 +219,7 @@ class ExecutionResult:
     truncated: bool = False
     blocks: tuple[BlockResult, ...] = ()
     backend: str = ""
+    node: str = ""  # the Ray node that ran it ("" on one machine)
 
     @property
     def ok(self) -> bool:

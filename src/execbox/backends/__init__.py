@@ -35,6 +35,7 @@ _BUILTIN = {
     "jupyter": "execbox.backends.jupyter:JupyterExecutor",
     "docker": "execbox.backends.docker:DockerExecutor",
     "remote": "execbox.backends.remote:RemoteExecutor",
+    "ray": "execbox.backends.ray:RayExecutor",
 }
 
 
