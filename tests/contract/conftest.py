@@ -64,6 +64,15 @@ def _remote(workspace: Workspace, limits: Limits) -> Executor:
     return remote_executor(workspace, limits)
 
 
+def _ray(workspace: Workspace, limits: Limits) -> Executor:
+    """A RayExecutor on a real two-node cluster (sandbox on each node); only
+    inside the network namespace of tests/test_ray_cluster.py (skipped here
+    with a plain skip: that test is the one required)."""
+    from tests.ray._cluster import ray_executor
+
+    return ray_executor(workspace, limits)
+
+
 def _docker(workspace: Workspace, limits: Limits) -> Executor:
     require_docker()
     return DockerExecutor(workspace=workspace, limits=limits)
@@ -83,6 +92,7 @@ BACKENDS: dict[str, Factory] = {
     "docker-gvisor": _docker_gvisor,
     "local": _local,
     "remote": _remote,  # a real server on loopback, sandbox backend
+    "ray": _ray,  # a two-node Ray cluster on loopback, sandbox on each node
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
     "jupyter": _jupyter,  # the sandboxed kernel, its default; stateful: where that changes

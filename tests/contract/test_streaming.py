@@ -47,6 +47,8 @@ def test_output_arrives_while_the_block_runs(executor):
             seen += event.text
             if "ready" in seen and executor.name == "remote":  # the mirror sends files before a run, not during
                 executor.session.upload("go", "")
+            elif "ready" in seen and executor.name == "ray":  # nor does a run on a Ray node
+                executor.upload("go", "")
             elif "ready" in seen:
                 (executor.workspace.path / "go").write_text("")
         if isinstance(event, EndEvent):
