@@ -27,6 +27,7 @@ __all__ = ["NAMESPACE", "Cluster", "cluster"]
 NAMESPACE = "execbox"
 ADMISSION = "execbox-admission"
 AGENT_PREFIX = "execbox-node-"
+HEAD_RESOURCE = "node:__internal_head__"  # Ray gives it to the head node alone
 # Runs, cancels and closes one node agent takes at once (threads, made as needed).
 AGENT_CONCURRENCY = 256
 _LOOPBACK = ("127.0.0.1", "localhost")
@@ -74,15 +75,12 @@ class Cluster:
     def admission(self) -> Any:
         with self._lock:
             if self._admission is None:
-                ray = _ray()
-                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
                 from ._admission import Admission
 
-                here = ray.get_runtime_context().get_node_id()  # the driver's node: lost last
-                self._admission = ray.remote(Admission).options(
+                # on the head node (its GCS gone, the cluster is gone): it outlives any other node
+                self._admission = _ray().remote(Admission).options(
                     name=ADMISSION, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+                    resources={HEAD_RESOURCE: 0.001}).remote()
             return self._admission
 
     def agent(self, node: str) -> Any:
