@@ -225,11 +225,10 @@ class RayExecutor(Executor):
         try:
             for ref in agent.run.options(num_returns="streaming").remote(self._key, spec, files, removed, blocks,
                                                                          run_id):
-                item = ray.get(ref)
-                if isinstance(item, RunEnd):
-                    end = item
-                    break
-                _forward(item, sink)
+                events = ray.get(ref)
+                if events and isinstance(events[-1], RunEnd):
+                    end = events.pop()
+                _forward(events, sink)
         except self._cluster.ray_errors() as exc:
             with self._sync_lock:
                 self._used.discard(node)

@@ -9,9 +9,9 @@ the paths to remove), runs on the executor, and streams its events back
 as a Ray generator, in batches: what the run reported within
 ``COALESCE_S`` of the first event goes in one item (a Ray generator item
 costs about 0.6 ms here, so ``print(1)``'s five events go in one or two).
-The last item carries the result and the files the run created or changed
-(at most ``MAX_PULLED_FILES`` / ``MAX_PULLED_BYTES``; the rest named as
-skipped). A threaded actor: runs, cancels and closes come concurrently.
+The last item ends with a ``RunEnd``: the result and the files the run
+created or changed (at most ``MAX_PULLED_FILES`` / ``MAX_PULLED_BYTES``; the
+rest named as skipped), after the run's last events (one item fewer). A threaded actor: runs, cancels and closes come concurrently.
 """
 
 from __future__ import annotations
@@ -68,14 +68,13 @@ class NodeAgent:
             if executor is None:
                 from .. import create_executor
 
-                executor = create_executor(spec["backend"], workspace=Workspace(), **spec["options"])
-                executor._owns_workspace = True  # made here, removed with it
+                executor = create_executor(spec["backend"], **spec["options"])  # its own temporary workspace
                 self._executors[key] = executor
             return executor
 
     def run(self, key: str, spec: Mapping[str, Any], files: Mapping[str, bytes], removed: Sequence[str],
             blocks: list[CodeBlock], run_id: str) -> Iterator[Any]:
-        """A Ray generator: lists of events, then a ``RunEnd``."""
+        """A Ray generator: lists of events, the last ending with a ``RunEnd``."""
         try:
             executor = self._executor(key, spec)
             executor.keep_code_files = spec["keep_code_files"]  # the driver's may change between runs
@@ -83,13 +82,14 @@ class NodeAgent:
             _apply(executor.workspace, files, removed)
             executor.give_to_blocks(list(files))  # the jail's identity, a container's user
         except ExecboxError as exc:
-            yield RunEnd(None, {}, [], exc)
+            yield [RunEnd(None, {}, [], exc)]
             return
         events: queue.Queue[Any] = queue.Queue()
         cancel = Cancellation()
         with self._lock:
             self._runs[run_id] = cancel
         outcome: list[Any] = []
+        last: list[Any] = []
 
         def work() -> None:
             try:
@@ -102,7 +102,11 @@ class NodeAgent:
         thread = threading.Thread(target=work, name="execbox-ray-run", daemon=True)
         thread.start()
         try:
-            yield from _batches(events)
+            for batch, finished in _batches(events):
+                if finished:
+                    last = batch  # sent with the RunEnd
+                else:
+                    yield batch
             thread.join()
         finally:
             with self._lock:
@@ -114,11 +118,11 @@ class NodeAgent:
         done = outcome[0] if outcome else ExecboxError("the run ended without a result")
         if isinstance(done, BaseException):
             error = done if isinstance(done, ExecboxError) else ExecboxError(f"{type(done).__name__}: {done}")
-            yield RunEnd(None, {}, [], error)
+            yield [*last, RunEnd(None, {}, [], error)]
             return
         wrote = (*done.files, *(f for f in done.code_files if not f.startswith(f"{INTERNAL_DIR}/")))
         pulled, skipped = _collect(executor.workspace, wrote)
-        yield RunEnd(done, pulled, skipped)
+        yield [*last, RunEnd(done, pulled, skipped)]
 
     def cancel(self, run_id: str) -> bool:
         with self._lock:
@@ -152,10 +156,10 @@ class NodeAgent:
             return sorted(self._executors)
 
 
-def _batches(events: queue.Queue[Any]) -> Iterator[list[RunEvent]]:
+def _batches(events: queue.Queue[Any]) -> Iterator[tuple[list[RunEvent], bool]]:
     """Lists of the run's events: the first that comes, and what follows
-    within ``COALESCE_S``; the run's own StartEvent and EndEvent stay here
-    (the driver sends its own, with the node)."""
+    within ``COALESCE_S``; with True for the last. The run's own StartEvent
+    and EndEvent stay here (the driver sends its own, with the node)."""
     while True:
         item = events.get()
         batch: list[RunEvent] = []
@@ -166,10 +170,11 @@ def _batches(events: queue.Queue[Any]) -> Iterator[list[RunEvent]]:
                 item = events.get(timeout=COALESCE_S)
             except queue.Empty:
                 break
-        if batch:
-            yield batch
         if item is _DONE:
+            yield batch, True
             return
+        if batch:
+            yield batch, False
 
 
 def _apply(workspace: Workspace, files: Mapping[str, bytes], removed: Sequence[str]) -> None:
