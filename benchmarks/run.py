@@ -9,7 +9,11 @@ not); writes JSON to benchmarks/results/. The service group needs no peer:
 ``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker|serve]
+                                [--only all|blocks|jupyter|docker|serve|ray]
+
+The ray group (``--only ray``, and in all) needs no peer either: a real
+Ray cluster on this machine, inside a network namespace with only ``lo``
+(root), from 1 to 3 nodes (ray_table.py).
 """
 
 from __future__ import annotations
@@ -187,13 +191,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
-    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker", "serve"], default="all",
+    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker", "serve", "ray"], default="all",
                         help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-                             "tables, or all")
+                             "tables, the ray backend's tables, or all")
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
-    python = Path(sys.executable) if args.only == "serve" else ensure_venv()
+    python = Path(sys.executable) if args.only in ("serve", "ray") else ensure_venv()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
 
@@ -210,6 +214,10 @@ def main() -> None:
     if args.only in ("all", "serve"):
         import serve_table
         serve = serve_table.run(Path(sys.executable), args.iterations, args.calls)  # needs the server extra only
+    ray_group: tuple[list[dict], str] = ([], "")
+    if args.only in ("all", "ray"):
+        import ray_table
+        ray_group = ray_table.run(Path(sys.executable), args.iterations, args.calls)  # needs the ray extra only
     for subject in (SUBJECTS if args.only in ("all", "blocks") else []):
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -231,6 +239,8 @@ def main() -> None:
     if serve[2]:
         print(("\n" if jupyter[2] or docker[2] or reports else "") + serve[2])
         print(render_targets(serve[1]))
+    if ray_group[1]:
+        print(("\n" if jupyter[2] or docker[2] or serve[2] or reports else "") + ray_group[1])
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -238,7 +248,7 @@ def main() -> None:
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
         "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
         "docker_reports": docker[0], "docker_targets": docker[1],
-        "serve_reports": serve[0], "serve_targets": serve[1],
+        "serve_reports": serve[0], "serve_targets": serve[1], "ray_reports": ray_group[0],
     }
     (RESULTS / "latest.json").write_text(json.dumps(out, indent=2))
     print(f"\nJSON written to {(RESULTS / 'latest.json').relative_to(ROOT)}", file=sys.stderr)
