@@ -43,6 +43,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                      help="a session idle this long ends, when it asks none (default: 600)")
     cmd.add_argument("--max-session-ttl", type=float, default=86400.0, metavar="S",
                      help="the most ttl_s a session may ask (default: 86400)")
+    cmd.add_argument("--ray", default=None, metavar="ADDRESS",
+                     help="run every executor on this Ray cluster (auto, HOST:PORT or ray://...): stateless runs "
+                          "on its least loaded node, a session pinned to one node (pip install 'execbox[ray]')")
     cmd.add_argument("--sse-keepalive", type=float, default=15.0, metavar="S",
                      help="period of the ': keepalive' comment in event streams (default: 15)")
     cmd.set_defaults(handler=run)
@@ -61,9 +64,10 @@ def run(args: argparse.Namespace) -> int:
         default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
         allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,
         session_ttl_s=args.session_ttl, session_idle_ttl_s=args.idle_ttl, max_session_ttl_s=args.max_session_ttl,
-        keepalive_s=args.sse_keepalive)
+        keepalive_s=args.sse_keepalive, ray_address=args.ray)
     auth = "bearer token required" if config.token else "no token: loopback only"
-    print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}; {auth}; "
+    where = f" on the Ray cluster at {args.ray}" if args.ray else ""
+    print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}{where}; {auth}; "
           "API at /openapi.json; Ctrl-C stops)", file=sys.stderr, flush=True)
     serve(config)
     return 0

@@ -38,6 +38,8 @@ class ServerConfig:
     - ``max_upload_bytes``: a request body or a file sent or fetched (``--max-upload-mb``).
     - ``session_ttl_s`` / ``session_idle_ttl_s``: defaults, ``max_session_ttl_s`` the most.
     - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
+    - ``ray_address``: run every executor on this Ray cluster (``--ray``): a
+      stateless run on its least loaded node, a session pinned to one node.
     """
 
     host: str = "127.0.0.1"
@@ -58,6 +60,17 @@ class ServerConfig:
     max_session_ttl_s: float = 86400.0
     keepalive_s: float = 15.0
     reap_interval_s: float = 0.5
+    ray_address: str | None = None
+
+    def make_executor(self, backend: str, **options: Any) -> Any:
+        """An executor of ``backend`` for a request: here, or with
+        ``ray_address`` (``--ray``) on that Ray cluster's nodes (a session
+        pinned to one node for its life)."""
+        from ..backends import create_executor
+
+        if self.ray_address is None:
+            return create_executor(backend, **options)
+        return create_executor("ray", address=self.ray_address, backend=backend, **options)
 
     def __post_init__(self) -> None:
         if not self.backends:

@@ -11,10 +11,11 @@ adds ``reason``). The codes::
     404 not_found          no such route, session id never seen, execution or file
     405 method_not_allowed
     409 execution_running  the session runs another execution (retryable)
-    410 session_expired    the session ended; ``reason``: ttl, idle or deleted
+    410 session_expired    the session ended; ``reason``: ttl, idle, deleted or node_lost (--ray)
     413 too_large          a body or a file over the server's size limit
-    429 busy               over --max-concurrency or --max-sessions (retryable, Retry-After)
+    429 busy               over --max-concurrency or --max-sessions, or the Ray cluster is full (retryable, Retry-After)
     503 backend_unavailable  the backend cannot start here (the message names the fix)
+    503 node_lost          (--ray) the Ray node of a stateless run was lost: retry, it goes to another
     500 internal           a bug: the message says what failed
 
 User code that fails is not an error: it is a 200 with the result.
@@ -22,12 +23,13 @@ User code that fails is not an error: it is a 200 with the result.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from starlette.responses import JSONResponse
 
-from .._errors import (BackendUnavailableError, ConfigurationError, ExecboxError, ExecutorClosedError,
-                       PathEscapeError, WorkspaceError)
+from .._errors import (BackendUnavailableError, ClusterBusyError, ConfigurationError, ExecboxError,
+                       ExecutorClosedError, NodeLostError, PathEscapeError, WorkspaceError)
 
 __all__ = ["ApiError", "error_response", "from_execbox"]
 
@@ -63,6 +65,11 @@ def from_execbox(exc: ExecboxError | OSError) -> ApiError:
         return ApiError(400, "bad_request", str(exc))
     if isinstance(exc, BackendUnavailableError):
         return ApiError(503, "backend_unavailable", str(exc))
+    if isinstance(exc, ClusterBusyError):
+        return ApiError(429, "busy", str(exc), retryable=True,
+                        headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
+    if isinstance(exc, NodeLostError):  # a stateless run: retry, it goes to the nodes left
+        return ApiError(503, "node_lost", str(exc), retryable=True)
     if isinstance(exc, ExecutorClosedError):
         return ApiError(410, "session_expired", "the session ended while the request ran", reason="deleted")
     return ApiError(500, "internal", f"{type(exc).__name__}: {exc}")

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from .._errors import ExecboxError
+from .._errors import ExecboxError, NodeLostError
 from .._models import CodeBlock, ErrorInfo, ExecutionResult
 from .._run_events import EndEvent, OutputEvent, RunEvent, StartEvent, event_to_dict
 from ..backends import Executor
@@ -37,6 +37,7 @@ class Execution:
         self.status = "running"  # then completed, cancelled or failed
         self.result: ExecutionResult | None = None
         self.error: ApiError | None = None
+        self.node_lost: str | None = None  # why, when the Ray node it ran on (--ray) was lost
         self.started = time.time()
         self.events: list[tuple[int, str, Any]] = []
         self._changed = asyncio.Event()
@@ -76,6 +77,7 @@ class Execution:
         except (ExecboxError, OSError) as exc:
             self.status = "failed"
             self.error = from_execbox(exc)
+            self.node_lost = str(exc) if isinstance(exc, NodeLostError) else None
         except Exception as exc:  # noqa: BLE001 - a bug: said in the stream's end, not a dropped stream
             self.status = "failed"
             self.error = ApiError(500, "internal", f"{type(exc).__name__}: {exc}")

@@ -26,7 +26,7 @@ import asyncio
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from .._models import Limits
 from .._workspace import INTERNAL_DIR
@@ -36,14 +36,15 @@ from ..backends._base import CODE_DIR
 __all__ = ["ExecutorPool", "REUSED_BACKENDS"]
 
 # Backends whose blocks leave nothing behind but the workspace (see above).
-REUSED_BACKENDS = frozenset({"local", "sandbox"})
+REUSED_BACKENDS = frozenset({"local", "sandbox", "ray"})  # ray: a sandbox (or local) one on the nodes
 
 
 class ExecutorPool:
     """Started executors for stateless runs, by (backend, limits)."""
 
-    def __init__(self, *, max_idle: int) -> None:
+    def __init__(self, *, max_idle: int, make: Callable[..., Executor] = create_executor) -> None:
         self.max_idle = max_idle
+        self._make = make
         self._idle: OrderedDict[int, tuple[Hashable, Executor]] = OrderedDict()
         self._closed = False
 
@@ -58,7 +59,7 @@ class ExecutorPool:
             if held == key:
                 del self._idle[ident]
                 return executor
-        executor = create_executor(backend, limits=limits, keep_code_files=False)
+        executor = self._make(backend, limits=limits, keep_code_files=False)
         try:
             await asyncio.to_thread(executor.start)
         except BaseException:

@@ -29,6 +29,7 @@ async def info(request: Request) -> Response:
     return JSONResponse({
         "version": __version__,
         "default_backend": config.backend,
+        "ray": config.ray_address,
         "backends": backends,
         "languages": languages,
         "limits": config.limits_info(),

@@ -14,7 +14,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import ExecboxError
-from ..backends import create_executor
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
 from ._sessions import Session
@@ -62,18 +61,19 @@ async def create(request: Request) -> Response:
     state.sessions.reserve()
     session = None
     try:
-        session = await _open(backend, limits, options, files, ttl_s, idle_ttl_s)
+        session = await _open(state, backend, limits, options, files, ttl_s, idle_ttl_s)
     finally:
         state.sessions.add(session)
     return JSONResponse(session.info(), status_code=201, headers={"Location": f"/v1/sessions/{session.id}"})
 
 
-async def _open(backend: str, limits: Any, options: dict[str, Any], files: dict[str, bytes], ttl_s: float,
-                idle_ttl_s: float) -> Session:
+async def _open(state: ServerState, backend: str, limits: Any, options: dict[str, Any], files: dict[str, bytes],
+                ttl_s: float, idle_ttl_s: float) -> Session:
     """A started executor, its files written before it starts (so that a
     sandbox hands them to its jail with the workspace)."""
     try:
-        executor = create_executor(backend, limits=limits, **options)
+        pinned = {"pinned": True} if state.config.ray_address else {}  # a session's workspace lives on its node
+        executor = state.config.make_executor(backend, limits=limits, **pinned, **options)
     except (ExecboxError, TypeError) as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
     try:
@@ -142,6 +142,10 @@ async def execute(request: Request) -> Response:
         if session.running is finished:
             session.running = None
         session.touch()
+        if finished.node_lost:  # the session's node is gone: so is the session (410 node_lost from now on)
+            finished.error = ApiError(410, "session_expired", f"session {session.id} has ended: {finished.node_lost}",
+                                      reason="node_lost")
+            state.sessions.end_soon(session, "node_lost")
 
     execution.start(done)
     headers = {"Location": f"/v1/sessions/{session.id}/executions/{execution.id}", "X-Execution-Id": execution.id}

@@ -129,7 +129,8 @@ class SessionStore:
         if reason is None:
             raise ApiError(404, "not_found", f"no session {sid!r} (never created here)")
         why = {"ttl": "its ttl_s passed", "idle": "it was idle longer than its idle_ttl_s",
-               "deleted": "it was deleted"}[reason]
+               "deleted": "it was deleted", "node_lost": "the Ray node it was pinned to was lost (its files and "
+               "state with it): open a new session"}[reason]
         raise ApiError(410, "session_expired", f"session {sid} has ended: {why}", reason=reason)
 
     async def end(self, session: Session, reason: str) -> None:
@@ -150,6 +151,10 @@ class SessionStore:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
         return task
+
+    def end_soon(self, session: Session, reason: str) -> None:
+        """End a session from a callback: its close goes on behind."""
+        self._end(session, reason)
 
     async def reap_forever(self, interval_s: float) -> None:
         while True:

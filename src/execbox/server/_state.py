@@ -21,7 +21,7 @@ __all__ = ["ServerState", "state_of"]
 class ServerState:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.pool = ExecutorPool(max_idle=config.max_concurrency)
+        self.pool = ExecutorPool(max_idle=config.max_concurrency, make=config.make_executor)
         self.load = Load(config.max_concurrency)
         self.sessions = SessionStore(config.max_sessions)
         self._backends: dict[str, Any] | None = None
