@@ -18,6 +18,7 @@ install_system_packages() {
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
     command -v node >/dev/null 2>&1 || need+=(nodejs)
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+    [ -x /usr/bin/chromium ] || need+=(chromium)  # the playground's browser tests (playwright drives it)
     [ ${#need[@]} -eq 0 ] && return 0
     say "installing system packages: ${need[*]}"
     local sudo=""

@@ -11,6 +11,7 @@ from .._errors import ExecboxError
 from . import _chat, _doctor, _explore, _images, _languages, _run
 from . import _mcp
 from . import _papers
+from . import _playground
 from . import _serve
 
 __all__ = ["build_parser", "main"]
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mcp.register(commands)
     _papers.register(commands)
     _serve.register(commands)
+    _playground.register(commands)
     return parser
 
 

@@ -18,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._routes_files import ROUTES as FILE_ROUTES
+from ._routes_page import PUBLIC_PATHS, ROUTES as PAGE_ROUTES
 from ._routes_run import ROUTES as RUN_ROUTES
 from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._config import ServerConfig
@@ -31,14 +32,17 @@ HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 4
 
 
 class BearerAuth:
-    """401 unless ``Authorization: Bearer <token>`` (compared in constant time)."""
+    """401 unless ``Authorization: Bearer <token>`` (compared in constant time);
+    the playground's page and static files (``GET``, ``PUBLIC_PATHS``) are
+    served to anyone: the page asks for the token and sends it itself."""
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.expected is not None:
+        public = scope.get("method") in ("GET", "HEAD") and scope.get("path") in PUBLIC_PATHS
+        if scope["type"] == "http" and self.expected is not None and not public:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
                 error = ApiError(401, "unauthorized", "a bearer token is required: Authorization: Bearer <token> "
@@ -85,7 +89,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
 
     app = Starlette(
         routes=[Route("/openapi.json", document, methods=["GET"]),
-                *RUN_ROUTES, *SESSION_ROUTES, *FILE_ROUTES],
+                *RUN_ROUTES, *SESSION_ROUTES, *FILE_ROUTES, *PAGE_ROUTES],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal},
         lifespan=lifespan,
     )

@@ -126,6 +126,24 @@ def openapi() -> dict[str, Any]:
         "security": [{"bearer": []}],
         "paths": {
             "/openapi.json": {"get": _op("This document", {"200": _json({"type": "object"})})},
+            "/": {"get": {"summary": "The playground: a page to run a model's reply and watch it (no token needed "
+                                     "for the page; its API calls send the one typed in it)", "security": [],
+                          "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}}}},
+            "/playground/{name}": {"get": {
+                "summary": "The playground's script, style and icon", "security": [],
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {
+                    "enum": ["playground.js", "playground.css", "favicon.svg"]}}],
+                "responses": {"200": {"description": "the file", "content": {"text/javascript": {}, "text/css": {},
+                                                                            "image/svg+xml": {}}},
+                              "404": ERROR}}},
+            "/v1/extract": {"post": _op(
+                "The closed fenced code blocks of a model's reply, in order (execbox.extract_code_blocks)",
+                {"200": _json({"type": "object", "required": ["blocks"], "properties": {"blocks": {
+                    "type": "array", "items": {"type": "object", "properties": {
+                        "language": {"type": "string"}, "code": {"type": "string"},
+                        "filename": {"type": ["string", "null"]}, "language_inferred": {"type": "boolean"}}}}}}),
+                 "400": ERROR, "413": ERROR},
+                body={"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})},
             "/v1/info": {"get": _op("Version, backends, languages, limits, capabilities, load",
                                     {"200": _json({"type": "object"})})},
             "/v1/run": {"post": _op("Run code in a fresh workspace", {

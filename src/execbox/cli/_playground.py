@@ -1,0 +1,78 @@
+"""``execbox playground``: ``execbox serve`` on a free loopback port with
+the web playground at ``/``, opened in the browser (Python's
+``webbrowser``, when one is found); the URL is printed either way."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+from .._errors import ConfigurationError
+from .._models import Limits
+from ..backends import DEFAULT_BACKEND, backend_names
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser(
+        "playground", help="open the web playground (execbox serve on a free loopback port)",
+        description="Start execbox serve on 127.0.0.1 and a free port, and open its web playground in the "
+                    "browser: paste a model's reply, run it, watch the output stream, see plots and files. "
+                    "Needs: pip install 'execbox[server]'.")
+    cmd.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
+                     help=f"the backend chosen at first: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
+    cmd.add_argument("--backends", default="jupyter", metavar="A,B",
+                     help="other backends the page offers (default: jupyter, for a stateful session)")
+    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                     help="seconds per block at first (default: 60)")
+    cmd.add_argument("--allow-network", action="store_true", help="let the page ask for network access")
+    cmd.add_argument("--no-browser", action="store_true", help="print the URL only")
+    cmd.set_defaults(handler=run)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _open_when_up(url: str) -> None:
+    """Open the page once the server answers (at most 30 s of asking)."""
+    import webbrowser
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/v1/info", timeout=2):
+                break
+        except OSError:
+            time.sleep(0.2)
+    try:
+        webbrowser.open(url)
+    except webbrowser.Error:
+        pass  # no browser here: the URL is printed
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..server import ServerConfig, serve
+    except ImportError as exc:
+        raise ConfigurationError(f"execbox playground needs the server extra: pip install 'execbox[server]' "
+                                 f"({exc})") from exc
+    port = args.port or free_port()
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip() and b.strip() != args.backend)
+    config = ServerConfig(host="127.0.0.1", port=port, backend=args.backend, backends=backends,
+                          default_limits=Limits(timeout_s=args.timeout), allow_network=args.allow_network)
+    url = f"http://127.0.0.1:{port}"
+    print(f"execbox playground: {url}/ (backend {config.backend}; loopback only; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    if not args.no_browser:
+        threading.Thread(target=_open_when_up, args=(url,), daemon=True).start()
+    serve(config)
+    return 0

@@ -1,0 +1,64 @@
+"""The playground: ``GET /`` (one page) and its static files under
+``/playground/`` (real files in ``server/playground/``, no build step),
+and ``POST /v1/extract``, which splits a pasted model reply into its
+fenced blocks with the library's own rules (``extract_code_blocks``), so
+that the page and ``execbox run`` agree on what a reply holds.
+
+The page and its files are served without the bearer token (they are the
+same for everyone and hold no secret); every ``/v1/`` call the page makes
+carries the token the person typed, when the server asks for one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from .._extract import extract_code_blocks
+from ._errors import ApiError
+from ._state import state_of
+from ._wire import field_of, read_json
+
+__all__ = ["PUBLIC_PATHS", "ROUTES"]
+
+STATIC = Path(__file__).parent / "playground"
+FILES = {"playground.js": "text/javascript", "playground.css": "text/css", "favicon.svg": "image/svg+xml"}
+PUBLIC_PATHS = frozenset({"/", *(f"/playground/{name}" for name in FILES)})
+HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+
+async def page(request: Request) -> Response:
+    # the page's own script and style only; a run's HTML is shown in a sandboxed iframe (srcdoc), blobs for images
+    policy = ("default-src 'self'; img-src 'self' blob: data:; frame-src 'self' blob:; "
+              "style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'")
+    return FileResponse(STATIC / "index.html", media_type="text/html",
+                        headers={**HEADERS, "Content-Security-Policy": policy})
+
+
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in FILES:
+        raise ApiError(404, "not_found", f"no playground file {name!r}")
+    return FileResponse(STATIC / name, media_type=FILES[name], headers=HEADERS)
+
+
+async def extract(request: Request) -> Response:
+    """``{text}`` → ``{blocks: [{language, code, filename}]}``: the closed
+    fenced blocks of a model's reply, in order."""
+    data = await read_json(request, state_of(request).config.max_upload_bytes)
+    text = field_of(data, "text", str)
+    if text is None:
+        raise ApiError(400, "bad_request", "'text' (the model's reply) is required")
+    blocks = extract_code_blocks(text)
+    return JSONResponse({"blocks": [{"language": b.language, "code": b.code, "filename": b.filename,
+                                     "language_inferred": b.language_inferred}
+                                    for b in blocks]})
+
+
+ROUTES = [
+    Route("/", page, methods=["GET"]),
+    Route("/playground/{name}", static, methods=["GET"]),
+    Route("/v1/extract", extract, methods=["POST"]),
+]
