@@ -159,9 +159,11 @@ def test_served_document_is_the_fuzzed_one(fuzzed_server: Server) -> None:
 def test_api_answers_as_documented(case: Any, fuzzed_server: Server, ids: Ids) -> None:
     _real_ids(case, ids)
     headers = {**AUTH, "Accept": next(ACCEPTS)} if case.path in STREAMED else dict(AUTH)
-    response = case.call_and_validate(base_url=fuzzed_server.url, headers=headers, timeout=15,
-                                      additional_checks=[error_shape, ndjson_lines],
-                                      excluded_checks=EXCLUDED)
+    response = case.call(base_url=fuzzed_server.url, headers=headers, timeout=15)
+    if response.status_code == 400 and response.content == b"Invalid HTTP request received.":
+        return  # uvicorn's HTTP parser refused what was generated before execbox's app saw it
+    case.validate_response(response, additional_checks=[error_shape, ndjson_lines], excluded_checks=EXCLUDED,
+                           headers=headers)
     if case.method == "POST" and case.path == "/v1/sessions" and response.status_code == 201:
         with fuzzed_server.client() as client:  # free the slot for the next cases
             client.delete(f"/v1/sessions/{response.json()['id']}")
