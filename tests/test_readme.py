@@ -61,6 +61,6 @@ def test_python_examples_run(tmp_path):
 
 def test_cli_help_lists_the_documented_commands():
     done = subprocess.run([sys.executable, "-m", "execbox.cli", "--help"], capture_output=True, text=True)
-    for command in ("run", "exec", "languages", "chat", "mcp", "papers", "explore", "serve"):
+    for command in ("run", "exec", "languages", "chat", "mcp", "papers", "explore", "serve", "playground"):
         assert command in done.stdout
         assert f"execbox {command}" in README
