@@ -13,12 +13,14 @@ cd "$(dirname "$0")"
 say() { printf 'dev.sh: %s\n' "$*" >&2; }
 
 install_system_packages() {
+    # $1: "test" also installs what only the tests need (Debian's chromium,
+    # which playwright drives in the playground's browser tests).
     local need=()
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
     command -v node >/dev/null 2>&1 || need+=(nodejs)
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-    [ -x /usr/bin/chromium ] || need+=(chromium)  # the playground's browser tests (playwright drives it)
+    [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
     [ ${#need[@]} -eq 0 ] && return 0
     say "installing system packages: ${need[*]}"
     local sudo=""
@@ -106,13 +108,13 @@ case "$job" in
         install_system_packages; setup_venv
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
-        install_system_packages; setup_venv; setup_docker; setup_tester; setup_vm
+        install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
         exec .venv/bin/python -m pytest "$@" ;;
     bench)
         install_system_packages; setup_venv; setup_docker
         exec .venv/bin/python benchmarks/run.py "$@" ;;
     setup)
-        install_system_packages; setup_venv ;;
+        install_system_packages test; setup_venv ;;
     docker)
         install_system_packages; setup_venv; setup_docker ;;
     vm)
