@@ -11,7 +11,7 @@ from pathlib import Path
 from execbox import CodeBlock, Limits, OutputEvent, Workspace
 from execbox.backends.ray._admission import Admission
 from execbox.backends.ray._agent import NodeAgent, RunEnd
-from execbox.backends.ray._sync import NodeFiles
+from execbox.backends._file_sync import WorkspaceCopies
 
 SPEC = {"backend": "local", "options": {"limits": Limits(timeout_s=10)}, "keep_code_files": True}
 
@@ -89,7 +89,7 @@ def test_admission_prefers_warm_nodes_keeps_max_runs_and_pinned_nodes():
 
 def test_node_files_send_each_node_what_it_lacks(tmp_path: Path):
     workspace = Workspace(tmp_path / "ws")
-    files = NodeFiles(workspace)
+    files = WorkspaceCopies(workspace)
     workspace.write_text("a.txt", "1")
     (workspace.path / "link").symlink_to("/etc/passwd")
     assert files.outgoing("n1") == ({"a.txt": b"1"}, [])

@@ -17,7 +17,7 @@ batches of what came within 5 ms); cancelling (a cancelled ``arun``, a
 closed stream, ``restart``) kills the block on its node.
 
 The workspace is local: a run sends its node the files that node lacks
-(``_sync.NodeFiles``) and brings back what the run created or changed
+(``backends/_file_sync.WorkspaceCopies``) and brings back what the run created or changed
 (bounded), so code that reads results by path works unchanged.
 
 A node that dies fails the runs on it with ``NodeLostError`` (retryable:
@@ -40,12 +40,12 @@ from ..._languages import Language, Policy
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import DisplayEvent, EndEvent, EventSink, OutputEvent, RunEvent, StartEvent
 from ..._workspace import Workspace
+from .._file_sync import WorkspaceCopies
 from .._base import Capabilities, Executor
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._agent import RunEnd
 from ._cluster import cluster
-from ._sync import NodeFiles
 
 __all__ = ["RayExecutor"]
 
@@ -92,7 +92,7 @@ class RayExecutor(Executor):
         self._key = uuid.uuid4().hex
         self._node: str | None = None  # the node of a pinned executor
         self._used: set[str] = set()  # nodes holding an executor of ours
-        self._files = NodeFiles(self.workspace)
+        self._files = WorkspaceCopies(self.workspace)
         self._sync_lock = threading.Lock()
         self._cluster = cluster()
 

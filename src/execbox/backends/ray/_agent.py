@@ -10,7 +10,7 @@ as a Ray generator, in batches: what the run reported within
 ``COALESCE_S`` of the first event goes in one item (a Ray generator item
 costs about 0.6 ms here, so ``print(1)``'s five events go in one or two).
 The last item ends with a ``RunEnd``: the result and the files the run
-created or changed (at most ``MAX_PULLED_FILES`` / ``MAX_PULLED_BYTES``; the
+created or changed (at most ``_file_sync.MAX_PULLED_FILES`` / ``MAX_PULLED_BYTES``; the
 rest named as skipped), after the run's last events (one item fewer). A threaded actor: runs, cancels and closes come concurrently.
 """
 
@@ -26,13 +26,12 @@ from ..._models import CodeBlock, ExecutionResult
 from ..._run_events import EndEvent, EventSink, RunEvent, StartEvent
 from ..._workspace import INTERNAL_DIR, Workspace
 from .._base import Executor
+from .._file_sync import collect
 from .._watch import Cancellation
 
-__all__ = ["COALESCE_S", "MAX_PULLED_BYTES", "MAX_PULLED_FILES", "NodeAgent", "RunEnd"]
+__all__ = ["COALESCE_S", "NodeAgent", "RunEnd"]
 
 COALESCE_S = 0.005
-MAX_PULLED_FILES = 1000
-MAX_PULLED_BYTES = 256 * 1024 * 1024
 _DONE = object()
 
 
@@ -121,7 +120,7 @@ class NodeAgent:
             yield [*last, RunEnd(None, {}, [], error)]
             return
         wrote = (*done.files, *(f for f in done.code_files if not f.startswith(f"{INTERNAL_DIR}/")))
-        pulled, skipped = _collect(executor.workspace, wrote)
+        pulled, skipped = collect(executor.workspace.download, wrote)  # download refuses a link
         yield [*last, RunEnd(done, pulled, skipped)]
 
     def cancel(self, run_id: str) -> bool:
@@ -187,19 +186,3 @@ def _apply(workspace: Workspace, files: Mapping[str, bytes], removed: Sequence[s
         workspace.write_bytes(path, data)
 
 
-def _collect(workspace: Workspace, paths: Sequence[str]) -> tuple[dict[str, bytes], list[str]]:
-    files: dict[str, bytes] = {}
-    skipped: list[str] = []
-    size = 0
-    for n, path in enumerate(paths):
-        if n >= MAX_PULLED_FILES or size >= MAX_PULLED_BYTES:  # a block that made 100k files
-            skipped.extend(paths[n:])
-            break
-        try:
-            data = workspace.download(path)  # refuses a link
-        except (WorkspaceError, OSError):
-            skipped.append(path)
-            continue
-        files[path] = data
-        size += len(data)
-    return files, skipped
