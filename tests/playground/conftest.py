@@ -20,8 +20,11 @@ from tests.conftest import require
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope, not session: while Playwright's sync driver is open its event loop is
+    # marked running on this thread, and every later test that runs its own loop
+    # (asyncio.run, anyio) would fail with "Cannot run the event loop while another loop is running".
     require("playwright", importlib.util.find_spec("playwright") is not None,
             "pip install playwright (the dev extra; ./dev.sh does)")
     require("chromium", os.access(CHROMIUM, os.X_OK), "apt-get install chromium (./dev.sh does)")
