@@ -218,6 +218,13 @@ class ZygotePool:
                         ) from exc
             raise AssertionError("unreachable")
 
+    def claim(self) -> tuple[socket.socket, socket.socket, BlockCgroup | None]:
+        """A ready unit the caller keeps (a stateful session, ``_session``);
+        its replacement is asked for behind it."""
+        taken = self.take()
+        self._wanted.release()
+        return taken
+
     def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int,
             cancel: Cancellation | None,
             on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:

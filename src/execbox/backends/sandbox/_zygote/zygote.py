@@ -31,8 +31,9 @@ import socket
 import sys
 
 from run_file import run_python_file  # beside this file
+from session import serve_session  # beside this file
 
-del sys.modules["run_file"]  # a block's own module of that name is not shadowed
+del sys.modules["run_file"], sys.modules["session"]  # a block's own modules of those names are not shadowed
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 4, 38, 22, 24
@@ -181,6 +182,8 @@ def code_main(sock, cgroup_fds, config):
     data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)
     if not data:
         os._exit(0)
+    if data == b"session":  # a stateful session: blocks come one by one on this socket (session.py)
+        serve_session(sock, failed)
     sock.close()
     status_fd, out_fd, err_fd = fds
     os.dup2(out_fd, 1)
@@ -244,6 +247,13 @@ def init_main(unit, code_sock, cgroup_fds, config):
                 pass
             os._exit(0)
         if status in ready:
+            try:
+                message = status.recv(64)
+            except OSError:
+                message = b""
+            if message == b"int":  # a session's block: interrupted, its state kept
+                os.kill(pid, signal.SIGINT)
+                continue
             os._exit(137)  # asked to kill (or the host went away): the namespace dies with us
 
 

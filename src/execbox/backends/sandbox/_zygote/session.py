@@ -1,0 +1,217 @@
+"""A stateful Python session in a pool unit: runs INSIDE the jail, standard
+library only (imported by ``zygote.py``, beside it).
+
+A unit's code process whose first message is ``session`` does not run one
+block and leave: it loops here, one block per message on its socket, in
+one ``__main__`` whose globals persist. A message is a JSON request (a
+Python block's text and file, or the argv of a program to fork and exec)
+with the block's stdout and stderr; the answer, on the same socket, is
+``exit N``, with a file of the block's displays when it has any (a JSON list
+of ``{"mime", "data"}``, base64 for images).
+
+As in a notebook, a last statement that is an expression shows its
+``repr`` (printed, and a ``text/plain`` display); matplotlib figures left
+open at the end of a block (or shown with ``plt.show()``) become PNG displays,
+through the backend ``execbox_inline`` (``mpl/``, put on the path).
+
+SIGINT (sent by the unit's init when the host asks: a timeout, a cancel)
+raises ``KeyboardInterrupt`` in the block, which ends it; the globals stay.
+It is ignored between blocks. After each block, every process it started
+is killed (``kill(-1)`` from PID 2 of the unit's PID namespace reaches all but
+the init and this process) and reaped (this process is their subreaper).
+"""
+
+import ast
+import base64
+import builtins
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPL_DIR = os.path.join(HERE, "mpl")
+PR_SET_CHILD_SUBREAPER = 36
+MAX_FDS = 16
+
+
+class Session:
+    def __init__(self, sock):
+        self.sock = sock
+        self.main = types.ModuleType("__main__")
+        self.main.__builtins__ = builtins
+        sys.modules["__main__"] = self.main
+        self.displays = []
+        self.null = os.open("/dev/null", os.O_WRONLY)
+
+    def serve(self):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        os.environ["MPLBACKEND"] = "module://execbox_inline"
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), MPL_DIR]))
+        sys.path.append(MPL_DIR)
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, 1 << 24, MAX_FDS)
+            except KeyboardInterrupt:
+                continue
+            if not data:
+                os._exit(0)
+            try:
+                code = self.block(json.loads(data), fds)
+            except KeyboardInterrupt:  # came as the block ended
+                code = 130
+            self.answer(code)
+
+    def block(self, request, fds):
+        out, err = fds[:2]
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.close(out)
+        os.close(err)
+        self.displays = []
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                if "argv" in request:
+                    code = run_program(request["argv"])
+                else:
+                    code = self.run_python(request["code"], request["file"])
+                flush()
+                self.figures()
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            code = 130
+        finally:
+            flush()
+            os.dup2(self.null, 1)  # the host sees the block's output end
+            os.dup2(self.null, 2)
+            sweep()
+        return code
+
+    def run_python(self, source, path):
+        ns = self.main.__dict__
+        ns["__file__"] = path
+        sys.argv = [path]
+        sys.path[0] = os.path.dirname(path)
+        try:
+            try:
+                tree = ast.parse(source, path)
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                body = compile(tree, path, "exec", dont_inherit=True)
+                shown = compile(last, path, "eval", dont_inherit=True) if last is not None else None
+            except BaseException as exc:  # as the interpreter reports it: no frame of ours
+                exc.__traceback__ = None
+                raise
+            exec(body, ns)
+            if shown is not None:
+                value = eval(shown, ns)
+                if value is not None:
+                    ns["_"] = value
+                    text = repr(value)
+                    print(text)
+                    self.displays.append({"mime": "text/plain", "data": text})
+            return 0
+        except SystemExit as exc:
+            return exit_code_of(exc)
+        except BaseException as exc:
+            tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+            return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+    def figures(self):
+        """The figures the block shows or leaves open, as PNG displays."""
+        backend = sys.modules.get("execbox_inline")
+        if "matplotlib.pyplot" in sys.modules and backend is not None:
+            backend.show()
+            for png in backend.shown:
+                self.displays.append({"mime": "image/png", "data": base64.b64encode(png).decode()})
+            backend.shown.clear()
+
+    def answer(self, code):
+        fds = []
+        if self.displays:
+            fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC)
+            view = memoryview(json.dumps(self.displays).encode())
+            while view:
+                view = view[os.write(fd, view):]
+            fds.append(fd)
+            self.displays = []
+        try:
+            socket.send_fds(self.sock, [f"exit {code & 0xFF}".encode()], fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def run_program(argv):
+    """A program (a shell block) in the session's namespaces: its exit code."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for name in ("SIGPIPE", "SIGXFSZ", "SIGINT"):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+            os.closerange(3, 1 << 16)
+            os.execv(argv[0], argv)
+        except BaseException as exc:
+            os.write(2, f"execbox sandbox: cannot run {argv[0]}: {exc}\n".encode())
+        os._exit(127)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except KeyboardInterrupt:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def sweep():
+    """Kill what the block started and reap it (threads stay: they are state)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass  # nothing else in the namespace
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def exit_code_of(exc):
+    value = exc.code
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    try:
+        print(value, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def serve_session(sock, failed):
+    """The code process becomes the session (never returns)."""
+    if failed is not None:  # the unit could not be made ready: the first block says why
+        os._exit(126)
+    try:
+        Session(sock).serve()
+    finally:
+        os._exit(0)
