@@ -51,6 +51,7 @@ from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
                     probe, setns_net)
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ..local import LocalExecutor
+from ._stateful import StatefulBlocks
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
@@ -90,6 +91,13 @@ class SandboxExecutor(LocalExecutor):
       start), "landlock" (no namespaces: weaker, see ``_landlock_tier``; no
       pool), or "auto": namespaces where bubblewrap starts, else Landlock.
 
+    - ``stateful`` (False): True keeps one Python session in the jail whose
+      variables and imports persist between Python blocks, without ipykernel
+      (``_session``): a last expression shows its value, matplotlib figures
+      become PNG displays, a timeout interrupts the block and keeps the state,
+      a dead interpreter is replaced (the result says the state was lost).
+      Shell blocks run in the same jail; /tmp persists through the session,
+      and ``restart()`` starts a fresh one. Needs the pool and the namespaces tier.
     Unset ``Limits.memory_mb`` and ``max_processes`` take the defaults of
     every isolating backend: half the machine's memory (at most 8 GiB) and
     512 processes (``Limits.effective_memory_mb()``, ``effective_max_processes()``).
@@ -101,9 +109,15 @@ class SandboxExecutor(LocalExecutor):
                  tmp_size_mb: int = 256, file_size_mb: int = DEFAULT_FILE_SIZE_MB,
                  max_open_files: int = DEFAULT_OPEN_FILES,
                  seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
-                 isolation: str = "auto", **options: Any) -> None:
+                 isolation: str = "auto", stateful: bool = False, **options: Any) -> None:
         super().__init__(**options)
         if isolation not in ISOLATION_TIERS:
+        if stateful and not pool:
+            raise ConfigurationError("SandboxExecutor(stateful=True) keeps its session in the warm pool: "
+                                     "drop pool=False")
+        if stateful and isolation == "landlock":
+            raise ConfigurationError("SandboxExecutor(stateful=True) needs the namespaces tier: "
+                                     "isolation='landlock' cannot keep a session (use isolation='namespaces')")
             raise ConfigurationError(f"SandboxExecutor(isolation=...) must be one of "
                                      f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}")
         if preload and isolation == "landlock":
@@ -129,6 +143,8 @@ class SandboxExecutor(LocalExecutor):
         self.hostname = hostname
         self.isolation = isolation
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
+        self.stateful = stateful
+        self._stateful = StatefulBlocks(self) if stateful else None
         self._landlock: LandlockTier | None = None
         self._prefix: list[str] = []
         self._inside_env: dict[str, str] = {}
@@ -149,7 +165,7 @@ class SandboxExecutor(LocalExecutor):
         else:
             held = enforcement(cgroups, nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
                                network="an empty network namespace (the block has only a loopback of its own)")
-        return Capabilities(backend=self.name, isolated=True, stateful=False, enforced=frozenset(held.held),
+        return Capabilities(backend=self.name, isolated=True, stateful=self.stateful, enforced=frozenset(held.held),
                             languages=runnable_languages(INSIDE_PATH), mechanisms=held.held, gaps=held.missing)
 
     @property
@@ -202,7 +218,7 @@ class SandboxExecutor(LocalExecutor):
                           "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
                           "seccomp": filter_program().hex() if self.seccomp else ""}
                 self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
-                                          size=self.pool_size, make_cgroup=self._make_cgroup,
+                                          size=1 if self.stateful else self.pool_size, make_cgroup=self._make_cgroup,
                                           preexec=self._jailer.enter, owner=self._lease)
                 self._zygote.start()
             self.isolation_in_use = "namespaces"
@@ -221,6 +237,10 @@ class SandboxExecutor(LocalExecutor):
             cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
             raise BackendUnavailableError(self.name, (
                 f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). Landlock: "
+        if self.stateful:
+            raise BackendUnavailableError(self.name, f"stateful=True needs the namespaces tier, which cannot start "
+                                                     f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
+                                                     "blocks in the Landlock tier (isolation='landlock')")
                 f"{problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
                 f"{LANDLOCK_HINT}") + f"; {local}. `execbox doctor` checks this host and names each fix")
         self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
@@ -239,6 +259,8 @@ class SandboxExecutor(LocalExecutor):
         if self._netns is not None:
             os.close(self._netns)
             self._netns = None
+        if self._stateful is not None:
+            self._stateful.close()
         self._jailer.close()
         if self._lease is not None:
             self._lease.release()
@@ -262,6 +284,14 @@ class SandboxExecutor(LocalExecutor):
         # no memory cgroup: the address space is the next best thing
         return jail_rlimits(self.max_open_files, self.file_size_mb,
                             self.memory_mb if self._cgroups is None else None)
+
+    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
+                      on_output: OutputCallback | None) -> Outcome:
+        if self._stateful is None or self._zygote is None:
+            return super()._execute_code(language, code_path, code, cancel, on_output)
+        if not code_path.startswith(INTERNAL_DIR + "/"):
+            self.give_to_blocks([code_path])
+        return self._stateful.run(self._zygote, language, code_path, code, cancel, on_output)
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's

@@ -1,0 +1,298 @@
+"""The sandbox's stateful session, host side (``SandboxExecutor(stateful=True)``):
+one pool unit kept for the executor, whose code process runs every block
+in one interpreter (``_zygote/session.py``), and what each block's answer
+becomes (output, displays, notes on the session's state).
+
+Why not ipykernel in the jail: its own cost is ~3 ms a cell here (the
+jailed kernel's round trip 4.3 ms); a unit's socket, two pipes and one
+``exec`` cost a fraction of that.
+
+A unit claimed from the pool (``ZygotePool.claim``) is told ``session``
+on its code socket and ``go`` on its init's, with the status socket. Then
+per block: a JSON request and the block's stdout and stderr on the code
+socket; ``exit N`` back (with a memfd of displays when there are any),
+after the session has closed its ends of the pipes. ``int`` on the status
+socket makes the init send SIGINT to the session (a timeout, a cancel): the
+block ends with ``KeyboardInterrupt`` and the state stays; if no answer
+comes within INTERRUPT_GRACE_S, the unit is killed and the next block gets
+a fresh one. The session dying (``os._exit``, a signal, the memory limit)
+shows as EOF on the code socket; the init then reports its exit status and
+leaves, which kills the unit's PID namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import select
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ._cgroups import BlockCgroup
+from ..._models import Display, ErrorInfo, Limits
+from ..._run_events import EventSink
+from ..._workspace import Workspace
+from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from .._result import Outcome, outcome_to_result
+from ._identity import Lease, give_pipe
+from ._pool import KILLED, ZygotePool, exit_status
+
+__all__ = ["INTERRUPT_GRACE_S", "Session", "session_outcome"]
+
+INTERRUPT_GRACE_S = 3.0
+OUTPUT_DIR = "outputs"
+_names = itertools.count(1)
+
+KEPT = "The session was interrupted; its state (variables, imports) is kept."
+LOST_INTERRUPT = ("The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
+                  "its state (variables, imports) is lost.")
+
+
+@dataclass
+class Answer:
+    """One block's run in the session."""
+
+    process: ProcessOutcome
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""  # what happened to the session, for the output
+    died: str | None = None  # how the session died during the block
+
+
+class Session:
+    """One session: a unit of ``pool`` kept; ``run`` one block at a time."""
+
+    def __init__(self, pool: ZygotePool, owner: Lease | None) -> None:
+        self.pool = pool
+        self.owner = owner
+        self._code: socket.socket | None = None
+        self._status: socket.socket | None = None
+        self._group: BlockCgroup | None = None
+
+    @property
+    def group(self) -> BlockCgroup | None:
+        return self._group
+
+    def open(self) -> None:
+        unit, code, group = self.pool.claim()
+        status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            code.send(b"session")
+            socket.send_fds(unit, [b"go"], [theirs.fileno()])
+        except OSError:
+            status.close()
+            code.close()
+            if group is not None:
+                group.remove()
+            raise
+        finally:
+            unit.close()
+            theirs.close()
+        self._code, self._status, self._group = code, status, group
+
+    def close(self) -> None:
+        """End the session: its init leaves, and its PID namespace with it."""
+        for sock in (self._status, self._code):
+            if sock is not None:
+                sock.close()
+        if self._group is not None:
+            self._group.kill()
+            self._group.remove()
+        self._code = self._status = self._group = None
+
+    def gone(self) -> str | None:
+        """Whether the session died since its last block: how, else None."""
+        if self._status is None:
+            return None
+        try:
+            message = self._status.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError:
+            message = b""
+        return _how(exit_status(message), self._group)
+
+    def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
+            cancel: Cancellation | None, on_output: OutputCallback | None) -> Answer:
+        """Run one block (the session opened first if need be)."""
+        if self._code is None:
+            self.open()
+        assert self._code is not None and self._status is not None
+        started = time.monotonic()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            for fd in (out_w, err_w):
+                give_pipe(fd, self.owner)
+            try:
+                socket.send_fds(self._code, [json.dumps(request).encode()], [out_w, err_w])
+            except OSError:
+                pass  # it died meanwhile: EOF follows on the code socket
+            os.close(out_w)
+            os.close(err_w)
+            watched = _Block(self._code, self._status)
+            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=started + timeout_s,
+                                                  output_limit=output_limit, cancel=cancel, on_output=on_output)
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+        note = ""
+        if watched.interrupted_at is not None and not watched.answered:
+            watched.wait_answer(watched.interrupted_at + INTERRUPT_GRACE_S)
+            note = KEPT if watched.answered and not watched.eof else LOST_INTERRUPT
+        elif timed_out or cancelled:
+            note = KEPT
+        died = None
+        if watched.eof:  # the session died: its init reports how
+            watched.code = self._wait_status()
+            died = _how(watched.code, self._group)
+            note = ""
+        code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
+        process = ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
+                                 duration_s=time.monotonic() - started)
+        if self._group is not None and died is not None and self._group.oom_killed():
+            process.memory_exceeded_mb = memory_mb
+        if died is not None or note == LOST_INTERRUPT:
+            self.close()  # the next block opens a fresh one
+        return Answer(process, watched.read_displays(output_limit), note, died)
+
+    def _wait_status(self) -> int | None:
+        assert self._status is not None
+        ready, _, _ = select.select([self._status], [], [], 2.0)
+        if not ready:
+            return None
+        try:
+            return exit_status(self._status.recv(64))
+        except OSError:
+            return None
+
+
+def _how(code: int | None, group: BlockCgroup | None) -> str:
+    if group is not None and group.oom_killed():
+        return "killed at the memory limit (Limits.memory_mb)"
+    if code is None:
+        return "no exit status"
+    return f"signal {code - 128}" if code > 128 else f"exit code {code}"
+
+
+class _Block:
+    """A block running in the session, as ``watch`` sees it: over when the
+    session answers on the code socket (or closes it: it died). ``kill``
+    interrupts it (SIGINT through the unit's init)."""
+
+    def __init__(self, code: socket.socket, status: socket.socket) -> None:
+        self.sock = code
+        self.status = status
+        self.exit_fd: int | None = code.fileno()
+        self.code: int | None = None
+        self.answered = self.eof = False
+        self.interrupted_at: float | None = None
+        self.display_fd: int | None = None
+
+    def exited(self) -> bool:
+        try:
+            data, fds, _, _ = socket.recv_fds(self.sock, 64, 4)
+        except OSError:
+            data, fds = b"", []
+        self.answered = True
+        self.eof = not data
+        self.code = exit_status(data) if data else None
+        for fd in fds[1:]:
+            os.close(fd)
+        self.display_fd = fds[0] if fds else None
+        return True
+
+    def kill(self) -> None:
+        if self.answered or self.interrupted_at is not None:
+            return
+        self.interrupted_at = time.monotonic()
+        try:
+            self.status.send(b"int", socket.MSG_NOSIGNAL)
+        except OSError:
+            pass  # the unit is gone
+
+    def wait_answer(self, until: float) -> None:
+        while not self.answered:
+            left = until - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return
+            self.exited()
+
+    def read_displays(self, limit: int) -> list[dict[str, Any]]:
+        """The block's displays, at most about twice ``limit`` bytes read
+        (what ``session_outcome`` keeps is bounded by ``limit`` itself)."""
+        if self.display_fd is None:
+            return []
+        try:
+            os.lseek(self.display_fd, 0, os.SEEK_SET)
+            data = b""
+            while len(data) <= 2 * limit + (1 << 16):
+                chunk = os.read(self.display_fd, 1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+            found = json.loads(data)
+        except (OSError, ValueError):
+            return []  # written by the block's own process: anything
+        finally:
+            os.close(self.display_fd)
+            self.display_fd = None
+        return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+
+
+def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Workspace, prefix: str,
+                    on_output: OutputCallback | None, *, before: str = "") -> Outcome:
+    """A block's answer → its outcome: displays saved (images in
+    ``outputs/``, bounded by ``Limits.max_output_bytes`` like a Jupyter
+    cell's), the session's fate told last in the output. ``before``: a note
+    on the session dying since the last block."""
+    outcome = outcome_to_result(language, answer.process, limits)
+    output = outcome.output
+    displays, budget, dropped = [], limits.max_output_bytes, 0
+    for item in answer.displays:
+        mime, data = item.get("mime"), item.get("data")
+        if not isinstance(mime, str) or not isinstance(data, str):
+            continue
+        if len(data) > budget:
+            dropped += 1
+            continue
+        budget -= len(data)
+        if mime == "image/png":
+            path = f"{OUTPUT_DIR}/{prefix}_{next(_names)}.png"
+            try:
+                workspace.write_bytes(path, base64.b64decode(data))
+            except (OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
+                output = _line(output, f"[{mime} not saved: {exc}]")
+                continue
+            display = Display(mime, path=path)
+            output = _line(output, f"[{mime} saved to {path}]")
+        else:
+            display = Display(mime, data=data)
+        displays.append(display)
+        if isinstance(on_output, EventSink):
+            on_output.display(display)
+    if dropped:
+        output = _line(output, f"[{dropped} display{'s' if dropped > 1 else ''} dropped: a block keeps at most "
+                               f"Limits.max_output_bytes={limits.max_output_bytes} bytes of displays]")
+    error = outcome.error
+    if answer.died is not None:
+        why = f"The Python session died ({answer.died}): a fresh one runs the next block; " \
+              "variables and imports of earlier blocks are lost."
+        output = _line(output, why)
+        if error is None or error.name not in ("MemoryLimit", "Timeout"):
+            error = ErrorInfo("SessionDied", why, error.traceback if error is not None else "")
+    if answer.note:
+        output = _line(output, answer.note)
+    if before:
+        output = before + "\n" + output
+    return replace(outcome, output=output, error=error, displays=tuple(displays),
+                   truncated=outcome.truncated or dropped > 0,
+                   status="failed" if answer.died is not None and outcome.status == "ok" else outcome.status)
+
+
+def _line(output: str, line: str) -> str:
+    return (output if not output or output.endswith("\n") else output + "\n") + line + "\n"
