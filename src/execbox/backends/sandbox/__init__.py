@@ -50,8 +50,8 @@ from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
                     empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
                     probe, setns_net)
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
-from ..local import LocalExecutor
 from ._stateful import StatefulBlocks
+from ..local import LocalExecutor
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
@@ -90,7 +90,6 @@ class SandboxExecutor(LocalExecutor):
     - ``isolation`` ("auto"): "namespaces" (bubblewrap; fails where it cannot
       start), "landlock" (no namespaces: weaker, see ``_landlock_tier``; no
       pool), or "auto": namespaces where bubblewrap starts, else Landlock.
-
     - ``stateful`` (False): True keeps one Python session in the jail whose
       variables and imports persist between Python blocks, without ipykernel
       (``_session``): a last expression shows its value, matplotlib figures
@@ -98,6 +97,7 @@ class SandboxExecutor(LocalExecutor):
       a dead interpreter is replaced (the result says the state was lost).
       Shell blocks run in the same jail; /tmp persists through the session,
       and ``restart()`` starts a fresh one. Needs the pool and the namespaces tier.
+
     Unset ``Limits.memory_mb`` and ``max_processes`` take the defaults of
     every isolating backend: half the machine's memory (at most 8 GiB) and
     512 processes (``Limits.effective_memory_mb()``, ``effective_max_processes()``).
@@ -111,13 +111,13 @@ class SandboxExecutor(LocalExecutor):
                  seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
                  isolation: str = "auto", stateful: bool = False, **options: Any) -> None:
         super().__init__(**options)
-        if isolation not in ISOLATION_TIERS:
         if stateful and not pool:
             raise ConfigurationError("SandboxExecutor(stateful=True) keeps its session in the warm pool: "
                                      "drop pool=False")
         if stateful and isolation == "landlock":
             raise ConfigurationError("SandboxExecutor(stateful=True) needs the namespaces tier: "
                                      "isolation='landlock' cannot keep a session (use isolation='namespaces')")
+        if isolation not in ISOLATION_TIERS:
             raise ConfigurationError(f"SandboxExecutor(isolation=...) must be one of "
                                      f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}")
         if preload and isolation == "landlock":
@@ -142,9 +142,9 @@ class SandboxExecutor(LocalExecutor):
         self.cgroups = cgroups
         self.hostname = hostname
         self.isolation = isolation
-        self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self.stateful = stateful
         self._stateful = StatefulBlocks(self) if stateful else None
+        self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
         self._prefix: list[str] = []
         self._inside_env: dict[str, str] = {}
@@ -231,16 +231,16 @@ class SandboxExecutor(LocalExecutor):
         assert self._python is not None
         self._jailer.close()
         self._jailer = Jailer(None, ())
+        if self.stateful:
+            raise BackendUnavailableError(self.name, f"stateful=True needs the namespaces tier, which cannot start "
+                                                     f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
+                                                     "blocks in the Landlock tier (isolation='landlock')")
         problem = landlock_problem()
         if problem is not None:
             local = "or run unisolated with backend='local' (CLI: --backend local)"
             cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
             raise BackendUnavailableError(self.name, (
                 f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). Landlock: "
-        if self.stateful:
-            raise BackendUnavailableError(self.name, f"stateful=True needs the namespaces tier, which cannot start "
-                                                     f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
-                                                     "blocks in the Landlock tier (isolation='landlock')")
                 f"{problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
                 f"{LANDLOCK_HINT}") + f"; {local}. `execbox doctor` checks this host and names each fix")
         self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
@@ -252,6 +252,8 @@ class SandboxExecutor(LocalExecutor):
         warn_weaker((why or "isolation='landlock' was asked for") + preload)
 
     def _stop(self) -> None:
+        if self._stateful is not None:
+            self._stateful.close()
         self._landlock = None
         if self._zygote is not None:
             self._zygote.stop()
@@ -259,8 +261,6 @@ class SandboxExecutor(LocalExecutor):
         if self._netns is not None:
             os.close(self._netns)
             self._netns = None
-        if self._stateful is not None:
-            self._stateful.close()
         self._jailer.close()
         if self._lease is not None:
             self._lease.release()
@@ -278,13 +278,6 @@ class SandboxExecutor(LocalExecutor):
             self.give_to_blocks([code_path])
         return super()._execute(language, code_path, cancel, on_output)
 
-    def _rlimits(self) -> dict[str, int]:
-        """What a process gets before it enters the jail (one-shot: bwrap's;
-        the pool: each code process, with ``_block_rlimits``)."""
-        # no memory cgroup: the address space is the next best thing
-        return jail_rlimits(self.max_open_files, self.file_size_mb,
-                            self.memory_mb if self._cgroups is None else None)
-
     def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
                       on_output: OutputCallback | None) -> Outcome:
         if self._stateful is None or self._zygote is None:
@@ -292,6 +285,13 @@ class SandboxExecutor(LocalExecutor):
         if not code_path.startswith(INTERNAL_DIR + "/"):
             self.give_to_blocks([code_path])
         return self._stateful.run(self._zygote, language, code_path, code, cancel, on_output)
+
+    def _rlimits(self) -> dict[str, int]:
+        """What a process gets before it enters the jail (one-shot: bwrap's;
+        the pool: each code process, with ``_block_rlimits``)."""
+        # no memory cgroup: the address space is the next best thing
+        return jail_rlimits(self.max_open_files, self.file_size_mb,
+                            self.memory_mb if self._cgroups is None else None)
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's
