@@ -14,13 +14,16 @@ say() { printf 'dev.sh: %s\n' "$*" >&2; }
 
 install_system_packages() {
     # $1: "test" also installs what only the tests need (Debian's chromium,
-    # which playwright drives in the playground's browser tests).
+    # which playwright drives in the playground's browser tests); "bench",
+    # Debian's numpy for the system Python.
     local need=()
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
     command -v node >/dev/null 2>&1 || need+=(nodejs)
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
+    # bench: llm-sandbox falls back to /usr/bin/python3 in a checkout under /tmp (benchmarks/subjects.py)
+    [ "${1:-}" = bench ] && { /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy); }
     [ ${#need[@]} -eq 0 ] && return 0
     say "installing system packages: ${need[*]}"
     local sudo=""
@@ -111,7 +114,7 @@ case "$job" in
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
         exec .venv/bin/python -m pytest "$@" ;;
     bench)
-        install_system_packages; setup_venv; setup_docker
+        install_system_packages bench; setup_venv; setup_docker
         exec .venv/bin/python benchmarks/run.py "$@" ;;
     setup)
         install_system_packages test; setup_venv ;;

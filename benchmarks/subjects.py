@@ -123,9 +123,17 @@ def llm_sandbox_bwrap() -> Runner:
     (skipped here, skip_environment_setup=True) would see the base
     interpreter's site-packages, not this venv's. A session runs one command
     at a time (an internal lock), so the throughput callers share one session
-    and queue."""
+    and queue.
+
+    It refuses to bind any path under /tmp, /proc, /sys or /dev
+    (``LocalSandboxConfig.read_only_paths`` raises a pydantic ValidationError):
+    in a checkout under /tmp (a fresh clone there) this venv cannot be bound,
+    so its default /usr/bin/python3 runs instead, said in the notes; the numpy
+    cell reads n/a when that interpreter has no numpy (Debian's
+    python3-numpy, which ``./dev.sh bench`` installs)."""
     from llm_sandbox import SandboxBackend, SandboxSession
     from llm_sandbox.local.config import DEFAULT_READ_ONLY_PATHS, LocalSandboxConfig
+    from pydantic import ValidationError
 
     system = ("/usr", "/bin", "/lib", "/lib64")
     found: list[str] = []
@@ -133,8 +141,16 @@ def llm_sandbox_bwrap() -> Runner:
         if not any(path == d or path.startswith(d + "/") for d in system) and path not in found:
             found.append(path)
     interpreter_dirs = [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]
-    config = LocalSandboxConfig(read_only_paths=(*DEFAULT_READ_ONLY_PATHS, *interpreter_dirs),
-                                python_executable=sys.executable)
+    try:
+        config = LocalSandboxConfig(read_only_paths=(*DEFAULT_READ_ONLY_PATHS, *interpreter_dirs),
+                                    python_executable=sys.executable)
+    except ValidationError as exc:
+        config = LocalSandboxConfig()
+        NOTES.append(f"this venv ({sys.prefix}) cannot be bound: llm-sandbox refuses it "
+                     f"({exc.errors()[0]['msg']}), so its default {config.python_executable} runs")
+    has_numpy = subprocess.run([config.python_executable, "-c", "import numpy"], capture_output=True).returncode == 0
+    if not has_numpy:
+        NOTES.append(f"numpy n/a: {config.python_executable} has no numpy (Debian: python3-numpy)")
     session = SandboxSession(backend=SandboxBackend.BUBBLEWRAP, lang="python", sandbox_config=config,
                              skip_environment_setup=True, default_timeout=60)
     session.open()
@@ -143,6 +159,8 @@ def llm_sandbox_bwrap() -> Runner:
                  "sh via execute_command; one command at a time per session")
 
     def run(language: str, code: str) -> str:
+        if language == "python" and "import numpy" in code and not has_numpy:
+            raise NotSupported("numpy")
         if language == "python":
             result = session.run(code)
         elif language == "sh":
