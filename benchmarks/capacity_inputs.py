@@ -27,8 +27,8 @@ How each figure is taken:
   nodes; the ray backend's CPU per ``print(1)`` over the whole cluster (less
   its idle rate) and the memory of Ray's processes by kind; the pickled size
   of a run's last generator item.
-- Ray's call floors come from benchmarks/results/latest.json (run.py
-  ``--only ray``) when it holds them.
+- Ray's call floors come from benchmarks/results/latest-ray.json (run.py
+  ``--only ray``) or latest.json (a whole run) when it holds them.
 
 Usage: python benchmarks/capacity_inputs.py [--runs N]   (root, cgroup v1)
 """
@@ -334,11 +334,12 @@ def main() -> None:
                                str(runs)], capture_output=True, text=True, timeout=600)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         out["ray"] = json.loads(lines[-1]) if lines else {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
-        latest = HERE / "results" / "latest.json"
-        if latest.exists():
-            bench = json.loads(latest.read_text())
+        for name in ("latest-ray.json", "latest.json"):  # run.py --only ray, or a whole run
+            latest = HERE / "results" / name
+            bench = json.loads(latest.read_text()) if latest.exists() else {}
             if bench.get("ray_reports"):
                 out["ray_benchmark"] = {"when": bench["when"], **bench["ray_reports"][-1]}
+                break
         (HERE / "results" / "capacity.json").write_text(json.dumps(out, indent=1) + "\n")
         print(json.dumps(out, indent=1))
     finally:
