@@ -62,5 +62,7 @@ class StatefulBlocks:
                           "fresh one; variables and imports of earlier blocks are lost.")
             answer = self._session.run(request, timeout_s=limits.timeout_s, output_limit=limits.max_output_bytes,
                                        memory_mb=ex.memory_mb, cancel=cancel, on_output=on_output)
+        if "AS" in ex._rlimits():  # no memory cgroup: the address space stood in
+            answer.process.address_space_mb = ex.memory_mb
         prefix = os.path.basename(code_path).rsplit(".", 1)[0]
         return session_outcome(language.name, answer, limits, ex.workspace, prefix, on_output, before=before)
