@@ -41,6 +41,8 @@ MODES: dict[str, Factory] = {
     "remote": lambda ws, limits: remote_executor(ws, limits),
 }
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
+# the modes whose blocks see .execbox/ (the host's code files) read-only (remote: a pool behind HTTP)
+SEALED = frozenset({"pool", "oneshot", "remote"})
 
 
 def _require_bubblewrap() -> None:

@@ -30,7 +30,7 @@ import pytest
 from execbox import CodeBlock, ExecutionResult, Executor
 from execbox._workspace import MAX_SCANNED_ENTRIES
 from tests.conftest import marked, wait_dead
-from tests.security.conftest import LIMITS, not_for, run_then_healthy
+from tests.security.conftest import LIMITS, SEALED, not_for, run_then_healthy
 
 pytestmark = pytest.mark.as_user
 
@@ -39,12 +39,20 @@ KERNEL_ONLY = {"pool", "oneshot", "docker", "docker-gvisor", "landlock", "remote
 
 # Where execbox's own folder is not the block's to write (the host made it,
 # as another identity), the block takes it over: the workspace is its own.
+# The namespace sandbox mounts it read-only for its blocks (``sealed``): nothing to take.
 TAKE_OVER = """
-import os
-if os.path.isdir('.execbox') and not os.access('.execbox/code' if os.path.isdir('.execbox/code') else '.execbox',
-                                               os.W_OK):
-    os.rename('.execbox', f'execbox-taken-{os.getpid()}')
-os.makedirs('.execbox/code', exist_ok=True)
+import errno, os, sys
+try:
+    if os.path.isdir('.execbox') and not os.access('.execbox/code' if os.path.isdir('.execbox/code')
+                                                   else '.execbox', os.W_OK):
+        os.rename('.execbox', f'execbox-taken-{os.getpid()}')
+    os.makedirs('.execbox/code', exist_ok=True)
+except OSError as exc:
+    if exc.errno not in (errno.EROFS, errno.EBUSY):
+        raise
+    sealed = True
+else:
+    sealed = False
 """
 
 
@@ -125,15 +133,16 @@ def test_folders_planted_at_code_file_names_do_not_stop_later_blocks(mode, hosti
     # the names the old scheme (pid_counter_index) gave, and a few made-up ones
     old = [f"{os.getpid()}_{run}_{index}.py" for run in range(1, 1500) for index in range(2)]
     names = old + [f"{secrets.token_hex(8)}_0.py" for _ in range(20)] + ["x.py"]
-    code = (f"{TAKE_OVER}\nfor name in {names!r}:\n"
+    code = (f"{TAKE_OVER}\nif sealed:\n    print('sealed')\n    sys.exit(0)\nfor name in {names!r}:\n"
             "    os.makedirs(f'.execbox/code/{name}/inside', exist_ok=True)\nprint('planted')")
-    assert hostile.run(CodeBlock("python", code)).output == "planted\n"
+    assert hostile.run(CodeBlock("python", code)).output == ("sealed\n" if mode in SEALED else "planted\n")
     for n in range(4):
         result = hostile.run(CodeBlock("python", f"print({n} + 1)"))
         assert result.exit_code == 0, result.output
         assert result.output == f"{n + 1}\n"
     # and at the file's own name: a folder, a FIFO, a socket are moved aside or replaced
-    planted = (f"{TAKE_OVER}\nimport socket\nos.makedirs('.execbox/code/dir.py/inside', exist_ok=True)\n"
+    planted = (f"{TAKE_OVER}\nif sealed:\n    print('planted')\n    sys.exit(0)\n"
+               "import socket\nos.makedirs('.execbox/code/dir.py/inside', exist_ok=True)\n"
                "os.mkfifo('.execbox/code/fifo.py')\n"
                "socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind('.execbox/code/sock.py')\n"
                "print('planted')")
@@ -269,6 +278,9 @@ os.makedirs('deep/er', exist_ok=True)
 shutil.copy('/bin/sh', 'rootsh')
 open('mine.sh', 'w').write('#!/bin/sh\nid\n')
 for name, bits in (('rootsh', 0o4755), ('mine.sh', 0o2755), ('deep/er/both', 0o6755), ('.execbox/hidden', 0o4755)):
+    if sealed and name.startswith('.execbox/'):
+        print('sealed', name)
+        continue
     if not os.path.exists(name):
         shutil.copy('/bin/sh', name)
     try:

@@ -104,6 +104,9 @@ class Executor(ABC):
         self._started = False
         self._closed = False
         self._active: set[Cancellation] = set()
+        # Whether blocks can write under .execbox/ (then each run walks it for set-ID bits);
+        # a backend that mounts it read-only for its blocks says False.
+        self._blocks_write_internal = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(workspace={str(self.workspace.path)!r}, limits={self.limits!r})"
@@ -277,7 +280,7 @@ class Executor(ABC):
         try:
             started = time.monotonic()
             run_id = secrets.token_hex(8)
-            before = self.workspace.snapshot(clear_setid=True)
+            before = self.workspace.snapshot(clear_setid=True, internal=self._blocks_write_internal)
             results: list[BlockResult] = []
             written: list[str] = []
             for index, block in enumerate(blocks):
@@ -288,7 +291,8 @@ class Executor(ABC):
                 sink.block_ended(result)
                 if result.status not in ("ok", "saved"):
                     break
-            after = self.workspace.snapshot(clear_setid=True)  # no set-ID program left for the host
+            after = self.workspace.snapshot(clear_setid=True,  # no set-ID program left for the host
+                                            internal=self._blocks_write_internal)
             changed = [p for p in Workspace.changes(before, after) if p not in written]
             outcome = aggregate(results, changed, written, time.monotonic() - started, self.name,
                                 files_truncated=not (before.complete and after.complete))

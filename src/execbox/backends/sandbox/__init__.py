@@ -40,6 +40,7 @@ from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from .._ownership import hand_over, reown_tree
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._seccomp import filter_fd, filter_program, supported as seccomp_supported
+from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from .._base import Capabilities
 from ._enforcement import NPROC_IN_USERNS, enforcement
@@ -192,11 +193,15 @@ class SandboxExecutor(LocalExecutor):
             why = (f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
                    if bwrap is None and self.isolation == "auto" else None)
             if bwrap is not None:
+                # .execbox/ (the blocks' code files) is read-only in the jail: no block can leave a
+                # set-ID program there, so runs need not walk it (it grows by a file a block)
+                os.close(open_folders(self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True,
+                                      repair=True))
                 self._jailer = Jailer(self._lease,
                                       [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])])
                 options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
                                                hostname=self.hostname, workspace=workspace,
-                                               source=self._jailer.source)
+                                               sealed=[INTERNAL_DIR], source=self._jailer.source)
                 self._prefix = [bwrap, *jail_args(readonly, **options)]
                 try:
                     probe(self._prefix, self._jailer.enter)
@@ -222,6 +227,7 @@ class SandboxExecutor(LocalExecutor):
                                           preexec=self._jailer.enter, owner=self._lease)
                 self._zygote.start()
             self.isolation_in_use = "namespaces"
+            self._blocks_write_internal = False
         except BaseException:
             self._stop()  # the lease, the staging folders, a half-started pool
             raise
@@ -248,6 +254,7 @@ class SandboxExecutor(LocalExecutor):
                                       lease=self._lease, seccomp=self.seccomp)
         self._landlock.probe(self._python)
         self.isolation_in_use = "landlock"
+        self._blocks_write_internal = True  # Landlock grants the workspace whole
         preload = "; preload is not used (no warm pool in this tier)" if self.preload else ""
         warn_weaker((why or "isolation='landlock' was asked for") + preload)
 
