@@ -1,5 +1,6 @@
-"""Benchmark worker for the stateful (Jupyter) executors: execbox's kernels
-(jailed, local, through a local Kernel Gateway) beside AG2's two Jupyter
+"""Benchmark worker for the stateful executors: execbox's kernels (jailed,
+local, through a local Kernel Gateway) and its sandbox session without
+ipykernel (``SandboxExecutor(stateful=True)``) beside AG2's two Jupyter
 executors and AutoGen's, each measured in its own process by run.py.
 
 Figures: the round trip of a stateful ``x = 1`` (checked after: ``print(x)``
@@ -31,6 +32,13 @@ def execbox_jupyter(kernel: str) -> Make:
         ex.start()
         return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
     return make
+
+
+def execbox_sandbox_stateful() -> tuple[Callable[[str], str], Callable[[], None]]:
+    import execbox
+    ex = execbox.SandboxExecutor(stateful=True, workspace=tempfile.mkdtemp())
+    ex.start()
+    return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
 
 
 _server: list = []
@@ -80,6 +88,7 @@ SUBJECTS: dict[str, Make] = {
     "execbox jupyter (jailed kernel)": execbox_jupyter("sandbox"),
     "execbox jupyter (local kernel)": execbox_jupyter("local"),
     "execbox jupyter (local gateway)": execbox_gateway,
+    "execbox sandbox stateful": execbox_sandbox_stateful,
     "AG2 JupyterCodeExecutor (gateway)": ag2_gateway,
     "AG2 EmbeddedIPythonCodeExecutor": ag2_embedded,
     "AutoGen JupyterCodeExecutor": autogen_jupyter,
@@ -137,7 +146,7 @@ def main() -> None:
         report["x1"] = ms(samples)
         report["x1"]["correct"] = run("print(x)").strip() == "1"
         close()
-        if subject.startswith("execbox") and "gateway" not in subject:
+        if subject.startswith("execbox jupyter") and "gateway" not in subject:
             report["first_call"] = ms(first_call(subject))
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         report["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
