@@ -34,6 +34,11 @@ def _sandbox_oneshot(workspace: Workspace, limits: Limits) -> Executor:
     return SandboxExecutor(workspace=workspace, limits=limits, pool=False)
 
 
+def _sandbox_stateful(workspace: Workspace, limits: Limits) -> Executor:
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    return SandboxExecutor(workspace=workspace, limits=limits, stateful=True)
+
+
 def _jupyter(workspace: Workspace, limits: Limits) -> Executor:
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
@@ -95,6 +100,7 @@ BACKENDS: dict[str, Factory] = {
     "ray": _ray,  # a two-node Ray cluster on loopback, sandbox on each node
     "sandbox": _sandbox,  # the warm pool, its default
     "sandbox-oneshot": _sandbox_oneshot,
+    "sandbox-stateful": _sandbox_stateful,  # one Python session in the jail, no ipykernel
     "jupyter": _jupyter,  # the sandboxed kernel, its default; stateful: where that changes
     "jupyter-local": _jupyter_local,  # an expectation, the test says so
     "jupyter-gateway": _jupyter_gateway,

@@ -303,3 +303,10 @@ def test_closed_executor_refuses_runs(executor):
 def test_stdin_is_closed(executor):
     result = executor.run(py("import sys\nprint(repr(sys.stdin.read()))"))
     assert result.output == "''\n"
+
+
+def test_state_between_blocks_is_what_the_capabilities_say(executor):
+    # a stateful backend (Jupyter, the sandbox's session) keeps a block's variables for the next
+    assert executor.run(py("kept = 1")).ok
+    result = executor.run(py("print('kept' in globals())"))
+    assert result.output == f"{executor.capabilities.stateful}\n"
