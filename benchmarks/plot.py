@@ -22,8 +22,8 @@ GROUPS = [("blocks", "reports", "print", "print(1)"),
 COLOURS = {"blocks": "#4c72b0", "jupyter": "#dd8452", "docker": "#55a868"}
 
 
-def bars(result: dict) -> list[tuple[str, str, float | None, bool]]:
-    """(group, label, median ms or None when errored, every output right) per subject, in table order."""
+def bars(result: dict) -> list[tuple[str, str, float | None, bool | None]]:
+    """(group, label, median ms or None when errored, outputs right: see _right) per subject, in table order."""
     out = []
     for group, key, workload, what in GROUPS:
         for report in result.get(key) or []:
@@ -33,13 +33,21 @@ def bars(result: dict) -> list[tuple[str, str, float | None, bool]]:
     return out
 
 
-def _right(entry: dict) -> bool:
-    """Every output right, whichever way the group counts: ``wrong`` (docker),
-    ``correct`` of ``n`` (blocks) or ``correct`` as a flag (jupyter)."""
+def _right(entry: dict) -> bool | None:
+    """True when every output was right, False when some were wrong, None
+    when none was right (the figure then times failures: no bar is drawn).
+    Each group counts its own way: ``wrong`` of ``n`` (docker), ``correct``
+    of ``n`` (blocks), ``correct`` as a flag (jupyter)."""
+    n = entry.get("n", 0)
     correct = entry.get("correct", True)
     if isinstance(correct, bool):
-        return correct and not entry.get("wrong")
-    return correct >= entry.get("n", 0) and not entry.get("wrong")
+        wrong = 0 if correct else max(n, 1)
+    else:
+        wrong = n - correct
+    wrong = max(wrong, entry.get("wrong", 0))
+    if n and wrong >= n or not n and wrong:
+        return None
+    return not wrong
 
 
 def draw(result: dict, path: Path) -> Path | None:
@@ -54,12 +62,13 @@ def draw(result: dict, path: Path) -> Path | None:
     import matplotlib.ticker
 
     rows.reverse()  # the first subject at the top
-    measured = [m for _, _, m, _ in rows if m]
+    measured = [m for _, _, m, right in rows if m and right is not None]
     low = min(measured) / 2 if measured else 0.5
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.3), dpi=100)
     for y, (group, label, median, right) in enumerate(rows):
-        if median is None:
-            ax.text(low * 1.1, y, "error", va="center", fontsize=8, color="#c44e52")
+        if median is None or right is None:
+            ax.text(low * 1.1, y, "error" if median is None else "fails: no right output", va="center",
+                    fontsize=7, color="#c44e52")
             continue
         ax.barh(y, median, color=COLOURS[group], hatch=None if right else "//")
         ax.text(median * 1.08, y, f"{median:.1f}" + ("" if right else " (wrong)"), va="center", fontsize=7)
@@ -74,8 +83,8 @@ def draw(result: dict, path: Path) -> Path | None:
     machine = result.get("machine") or {}
     commit = ((machine.get("git") or {}).get("commit") or "")[:10]
     cpu = machine.get("cpu") or {}
-    ax.set_title(f"execbox and peers, {result.get('when', '')[:10]}, commit {commit}, "
-                 f"{cpu.get('count', '?')} × {cpu.get('model', '?')}" + (" (quick run)" if result.get("quick") else ""),
+    ax.set_title(f"execbox and peers: median ms per call{' (quick run)' if result.get('quick') else ''}\n"
+                 f"{result.get('when', '')[:10]}, commit {commit}, {cpu.get('count', '?')} × {cpu.get('model', '?')}",
                  fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

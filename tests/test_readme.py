@@ -64,3 +64,14 @@ def test_cli_help_lists_the_documented_commands():
     for command in ("run", "exec", "languages", "chat", "mcp", "papers", "explore", "serve", "playground"):
         assert command in done.stdout
         assert f"execbox {command}" in README
+
+
+def test_readme_links_and_images_exist():
+    """Every local link and image README shows is a file in the repository
+    (the benchmark plot is written by ./dev.sh bench and kept in git)."""
+    import re
+
+    targets = re.findall(r"\]\(([^)\s#]+)", README)
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    assert "docs/bench/latency.png" in local
+    assert [t for t in local if not (ROOT / t).is_file()] == []
