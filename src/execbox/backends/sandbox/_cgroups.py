@@ -183,8 +183,12 @@ class _Janitor:
     def _work(self) -> None:
         while True:
             group = self._queue.get()
-            group.kill()
-            for path in group.dirs:
+            # Mostly the block's PID namespace has already taken its processes down and the
+            # groups are empty: removed at once, no scan of cgroup.procs; else killed, then removed.
+            left = [path for path in group.dirs if not _rmdir(path)]
+            if left:
+                group.kill()
+            for path in left:
                 if not _rmdir(path, wait_s=5.0):
                     _leftovers.add(path)
 
