@@ -29,6 +29,8 @@ Factory = Callable[[Workspace, Limits], Executor]
 MODES: dict[str, Factory] = {
     "pool": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits),  # the default
     "oneshot": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, pool=False),
+    # the sandbox's stateful session: one interpreter in a pool unit lives through every block
+    "stateful": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, stateful=True),
     # the jailed Jupyter kernel: one kernel lives through every block
     "jupyter": lambda ws, limits: JupyterExecutor(workspace=ws, limits=limits, kernel="sandbox"),
     # a hardened container (runc) kept running, a docker exec per block
@@ -68,6 +70,7 @@ REQUIRES: dict[str, Callable[[], None]] = {
     "pool": _require_bubblewrap,
     "oneshot": _require_bubblewrap,
     "jupyter": _require_bubblewrap,
+    "stateful": _require_bubblewrap,
     "docker": require_docker,
     "docker-gvisor": _require_gvisor,
     "landlock": _require_landlock,

@@ -51,7 +51,7 @@ def host_devices_keep_their_owner():
 
 @pytest.fixture(autouse=True)
 def docker_only(mode):
-    not_for(mode, {"pool", "oneshot", "jupyter", "landlock"},
+    not_for(mode, {"pool", "oneshot", "stateful", "jupyter", "landlock"},
             "these attacks aim at the Docker backend: its container restart, its docker exec wrapper")
 
 

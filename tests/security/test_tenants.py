@@ -55,7 +55,7 @@ for kind in ('shm', 'msg', 'sem'):
 
 
 def test_ipc_and_dev_shm_of_a_block_are_gone_for_the_next(mode, hostile):
-    not_for(mode, "jupyter", "a kernel keeps its state between blocks by design (README)")
+    not_for(mode, {"jupyter", "stateful"}, "a session keeps its state between blocks by design (README)")
     if mode == "landlock" and os.geteuid() != 0:
         pytest.skip("not for landlock as a user who is not root: /dev/shm is the host's, and a file the block "
                     "left there cannot be told from the user's own, so it stays (the tier's documented gap)")

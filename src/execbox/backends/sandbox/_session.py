@@ -128,6 +128,7 @@ class Session:
         try:
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
+            self._drain()
             try:
                 socket.send_fds(self._code, [json.dumps(request).encode()], [out_w, err_w])
             except OSError:
@@ -159,6 +160,21 @@ class Session:
         if died is not None or note == LOST_INTERRUPT:
             self.close()  # the next block opens a fresh one
         return Answer(process, watched.read_displays(output_limit), note, died)
+
+    def _drain(self) -> None:
+        """Drop what an earlier block left on the code socket: the block's
+        process holds it, so it may have written lines of its own there (the
+        true answer then came after them, and waits here)."""
+        assert self._code is not None
+        while select.select([self._code], [], [], 0)[0]:  # recv_fds drops its flags (Python 3.11)
+            try:
+                data, fds, _, _ = socket.recv_fds(self._code, 64, 4)
+            except OSError:
+                return
+            for fd in fds:
+                os.close(fd)
+            if not data:
+                return
 
     def _wait_status(self) -> int | None:
         assert self._status is not None
