@@ -44,7 +44,7 @@ MODES: dict[str, Factory] = {
 }
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
 # the modes whose blocks see .execbox/ (the host's code files) read-only (remote: a pool behind HTTP)
-SEALED = frozenset({"pool", "oneshot", "remote"})
+SEALED = frozenset({"pool", "oneshot", "stateful", "remote"})
 
 
 def _require_bubblewrap() -> None:
