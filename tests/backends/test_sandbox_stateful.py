@@ -138,6 +138,27 @@ def test_matplotlib_figures_become_png_displays(session):
     assert not session.run(py("print(plt.get_fignums())")).blocks[0].displays  # none left open
 
 
+def test_a_planted_outputs_link_is_not_written_through(session, tmp_path):
+    pytest.importorskip("matplotlib")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = session.run(py(f"import os\nos.symlink({str(outside)!r}, 'outputs')\n"
+                            "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('drawn')"))
+    assert "drawn" in result.output and "image/png not saved" in result.output, result.output
+    assert not result.blocks[0].displays
+    assert list(outside.iterdir()) == []
+    assert session.run(py("print(6 * 7)")).output == "42\n"
+
+
+def test_a_block_holding_every_descriptor_does_not_wedge_the_session(session):
+    result = session.run(py("import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/dev/null', 0))\n"
+                            "except OSError as exc:\n    print('errno', exc.errno)"))
+    assert "errno 24" in result.output
+    after = session.run(py("print(6 * 7)"))
+    assert after.ok and after.output == "42\n"  # descriptors kept aside for the session: the state stays
+    assert session.run(py("print(len(fds) > 100)")).output == "True\n"
+
+
 def test_executors_do_not_see_each_others_state_or_tmp(tmp_path):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     with SandboxExecutor(workspace=Workspace(tmp_path / "a"), stateful=True) as a, \

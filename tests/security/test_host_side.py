@@ -113,6 +113,8 @@ print('watching')
 def test_the_code_file_swapped_under_the_host_is_not_read(mode, make_hostile, secret, plant):
     not_for(mode, KERNEL_ONLY, "what a block starts ends with it here; only a kernel keeps a thread of "
                                "an earlier block running, and only the Jupyter backend sends the code's text")
+    not_for(mode, "stateful", "the session keeps a block's threads, but .execbox/ is read-only in its jail: "
+                              "nothing to swap (and it is sent the code's text)")
     secret_path, token = secret
     executor = make_hostile()
     how = f"lambda path: os.symlink({str(secret_path)!r}, path)" if plant == "link" else "os.mkfifo"
@@ -158,6 +160,8 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
 
 def test_an_outputs_link_neither_raises_nor_spares_the_blocks_processes(mode, hostile, tmp_path):
     not_for(mode, KERNEL_ONLY, "only the Jupyter backend saves displays in outputs/")
+    not_for(mode, "stateful", "IPython's display() is a kernel's; the session's figures meet a planted outputs "
+                              "link in tests/backends/test_sandbox_stateful.py")
     outside = tmp_path / "outside"
     outside.mkdir()
     marker = f"execbox-stray-{secrets.token_hex(6)}"

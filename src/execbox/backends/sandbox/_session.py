@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._cgroups import BlockCgroup
+from ..._errors import WorkspaceError
 from ..._models import Display, ErrorInfo, Limits
 from ..._run_events import EventSink
 from ..._workspace import Workspace
@@ -49,6 +50,9 @@ OUTPUT_DIR = "outputs"
 _names = itertools.count(1)
 
 KEPT = "The session was interrupted; its state (variables, imports) is kept."
+FULL = ("The Python session could not take this block: earlier blocks hold every file descriptor it may "
+        "open (SandboxExecutor(max_open_files=...)); it ran in a fresh session, and the variables and "
+        "imports of earlier blocks are lost.")
 LOST_INTERRUPT = ("The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
                   "its state (variables, imports) is lost.")
 
@@ -118,7 +122,20 @@ class Session:
 
     def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
             cancel: Cancellation | None, on_output: OutputCallback | None) -> Answer:
-        """Run one block (the session opened first if need be)."""
+        """Run one block (the session opened first if need be). A session
+        that cannot take the block (an earlier one holds every descriptor it
+        may open) is replaced, and the block runs in the fresh one."""
+        answer = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
+                           cancel=cancel, on_output=on_output)
+        if answer.note != FULL:
+            return answer
+        again = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
+                          cancel=cancel, on_output=on_output)
+        again.note = again.note or FULL
+        return again
+
+    def _run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
+             cancel: Cancellation | None, on_output: OutputCallback | None) -> Answer:
         if self._code is None:
             self.open()
         assert self._code is not None and self._status is not None
@@ -147,6 +164,10 @@ class Session:
             note = KEPT if watched.answered and not watched.eof else LOST_INTERRUPT
         elif timed_out or cancelled:
             note = KEPT
+        if watched.full:
+            self.close()
+            return Answer(ProcessOutcome(exit_code=KILLED, capture=capture, timed_out=False, cancelled=False,
+                                         duration_s=0.0), note=FULL)
         died = None
         if watched.eof:  # the session died: its init reports how
             watched.code = self._wait_status()
@@ -205,7 +226,7 @@ class _Block:
         self.status = status
         self.exit_fd: int | None = code.fileno()
         self.code: int | None = None
-        self.answered = self.eof = False
+        self.answered = self.eof = self.full = False
         self.interrupted_at: float | None = None
         self.display_fd: int | None = None
 
@@ -216,6 +237,7 @@ class _Block:
             data, fds = b"", []
         self.answered = True
         self.eof = not data
+        self.full = data == b"full"
         self.code = exit_status(data) if data else None
         for fd in fds[1:]:
             os.close(fd)
@@ -281,7 +303,7 @@ def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Wo
             path = f"{OUTPUT_DIR}/{prefix}_{next(_names)}.png"
             try:
                 workspace.write_bytes(path, base64.b64decode(data))
-            except (OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
+            except (WorkspaceError, OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
                 output = _line(output, f"[{mime} not saved: {exc}]")
                 continue
             display = Display(mime, path=path)

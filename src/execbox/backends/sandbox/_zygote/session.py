@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MPL_DIR = os.path.join(HERE, "mpl")
 PR_SET_CHILD_SUBREAPER = 36
 MAX_FDS = 16
+SPARE_FDS = 4
 
 
 class Session:
@@ -46,6 +47,20 @@ class Session:
         sys.modules["__main__"] = self.main
         self.displays = []
         self.null = os.open("/dev/null", os.O_WRONLY)
+        self.spare = []  # held while a block runs: a block that opens every descriptor it may leaves these
+
+    def hold(self):
+        """Keep descriptors for the next request and answer (its pipes, the displays' memfd)."""
+        try:
+            while len(self.spare) < SPARE_FDS:
+                self.spare.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            pass
+
+    def release(self):
+        for fd in self.spare:
+            os.close(fd)
+        self.spare = []
 
     def serve(self):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -60,6 +75,11 @@ class Session:
                 continue
             if not data:
                 os._exit(0)
+            if len(fds) < 2:  # no descriptor free for them: the block's state holds every one
+                for fd in fds:
+                    os.close(fd)
+                self.sock.send(b"full")
+                continue
             try:
                 code = self.block(json.loads(data), fds)
             except KeyboardInterrupt:  # came as the block ended
@@ -72,6 +92,11 @@ class Session:
         os.dup2(err, 2)
         os.close(out)
         os.close(err)
+        self.hold()
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = getattr(sys, name)
+            if stream is None or stream.closed:  # an earlier block closed it
+                setattr(sys, name, open(fd, "w", closefd=False, errors="backslashreplace"))
         self.displays = []
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -115,7 +140,10 @@ class Session:
                 if value is not None:
                     ns["_"] = value
                     text = repr(value)
-                    print(text)
+                    try:
+                        sys.stdout.write(text + "\n")
+                    except (OSError, ValueError):
+                        pass  # the block closed its output: the display still goes
                     self.displays.append({"mime": "text/plain", "data": text})
             return 0
         except SystemExit as exc:
@@ -135,6 +163,7 @@ class Session:
             backend.shown.clear()
 
     def answer(self, code):
+        self.release()
         fds = []
         if self.displays:
             fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC)
