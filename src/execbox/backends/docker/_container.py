@@ -14,6 +14,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .. import _ownership
@@ -21,6 +22,7 @@ from ..._errors import ConfigurationError
 from ..._models import Limits
 
 __all__ = [
+    "AGENT_COMMAND",
     "KEEPALIVE",
     "WORKDIR",
     "confined",
@@ -36,6 +38,15 @@ __all__ = [
 
 WORKDIR = "/workspace"
 KEEPALIVE = ["sleep", "infinity"]
+# The agent's folder and the sandbox's (run_file.py), bound in read-only.
+AGENT_SOURCE = Path(__file__).with_name("_agent")
+RUN_FILE_SOURCE = Path(__file__).parent.parent / "sandbox" / "_zygote"
+AGENT_MOUNT, RUN_FILE_MOUNT = "/opt/execbox/agent", "/opt/execbox/run_file"
+# The container's command: the agent when the image has python3; else a
+# word to the host (after its hello, a line) and the keep-alive, for exec.
+AGENT_COMMAND = ["/bin/sh", "-c",
+                 f"command -v python3 >/dev/null 2>&1 && exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT}; "
+                 "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1"]
 NOBODY = "65534:65534"
 LABEL_OWNER = "org.execbox.owner"
 LABEL_KEEP = "org.execbox.keep"
@@ -54,18 +65,28 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
                        user: str, env: Mapping[str, str], volumes: Mapping[str, dict[str, str]],
                        tmp_size_mb: int, open_files: int, file_size_mb: int, runtime: str | None,
                        device_requests: list[Any] | None, auto_remove: bool, name: str | None,
-                       keep: bool) -> dict[str, Any]:
-    """Keyword arguments for ``containers.create``: hardened by default."""
-    from docker.types import Ulimit  # type: ignore[import-untyped]
+                       keep: bool, agent: bool) -> dict[str, Any]:
+    """Keyword arguments for ``containers.create``: hardened by default.
+    ``agent``: the container's command is execbox's agent (``_agent/``,
+    bound in read-only), talked to over the attached stdin and stdout (not
+    logged: a block's output is no business of the engine's log); else the
+    keep-alive, and each block a ``docker exec``."""
+    from docker.types import LogConfig, Ulimit  # type: ignore[import-untyped]
 
     settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + OVERHEAD_PROCESSES,
                         cpus=limits.cpus, tmp_size_mb=tmp_size_mb, auto_remove=auto_remove, runtime=runtime,
                         name=name, labels={LABEL_KEEP: "1"} if keep else {})
+    mounts = {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes}
+    if agent:
+        mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
+        mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
+        settings.update(stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE))
     settings.update({
-        "command": list(KEEPALIVE),  # the engine's init reaps orphans; the keep-alive is its first child
+        # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
+        "command": list(AGENT_COMMAND if agent else KEEPALIVE),
         "working_dir": WORKDIR,
         "environment": dict(env),
-        "volumes": {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes},
+        "volumes": mounts,
         "network_mode": "bridge" if limits.network else "none",
         "memswap_limit": f"{memory_mb}m",  # no swap on top
         "cgroupns": "private",  # the block does not see the host's cgroup tree

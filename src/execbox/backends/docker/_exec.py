@@ -34,12 +34,12 @@ from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, 
 from .._watch import FdWaiter, Output, watch_loop
 
 __all__ = ["IPC_SWEEP_FILE", "KILLER_FILE", "WRAPPER_FILE", "ContainerGone", "exec_output", "kill_leftovers",
-           "memory_kills", "open_exec", "program", "run_exec"]
+           "memory_kills", "open_exec", "program", "run_exec", "split_frames"]
 
 # The programs run inside the container, beside this module (the container
 # does not see execbox's files: their texts go in the exec's argv and
 # environment): the block's wrapper, the killer and the SysV IPC sweep.
-WRAPPER_FILE, KILLER_FILE, IPC_SWEEP_FILE = "_wrapper.sh", "_killer.py", "_ipc_sweep.py"
+WRAPPER_FILE, KILLER_FILE, IPC_SWEEP_FILE = "_wrapper.sh", "_agent/killer.py", "_agent/ipc_sweep.py"
 
 _HEADER = struct.Struct(">BxxxL")
 KILL_TIMEOUT_S = 5.0
@@ -49,7 +49,7 @@ KILL_TIMEOUT_S = 5.0
 def program(name: str) -> str:
     """The text of the in-container program ``name`` (a file beside this
     module), read when first needed."""
-    return Path(__file__).with_name(name).read_text(encoding="utf-8")
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 class ContainerGone(Exception):
@@ -131,11 +131,11 @@ def exec_output(client: Any, container_id: str, argv: Sequence[str], timeout_s: 
             data += chunk
     finally:
         raw.close()
-    frames, _ = _split_frames(data)
+    frames, _ = split_frames(data)
     return b"".join(payload for kind, payload in frames if kind == 1).decode(errors="replace")
 
 
-def _split_frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+def split_frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
     """The engine's whole frames in ``buffer`` (stream 1 stdout, 2 stderr;
     8-byte header: stream, size), and what is left of a frame still coming."""
     frames = []
@@ -223,6 +223,6 @@ class _Frames:
             self._waiter.remove(fd)
             self.closed = self.ended = True
             return
-        frames, self._buffer = _split_frames(self._buffer + data)
+        frames, self._buffer = split_frames(self._buffer + data)
         for kind, payload in frames:
             self.output.feed("stdout" if kind == 1 else "stderr", payload)

@@ -1,0 +1,380 @@
+"""execbox's agent: the long-lived process in a docker backend's container
+that runs its blocks, instead of a ``docker exec`` per block (~55-60 ms of
+engine work each before any code runs; through the agent a block costs a
+fork and two frames on the container's attached stream).
+
+Runs INSIDE the container, standard library only, Python 3.6 or later: this
+file's folder is bound in read-only and this file is the container's command
+(``python3 -u agent.py ZYGOTE_DIR``, under the engine's init; ZYGOTE_DIR holds
+the sandbox's ``run_file.py``, bound in read-only too). It talks to the host
+over its stdin and stdout (``wire.py``): the attached stream works on runc and
+on gVisor alike, where a unix socket in a bind mount does not.
+
+A block is a child forked by the agent, in a session of its own, its stdout
+and stderr two pipes the agent forwards as they are read, stdin /dev/null,
+the block's token (EXECBOX_RUN_TOKEN) in its environment, in the workspace.
+A Python file runs in the child in this already-started interpreter, with a
+fresh ``__main__`` (``run_file.py``: what ``python -u FILE`` does, without
+the ~10 ms of a new interpreter); any other program is exec'd.
+
+The guarantees of the exec path's wrapper (``_wrapper.sh``) hold here:
+before a block, when none runs and nothing but init and the agent is left,
+/tmp, /dev/shm, /dev/mqueue and SysV IPC objects are emptied; when a block's
+process ends and more than init and the agent are left, the killer runs (in
+this process: no fork, so a fork bomb that holds every pid cannot stop it);
+KILL (the host's timeout or cancellation) runs it at once. The pipes are
+read until they close (or DRAIN_S after the end, if something unkillable
+holds them); then EXIT. Blocks run at the same time, each on its own id.
+
+The agent is the container's main process: if it dies (a block killed it,
+the OOM killer took it), the container stops, the host sees its stream end,
+fails the running blocks and starts a new container for the next one. It
+makes itself not dumpable (blocks, the same user, cannot ptrace it or
+read its descriptors) and puts its blocks first in the OOM killer's line.
+"""
+
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+
+import ipc_sweep  # beside this file
+import killer
+import wire
+
+for _name in ("ipc_sweep", "killer", "wire"):  # a block's own modules of these names are not shadowed
+    del sys.modules[_name]
+
+TOKEN_VAR = "EXECBOX_RUN_TOKEN"
+SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")
+PROGRAMS = ("python3", "bash", "sh", "node", "pwsh")
+DRAIN_S = 2.0
+RECHECK_S = 0.002
+FORK_TRIES = 5
+PR_SET_DUMPABLE = 4
+OWN = 2  # processes of the container's own: init and the agent
+
+
+def load_run_file(folder):
+    sys.path.insert(0, folder)
+    try:
+        from run_file import run_python_file
+    finally:
+        sys.path.remove(folder)
+        sys.modules.pop("run_file", None)
+    return run_python_file
+
+
+def set_dumpable(value):
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, value, 0, 0, 0)
+    except Exception:  # no ctypes in this image: the container still holds
+        pass
+
+
+def oom_kills():
+    """The container's OOM kill count (cgroup v1 or v2), or None."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+def processes():
+    """How many processes the container has (zombies not counted)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            count += 1
+    return count
+
+
+def empty_scratch():
+    """/tmp, /dev/shm, /dev/mqueue and the SysV IPC objects, emptied."""
+    for folder in SCRATCH:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(folder, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+    listed = False
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open("/proc/sysvipc/" + kind) as handle:
+                if len(handle.read().splitlines()) > 1:
+                    listed = True
+        except OSError:
+            listed = True  # gVisor: no such files; the sweep counts them itself
+            break
+    if listed:
+        try:
+            ipc_sweep.main()
+        except Exception:
+            pass
+
+
+def exit_code(status):
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class Block:
+    def __init__(self, block_id, token, pid, pipes):
+        self.id, self.token, self.pid = block_id, token, pid
+        self.pipes = pipes  # fd -> wire.STDOUT / wire.STDERR, while open
+        self.status = None
+        self.drain_until = None
+        self.note = ""
+
+
+class Agent:
+    def __init__(self, run_python_file):
+        self.run_python_file = run_python_file
+        self.blocks = {}  # id -> Block
+        self.by_pid, self.by_fd = {}, {}
+        self.frames = wire.Frames()
+        self.devnull = os.open(os.devnull, os.O_RDWR)
+        self.wake_r, wake_w = os.pipe()
+        for fd in (self.wake_r, wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.poll = select.poll()
+        self.poll.register(0, select.POLLIN)
+        self.poll.register(self.wake_r, select.POLLIN)
+        self.recheck_until = 0.0  # (a SIGCHLD may come before its child can be waited for: gVisor)
+
+    def send(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+
+    def serve(self):
+        while True:
+            now = time.monotonic()
+            due = [b.drain_until for b in self.blocks.values() if b.drain_until is not None]
+            if now < self.recheck_until or any(b.status is None and not b.pipes for b in self.blocks.values()):
+                due.append(now + RECHECK_S)
+            timeout = None if not due else max(0, int((min(due) - now) * 1000) + 1)
+            for fd, _ in self.poll.poll(timeout):
+                if fd == 0:
+                    data = os.read(0, 1 << 16)
+                    if not data:
+                        return  # the host is gone
+                    for kind, block_id, payload in self.frames.feed(data):
+                        self.command(kind, block_id, payload)
+                elif fd == self.wake_r:
+                    try:
+                        while os.read(self.wake_r, 512):
+                            pass
+                    except OSError:
+                        pass
+                    if not self.reap():
+                        self.recheck_until = time.monotonic() + 0.1
+                elif fd in self.by_fd:
+                    self.output(fd)
+            if self.by_pid and (time.monotonic() < self.recheck_until
+                                or any(b.status is None and not b.pipes for b in self.blocks.values())):
+                self.reap()
+            now = time.monotonic()
+            for block in list(self.blocks.values()):
+                if block.drain_until is not None and now >= block.drain_until:
+                    self.finish(block)
+
+    def command(self, kind, block_id, payload):
+        if kind == wire.HELLO:
+            found = [p for p in PROGRAMS if shutil.which(p)]
+            self.send(wire.pack_json(wire.READY, 0, {"pid": os.getpid(), "programs": found,
+                                                      "python": list(sys.version_info[:3])}))
+        elif kind == wire.RUN:
+            self.start(block_id, json.loads(payload.decode()))
+        elif kind == wire.KILL:
+            block = self.blocks.get(block_id)
+            if block is not None and block.status is None:
+                self.kill(block)
+
+    def others(self, block):
+        rest = [b for b in self.blocks.values() if b is not block]
+        return [b.token for b in rest], {b.pid for b in rest}
+
+    def kill(self, block):
+        tokens, sessions = self.others(block)
+        if block.status is None:
+            try:
+                os.kill(block.pid, signal.SIGKILL)  # it may not have made its session yet
+            except OSError:
+                pass
+        killer.kill(block.token, tokens, session=block.pid, live_sessions=sessions, keep_alive=False)
+
+    def start(self, block_id, request):
+        if not self.blocks and processes() <= OWN:
+            empty_scratch()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid, problem = None, None
+        for attempt in range(FORK_TRIES):
+            try:
+                pid = os.fork()
+                break
+            except OSError as exc:
+                problem = exc
+                if exc.errno != errno.EAGAIN:
+                    break
+                # an earlier block's fork bomb outlived it and holds every
+                # pid: its orphans die (those of running blocks are spared)
+                tokens, sessions = self.others(None)
+                killer.kill(os.urandom(12).hex(), tokens, live_sessions=sessions, keep_alive=False)
+                time.sleep(0.05 * (attempt + 1))
+        if pid == 0:
+            self.child(request, out_w, err_w)
+        os.close(out_w)
+        os.close(err_w)
+        block = Block(block_id, request["token"], pid, {out_r: wire.STDOUT, err_r: wire.STDERR})
+        self.blocks[block_id] = block
+        if pid is None:
+            block.status = 2 << 8
+            block.note = "the block could not be started: %s" % problem
+            self.send(wire.pack(wire.STDERR, block_id, ("execbox: %s\n" % block.note).encode()))
+            self.finish(block)
+            return
+        self.by_pid[pid] = block
+        for fd in block.pipes:
+            self.by_fd[fd] = block
+            self.poll.register(fd, select.POLLIN)
+
+    def child(self, request, out_w, err_w):
+        code = 1
+        try:
+            os.setsid()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.dup2(self.devnull, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for name in os.listdir("/proc/self/fd"):
+                if int(name) > 2:
+                    try:
+                        os.close(int(name))
+                    except OSError:
+                        pass
+            set_dumpable(1)
+            try:
+                with open("/proc/self/oom_score_adj", "w") as handle:
+                    handle.write("500")
+            except OSError:
+                pass
+            os.chdir(request["workdir"])
+            os.environ[TOKEN_VAR] = request["token"]
+            if request.get("python"):
+                code = self.run_python_file(request["python"], [request["python"]])
+            else:
+                argv = request["argv"]
+                for name in ("SIGPIPE", "SIGXFSZ"):  # as a shell leaves them for what it starts
+                    if hasattr(signal, name):
+                        signal.signal(getattr(signal, name), signal.SIG_DFL)
+                try:
+                    os.execvp(argv[0], argv)
+                except OSError as exc:
+                    missing = exc.errno == errno.ENOENT
+                    os.write(2, ("execbox: %s: %s\n" % (argv[0], "not found" if missing else exc.strerror))
+                             .encode())
+                    code = 127 if missing else 126
+        except BaseException:
+            try:
+                import traceback
+                os.write(2, traceback.format_exc().encode())
+            except BaseException:
+                pass
+        finally:
+            os._exit(code)
+
+    def output(self, fd):
+        block = self.by_fd[fd]
+        try:
+            data = os.read(fd, 1 << 16)
+        except OSError:
+            data = b""
+        if data:
+            self.send(wire.pack(block.pipes[fd], block.id, data))
+            return
+        self.close_pipe(block, fd)
+        if block.status is not None and not block.pipes:
+            self.finish(block)
+
+    def close_pipe(self, block, fd):
+        self.poll.unregister(fd)
+        del self.by_fd[fd]
+        del block.pipes[fd]
+        os.close(fd)
+
+    def reap(self):
+        """Whether a child was waited for."""
+        reaped = False
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return reaped
+            if pid == 0:
+                return reaped
+            reaped = True
+            block = self.by_pid.pop(pid, None)
+            if block is None:
+                continue
+            block.status = status
+            if processes() > OWN:
+                self.kill(block)  # what the block left, not what the others run
+            block.drain_until = time.monotonic() + DRAIN_S
+            if not block.pipes:
+                self.finish(block)
+
+    def finish(self, block):
+        for fd in list(block.pipes):
+            self.close_pipe(block, fd)
+        self.by_pid.pop(block.pid, None)
+        del self.blocks[block.id]
+        code = exit_code(block.status) if block.status is not None else 137
+        report = {"code": code}
+        if code == 128 + signal.SIGKILL:
+            report["oom_kills"] = oom_kills()
+        if block.note:
+            report["note"] = block.note
+        self.send(wire.pack_json(wire.EXIT, block.id, report))
+
+
+def main():
+    run_python_file = load_run_file(sys.argv[1])
+    set_dumpable(0)
+    Agent(run_python_file).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The wire between the host and the agent in a container (``agent.py``):
+the one definition both sides use (the agent imports it from its folder,
+bound in read-only; the host as ``execbox.backends.docker._agent.wire``).
+Standard library only, Python 3.6 or later (it runs in any image's Python).
+
+Both ways it is a stream of frames: a 9-byte header (kind, block id,
+payload size; big-endian) and the payload. The host writes them to the
+container's attached stdin; the agent writes them to its stdout, which the
+engine hands the host multiplexed with the agent's stderr (its own
+diagnostics, never a block's output). A block id tags every frame of a
+block, so that blocks of one executor can run at the same time.
+
+Host to agent: HELLO (payload: nothing; answered by READY, a JSON object:
+the agent's pid, the programs found on PATH, the Python version), RUN (JSON:
+``argv``, ``python`` (the file to run in the agent's interpreter, or null:
+exec ``argv``), ``token``, ``workdir``), KILL (nothing: kill the block and
+what it started). Agent to host: STDOUT and STDERR (the block's bytes, in
+the order they were read), EXIT (JSON: ``code`` as a shell gives it, 128+N
+for a signal; ``oom_kills``, the container's OOM kill count after a
+SIGKILL, when it can be read; ``note``, a word from the agent).
+"""
+
+import json
+import struct
+
+__all__ = ["EXIT", "HEADER", "HELLO", "KILL", "MAX_PAYLOAD", "READY", "RUN", "STDERR", "STDOUT", "Frames",
+           "pack", "pack_json"]
+
+HEADER = struct.Struct(">BII")
+HELLO, READY, RUN, KILL, STDOUT, STDERR, EXIT = (ord(c) for c in "hrbkoex")
+# A frame's payload at most: output is sent in chunks of a pipe read (64 KiB)
+MAX_PAYLOAD = 1 << 20
+
+
+def pack(kind, block, payload=b""):
+    return HEADER.pack(kind, block, len(payload)) + payload
+
+
+def pack_json(kind, block, value):
+    return pack(kind, block, json.dumps(value).encode())
+
+
+class Frames:
+    """Whole frames out of a byte stream that arrives in pieces."""
+
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, data):
+        """The frames completed by ``data``: (kind, block, payload) each.
+        Raises ValueError on a frame no agent or host sends (too large)."""
+        buffer = self._buffer + data if self._buffer else data
+        frames, at = [], 0
+        while len(buffer) - at >= HEADER.size:
+            kind, block, size = HEADER.unpack_from(buffer, at)
+            if size > MAX_PAYLOAD:
+                raise ValueError("a frame of %d bytes (at most %d)" % (size, MAX_PAYLOAD))
+            end = at + HEADER.size + size
+            if len(buffer) < end:
+                break
+            frames.append((kind, block, buffer[at + HEADER.size:end]))
+            at = end
+        self._buffer = buffer[at:]
+        return frames

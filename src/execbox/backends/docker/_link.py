@@ -1,0 +1,256 @@
+"""The host's end of the agent in a container (``_agent/agent.py``): the
+container's attached stream, a reader thread that sorts the agent's frames
+by block id (blocks of one executor may run at the same time), and one block
+run through it as a ``_watch.Source``.
+
+Measured (runc, this 2-core machine): ``print(1)`` costs ~65 ms as a
+``docker exec`` and a few ms through the agent; the attached stream works
+under gVisor too, where a unix socket in a bind mount needs ``--host-uds``.
+
+A block that times out or is cancelled is killed by the agent (KILL); if
+the agent does not report its end within ``_watch.DRAIN_GRACE_S``, the
+container is killed. If the agent's stream ends (the agent died: a block
+killed it, or the OOM killer did; the container stops with it), the running
+blocks end with exit 137 and ``agent_died``, and the link is dead: the
+executor starts a new container for the next block.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token
+from .._watch import DRAIN_GRACE_S, FdWaiter, Output, watch_loop
+from ._agent import wire
+from ._exec import ContainerGone, split_frames
+
+__all__ = ["AGENT_START_TIMEOUT_S", "AgentLink", "AgentOutcome", "NoAgent", "run_block"]
+
+# How long a new container's agent may take to answer (gVisor: ~1 s)
+AGENT_START_TIMEOUT_S = 30.0
+NO_AGENT = b"execbox-no-agent"
+_STDERR_KEPT = 4096
+
+
+class NoAgent(Exception):
+    """The image has no python3: blocks run as ``docker exec``."""
+
+
+@dataclass(kw_only=True)
+class AgentOutcome(ProcessOutcome):
+    """A block run by the agent: with the container's OOM kill count after
+    a SIGKILL (None: unknown), and whether the agent died under it."""
+
+    oom_kills: int | None = None
+    agent_died: bool = False
+
+
+class AgentLink:
+    """The attached stream of one container whose command is the agent."""
+
+    def __init__(self, client: Any, container_id: str) -> None:
+        sock = client.api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1,
+                                                              "stream": 1})
+        self._sock: socket.socket = getattr(sock, "_sock", sock)
+        self._send_lock = threading.Lock()
+        self._blocks: dict[int, _Block] = {}
+        self._ids = itertools.count(1)
+        self._frames = wire.Frames()
+        self._pending = b""
+        self._stderr = b""
+        self.dead: str | None = None
+        self.info: dict[str, Any] = {}
+
+    def handshake(self, timeout_s: float = AGENT_START_TIMEOUT_S) -> dict[str, Any]:
+        """HELLO, and the agent's READY (its pid, programs, Python). Raises
+        NoAgent when the image has no python3, ContainerGone when the
+        container stopped before answering; then starts the reader."""
+        self._sock.settimeout(timeout_s)
+        try:
+            self._sock.sendall(wire.pack(wire.HELLO, 0, b"\n"))  # the newline ends the no-agent shell's read
+            seen = b""
+            while True:
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    raise ContainerGone(f"the agent stopped before it answered ({self.stderr_text() or 'no word'})")
+                for kind, payload in self._docker_frames(data):
+                    if kind != 1:
+                        self._keep_stderr(payload)
+                        continue
+                    seen += payload
+                    if seen.startswith(NO_AGENT[:len(seen)]) and NO_AGENT.startswith(seen[:len(NO_AGENT)]):
+                        if len(seen) >= len(NO_AGENT):
+                            raise NoAgent()
+                        continue
+                    for frame_kind, _, body in self._frames.feed(payload):
+                        if frame_kind == wire.READY:
+                            self.info = json.loads(body)
+                            self._sock.settimeout(None)
+                            threading.Thread(target=self._read, name="execbox-agent-link", daemon=True).start()
+                            return self.info
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ContainerGone(f"the agent did not answer: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _docker_frames(self, data: bytes) -> list[tuple[int, bytes]]:
+        frames, self._pending = split_frames(self._pending + data)
+        return frames
+
+    def _keep_stderr(self, payload: bytes) -> None:
+        self._stderr = (self._stderr + payload)[-_STDERR_KEPT:]
+
+    def stderr_text(self) -> str:
+        return self._stderr.decode(errors="replace").strip()
+
+    def _read(self) -> None:
+        reason = "the agent's stream ended"
+        try:
+            while True:
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    break
+                for kind, payload in self._docker_frames(data):
+                    if kind != 1:
+                        self._keep_stderr(payload)
+                        continue
+                    for frame_kind, block_id, body in self._frames.feed(payload):
+                        block = self._blocks.get(block_id)
+                        if block is not None:
+                            block.push(frame_kind, body)
+        except (OSError, ValueError) as exc:
+            reason = f"the agent's stream failed: {exc}"
+        if self.stderr_text():
+            reason += f" (the agent said: {self.stderr_text()[-500:]})"
+        self.dead = reason
+        for block in list(self._blocks.values()):
+            block.push(None, b"")
+
+    def send(self, kind: int, block_id: int, payload: bytes = b"") -> None:
+        if self.dead:
+            raise ContainerGone(self.dead)
+        try:
+            with self._send_lock:
+                self._sock.sendall(wire.pack(kind, block_id, payload))
+        except OSError as exc:
+            raise ContainerGone(f"the agent's stream failed: {exc}") from None
+
+    def open_block(self, waiter: FdWaiter, output: Output) -> _Block:
+        if self.dead:
+            raise ContainerGone(self.dead)
+        block = _Block(self, next(self._ids), waiter, output)
+        self._blocks[block.id] = block
+        if self.dead:  # died meanwhile: the reader may have missed this block
+            block.push(None, b"")
+        return block
+
+    def forget(self, block: _Block) -> None:
+        self._blocks.pop(block.id, None)
+
+    def close(self) -> None:
+        self.dead = self.dead or "closed"
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+class _Block:
+    """One block's frames, as a ``_watch.Source``: the reader thread pushes,
+    the block's thread feeds its output and sees its end."""
+
+    def __init__(self, link: AgentLink, block_id: int, waiter: FdWaiter, output: Output) -> None:
+        self.link, self.id, self.output = link, block_id, output
+        self.closed = self.ended = self.gone = False
+        self.report: dict[str, Any] = {}
+        self._events: collections.deque[tuple[int | None, bytes]] = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+        self._waiter = waiter
+        waiter.add(self._wake_r, self._drain)
+
+    def push(self, kind: int | None, payload: bytes) -> None:
+        self._events.append((kind, payload))
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass  # full or closed: a wake-up is pending, or nobody listens
+
+    def _drain(self, fd: int) -> None:
+        try:
+            os.read(fd, 1 << 12)
+        except OSError:
+            pass
+        while self._events and not self.closed:
+            kind, payload = self._events.popleft()
+            if kind == wire.STDOUT:
+                self.output.feed("stdout", payload)
+            elif kind == wire.STDERR:
+                self.output.feed("stderr", payload)
+            elif kind == wire.EXIT:
+                self.report = json.loads(payload)
+                self.closed = self.ended = True
+            elif kind is None:
+                self.gone = self.closed = self.ended = True
+
+    def wait(self, timeout: float, cancel: Cancellation | None) -> None:
+        self._waiter.wait(timeout, cancel)
+
+    def kill(self) -> None:
+        try:
+            self.link.send(wire.KILL, self.id)
+        except ContainerGone:
+            pass  # its end comes as the stream's
+
+    def close(self) -> None:
+        self._waiter.remove(self._wake_r)
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+
+
+def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, workdir: str, timeout_s: float,
+              output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
+              kill_container: Callable[[], None]) -> AgentOutcome:
+    """Run one block through the agent; exit codes as ``run_process`` gives
+    them (124 on timeout). Raises ContainerGone when the agent is already
+    gone (nothing ran)."""
+    started = time.monotonic()
+    output = Output(output_limit, on_output)
+    with FdWaiter() as waiter:
+        block = link.open_block(waiter, output)
+        try:
+            request = {"argv": argv, "python": python_file, "token": new_token(), "workdir": workdir}
+            link.send(wire.RUN, block.id, json.dumps(request).encode())
+            timed_out, cancelled = watch_loop(block, deadline=started + timeout_s, cancel=cancel)
+            if timed_out or cancelled:  # (a cancellation before the start is not waited for by the loop)
+                until = time.monotonic() + DRAIN_GRACE_S
+                while not block.closed and time.monotonic() < until:
+                    block.wait(until - time.monotonic(), None)
+        finally:
+            link.forget(block)
+            block.close()
+    died = block.gone
+    if not block.closed:
+        # the agent did not report the killed block's end: it cannot be trusted
+        kill_container()
+        link.close()
+        died = True
+    code = 137 if died else int(block.report.get("code", 137))
+    if timed_out:
+        code = 124
+    return AgentOutcome(exit_code=code, capture=output.capture, timed_out=timed_out, cancelled=cancelled,
+                        duration_s=time.monotonic() - started, oom_kills=block.report.get("oom_kills"),
+                        agent_died=died and not (timed_out or cancelled))
