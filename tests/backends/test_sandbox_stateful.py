@@ -42,6 +42,13 @@ def test_globals_and_imports_persist_and_the_last_expression_is_shown(session):
 
 
 @pytest.mark.as_user
+def test_a_large_block_runs(session):
+    code = "values = [\n" + "".join(f"    {i},  # é\n" for i in range(40_000)) + "]\nlen(values)"
+    result = session.run(py(code))
+    assert result.ok and result.output == "40000\n", result.output[-300:]
+
+
+@pytest.mark.as_user
 def test_shell_blocks_run_in_the_same_jail_and_tmp_persists(session):
     assert session.run(py("open('/tmp/note', 'w').write('kept')")).ok
     result = session.run(CodeBlock("sh", "cat /tmp/note; echo; exit 3"))

@@ -142,8 +142,10 @@ def test_spinners_time_out(hostile, code):
     result = run_then_healthy(hostile, "python", code)
     if hostile.capabilities.stateful and "threading" in code:
         # threads live in the kernel as variables do (a notebook's background
-        # work); the cell returns; restart() ends them, and the kernel is fine
-        assert result.exit_code == 0, result.output
+        # work); the cell returns; restart() ends them, and the kernel is fine. Where RLIMIT_AS
+        # holds the memory limit (the sandbox's session as a user with no memory cgroup), 16
+        # threads' stacks may not fit in it: the block says so and the session goes on
+        assert result.exit_code == 0 or "can't start new thread" in result.output, result.output
         hostile.restart()
         assert hostile.run(__import__("execbox").CodeBlock("python", "print(1)")).output == "1\n"
         return

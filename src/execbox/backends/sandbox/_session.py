@@ -46,6 +46,7 @@ from ._pool import KILLED, ZygotePool, exit_status
 __all__ = ["INTERRUPT_GRACE_S", "Session", "session_outcome"]
 
 INTERRUPT_GRACE_S = 3.0
+INLINE_MAX = 64 << 10  # bytes of a request sent whole (the session reads at most 128 KiB)
 OUTPUT_DIR = "outputs"
 _names = itertools.count(1)
 
@@ -53,6 +54,8 @@ KEPT = "The session was interrupted; its state (variables, imports) is kept."
 FULL = ("The Python session could not take this block: earlier blocks hold every file descriptor it may "
         "open (SandboxExecutor(max_open_files=...)); it ran in a fresh session, and the variables and "
         "imports of earlier blocks are lost.")
+NOMEM = ("The Python session could not take this block: earlier blocks hold all the memory it may use "
+         "(Limits.memory_mb); it ran in a fresh session, and the variables and imports of earlier blocks are lost.")
 LOST_INTERRUPT = ("The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
                   "its state (variables, imports) is lost.")
 
@@ -127,11 +130,11 @@ class Session:
         may open) is replaced, and the block runs in the fresh one."""
         answer = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
                            cancel=cancel, on_output=on_output)
-        if answer.note != FULL:
+        if answer.note not in (FULL, NOMEM):
             return answer
         again = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
                           cancel=cancel, on_output=on_output)
-        again.note = again.note or FULL
+        again.note = again.note or answer.note
         return again
 
     def _run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
@@ -146,8 +149,13 @@ class Session:
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
             self._drain()
+            data = json.dumps(request).encode()
+            if len(data) > INLINE_MAX and "code" in request:
+                # one SOCK_SEQPACKET message must fit the send buffer: a large block is read from
+                # its file, in the jail (where .execbox/ is read-only)
+                data = json.dumps({k: v for k, v in request.items() if k != "code"}).encode()
             try:
-                socket.send_fds(self._code, [json.dumps(request).encode()], [out_w, err_w])
+                socket.send_fds(self._code, [data], [out_w, err_w])
             except OSError:
                 pass  # it died meanwhile: EOF follows on the code socket
             os.close(out_w)
@@ -167,7 +175,7 @@ class Session:
         if watched.full:
             self.close()
             return Answer(ProcessOutcome(exit_code=KILLED, capture=capture, timed_out=False, cancelled=False,
-                                         duration_s=0.0), note=FULL)
+                                         duration_s=0.0), note=NOMEM if watched.nomem else FULL)
         died = None
         if watched.eof:  # the session died: its init reports how
             watched.code = self._wait_status()
@@ -226,7 +234,7 @@ class _Block:
         self.status = status
         self.exit_fd: int | None = code.fileno()
         self.code: int | None = None
-        self.answered = self.eof = self.full = False
+        self.answered = self.eof = self.full = self.nomem = False
         self.interrupted_at: float | None = None
         self.display_fd: int | None = None
 
@@ -237,7 +245,8 @@ class _Block:
             data, fds = b"", []
         self.answered = True
         self.eof = not data
-        self.full = data == b"full"
+        self.full = data in (b"full", b"nomem")
+        self.nomem = data == b"nomem"
         self.code = exit_status(data) if data else None
         for fd in fds[1:]:
             os.close(fd)

@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MPL_DIR = os.path.join(HERE, "mpl")
 PR_SET_CHILD_SUBREAPER = 36
 MAX_FDS = 16
+MAX_REQUEST = 1 << 17  # a larger block is read from its file (the host says "read")
 SPARE_FDS = 4
 
 
@@ -47,6 +48,7 @@ class Session:
         sys.modules["__main__"] = self.main
         self.displays = []
         self.null = os.open("/dev/null", os.O_WRONLY)
+        self.started = False  # whether the current block's code has begun
         self.spare = []  # held while a block runs: a block that opens every descriptor it may leaves these
 
     def hold(self):
@@ -70,8 +72,11 @@ class Session:
         sys.path.append(MPL_DIR)
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(self.sock, 1 << 24, MAX_FDS)
+                data, fds, _, _ = socket.recv_fds(self.sock, MAX_REQUEST, MAX_FDS)
             except KeyboardInterrupt:
+                continue
+            except MemoryError:  # the block's state holds the address space (RLIMIT_AS)
+                self.sock.send(b"nomem")
                 continue
             if not data:
                 os._exit(0)
@@ -80,10 +85,21 @@ class Session:
                     os.close(fd)
                 self.sock.send(b"full")
                 continue
+            self.started = False
             try:
                 code = self.block(json.loads(data), fds)
             except KeyboardInterrupt:  # came as the block ended
                 code = 130
+            except MemoryError:  # in the session's own steps, not the block's code
+                for fd in (*fds, 1, 2):
+                    try:
+                        os.dup2(self.null, fd) if fd in (1, 2) else os.close(fd)
+                    except OSError:
+                        pass
+                if not self.started:  # it did not run: the host runs it in a fresh session
+                    self.sock.send(b"nomem")
+                    continue
+                code = 1
             self.answer(code)
 
     def block(self, request, fds):
@@ -104,7 +120,7 @@ class Session:
                 if "argv" in request:
                     code = run_program(request["argv"])
                 else:
-                    code = self.run_python(request["code"], request["file"])
+                    code = self.run_python(request.get("code"), request["file"])
                 flush()
                 self.figures()
             finally:
@@ -120,6 +136,9 @@ class Session:
 
     def run_python(self, source, path):
         ns = self.main.__dict__
+        if source is None:
+            with open(path, "rb") as handle:
+                source = handle.read()
         ns["__file__"] = path
         sys.argv = [path]
         sys.path[0] = os.path.dirname(path)
@@ -134,6 +153,7 @@ class Session:
             except BaseException as exc:  # as the interpreter reports it: no frame of ours
                 exc.__traceback__ = None
                 raise
+            self.started = True
             exec(body, ns)
             if shown is not None:
                 value = eval(shown, ns)
