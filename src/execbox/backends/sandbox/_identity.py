@@ -35,6 +35,7 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ LEASE_DIR = "/run/execbox/jail-ids"
 CLONE_NEWNS = 0x00020000
 MS_BIND, MS_REC, MS_SLAVE = 0x1000, 0x4000, 0x80000
 _libc = ctypes.CDLL(None, use_errno=True)
-_unshare, _mount = _libc.unshare, _libc.mount  # called between fork and exec: made here
+_unshare, _mount, _setns = _libc.unshare, _libc.mount, _libc.setns  # called between fork and exec: made here
 
 
 def jail_id_range() -> tuple[int, int]:
@@ -146,13 +147,19 @@ class Jailer:
     a staging folder (or file); ``source(path)`` is what to give bwrap, and
     ``enter`` (a preexec function) binds them there in a private mount
     namespace, then becomes the jail id. With no lease (not root) nothing is
-    staged and ``enter`` does nothing."""
+    staged and ``enter`` does nothing.
+
+    The staging mount namespace is made once, kept by a descriptor, and each
+    child joins it (``setns``): made in every child, it cost the one-shot
+    jail ~10 ms of wall time here, most of it the namespace's teardown after
+    the block."""
 
     def __init__(self, identity: Lease | None, sources: Sequence[str]) -> None:
         self.identity = identity
         self._stage = ""
         self._binds: list[tuple[bytes, bytes]] = []
         self._staged: dict[str, str] = {}
+        self._mounts = -1  # the staging mount namespace, once made
         if identity is None:
             return
         for path in dict.fromkeys(sources):
@@ -168,6 +175,27 @@ class Jailer:
                 os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
             self._staged[path] = target
             self._binds.append((os.fsencode(path), os.fsencode(target)))
+        if self._binds:
+            self._mounts = self._staging_namespace()
+
+    def _staging_namespace(self) -> int:
+        """A descriptor of a mount namespace with the staging binds made, held
+        by a child that leaves at once (the descriptor keeps the namespace)."""
+        holder = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, preexec_fn=self._stage_binds, close_fds=True)
+        try:
+            return os.open(f"/proc/{holder.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait()
+
+    def _stage_binds(self) -> None:
+        """In a child: a private mount namespace with the staging binds."""
+        _check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
+        _check(_mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
+        for source, target in self._binds:
+            _check(_mount(source, target, None, MS_BIND | MS_REC, None), "stage a bind source")
 
     def source(self, path: str) -> str:
         return self._staged.get(path, path)
@@ -176,11 +204,10 @@ class Jailer:
         """In the child, before bwrap starts: system calls only."""
         if self.identity is None:
             return
-        if self._binds:
-            _check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
-            _check(_mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
-            for source, target in self._binds:
-                _check(_mount(source, target, None, MS_BIND | MS_REC, None), "stage a bind source")
+        if self._mounts >= 0:
+            cwd = os.getcwd()  # joining a mount namespace moves to its root
+            _check(_setns(self._mounts, CLONE_NEWNS), "join the staging mount namespace")
+            os.chdir(cwd)
         self.become()
 
     def become(self) -> None:
@@ -205,6 +232,9 @@ class Jailer:
         return both
 
     def close(self) -> None:
+        if self._mounts >= 0:
+            os.close(self._mounts)
+            self._mounts = -1
         if self._stage:
             shutil.rmtree(self._stage, ignore_errors=True)
             self._stage = ""
