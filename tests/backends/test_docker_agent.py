@@ -1,0 +1,140 @@
+"""The agent in a docker backend's container (``docker/_agent/agent.py``):
+blocks go to it, not to ``docker exec``; blocks of one executor run at the
+same time; a timeout leaves the container and its agent usable; an agent a
+block killed is replaced for the next block; output keeps its order and its
+cap. On runc, and on gVisor (runsc) where the engine has it. (Speed is
+measured by benchmarks/docker_table.py, never asserted here.)"""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+
+import pytest
+
+from execbox import CodeBlock, DockerExecutor, Limits
+from tests.conftest import require, require_docker
+
+
+@pytest.fixture(params=["runc", "runsc"])
+def runtime(request):
+    require_docker()
+    if request.param == "runsc":
+        from execbox._docker_engine import docker_client
+
+        require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
+                "scripts/docker-engine.sh registers runsc with the engine")
+        return "runsc"
+    return None
+
+
+def py(code: str) -> CodeBlock:
+    return CodeBlock("python", textwrap.dedent(code))
+
+
+def test_blocks_go_to_the_agent_not_to_docker_exec(tmp_path, runtime):
+    from execbox._docker_engine import docker_client
+
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime) as ex:
+        for _ in range(3):
+            assert ex.run(py("print(1)")).output == "1\n"
+        sh = ex.run(CodeBlock("sh", "echo $EXECBOX_RUN_TOKEN | wc -c; pwd"))
+        execs = docker_client().api.inspect_container(ex.container_id)["ExecIDs"]
+    assert sh.exit_code == 0 and sh.output.split() == ["25", "/workspace"], sh.output
+    assert not execs  # not one docker exec, not even the program probe
+
+
+def test_blocks_of_one_executor_run_at_the_same_time(tmp_path, runtime):
+    # each block waits for the other's file: they finish only if both run at once
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=60)) as ex:
+        results = {}
+
+        def run(me: str, other: str) -> None:
+            results[me] = ex.run(py(f"""
+                import os, sys, time
+                open('{me}', 'w').write('x')
+                while not os.path.exists('{other}'):
+                    time.sleep(0.01)
+                print('{me} saw {other}')
+                print('{me} err', file=sys.stderr)
+            """))
+
+        threads = [threading.Thread(target=run, args=pair) for pair in (("a", "b"), ("b", "a"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        after = ex.run(py("print('after')"))
+    for me, other in (("a", "b"), ("b", "a")):
+        assert results[me].exit_code == 0, results[me].output
+        assert results[me].stdout == f"{me} saw {other}\n" and results[me].stderr == f"{me} err\n"
+    assert after.output == "after\n"
+
+
+def test_a_timeout_leaves_the_container_and_its_agent_usable(tmp_path, runtime):
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=3)) as ex:
+        first = ex.container_id
+        slow = ex.run(py("""
+            import subprocess, time
+            subprocess.Popen(['sleep', '300'])
+            print('before', flush=True)
+            time.sleep(300)
+        """))
+        after = ex.run(py("""
+            import os
+            names = [open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0] for p in os.listdir('/proc')
+                     if p.isdigit() and int(p) != os.getpid()]
+            print(b'sleep' in names)
+        """))
+        assert ex.container_id == first
+    assert slow.timed_out and slow.exit_code == 124
+    assert "before" in slow.output and "Limits.timeout_s" in slow.output
+    assert after.exit_code == 0 and after.output == "False\n", after.output
+
+
+def test_an_agent_killed_by_a_block_is_replaced_for_the_next_block(tmp_path, runtime):
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime) as ex:
+        first = ex.container_id
+        ex.run(CodeBlock("sh", "echo kept > /tmp/note"))
+        killer = ex.run(py("""
+            import os, signal
+            for p in os.listdir('/proc'):
+                if p.isdigit() and b'agent.py' in open(f'/proc/{p}/cmdline', 'rb').read():
+                    os.kill(int(p), signal.SIGKILL)
+        """))
+        after = ex.run(py("import os; print('hello', os.path.exists('/tmp/note'))"))
+        second = ex.container_id
+    assert killer.exit_code == 137 and killer.error is not None and killer.error.name == "ContainerDied"
+    assert "agent" in killer.output
+    assert after.exit_code == 0 and after.output == "hello False\n", after.output
+    assert second != first
+
+
+def test_output_order_and_cap(tmp_path, runtime):
+    limits = Limits(max_output_bytes=10_000)
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=limits) as ex:
+        ordered = ex.run(py("""
+            import sys, time
+            for i in range(3):
+                print('out', i, flush=True)
+                time.sleep(0.05)
+                print('err', i, file=sys.stderr, flush=True)
+                time.sleep(0.05)
+        """))
+        big = ex.run(py("print('x' * 1_000_000); print('end')"))
+        shell = ex.run(CodeBlock("sh", "echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three"))
+    assert ordered.output == "".join(f"out {i}\nerr {i}\n" for i in range(3))
+    assert big.exit_code == 0 and big.truncated and len(big.output) < 20_000
+    assert shell.output == "one\ntwo\nthree\n"
+
+
+def test_a_python_block_is_a_fresh_main(tmp_path, runtime):
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime) as ex:
+        ex.run(py("x = 1\nimport sys\nsys.modules['planted'] = 1"))
+        again = ex.run(py("""
+            import sys
+            print('x' in globals(), 'planted' in sys.modules, __name__, sys.argv[0].endswith('.py'))
+            for name in ('wire', 'killer', 'ipc_sweep', 'run_file'):
+                assert name not in sys.modules, name
+        """))
+    assert again.exit_code == 0 and again.output == "False False __main__ True\n", again.output
