@@ -96,6 +96,7 @@ def main() -> None:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from execbox import CodeBlock, SandboxExecutor, create_executor
+    from execbox.backends.ray._admission import NODES_TTL_S
     from execbox.backends.ray._cluster import cluster as execbox_cluster
 
     report: dict = {"callers": CALLERS}
@@ -134,6 +135,13 @@ def main() -> None:
         report["admission"] = latency(admit, iterations * 4, "ok")
         ray.kill(echo)
         cluster.remove_node(other)
+        # Until its node list is older than NODES_TTL_S the admission can still
+        # send a run to the node just removed, and that run then fails
+        # (ActorUnschedulableError placing the node's agent): wait it out, the
+        # node seen dead first.
+        while any(n["NodeID"] == other.node_id and n.get("Alive") for n in ray.nodes()):
+            time.sleep(0.1)
+        time.sleep(2 * NODES_TTL_S)
 
         with SandboxExecutor() as local, create_executor("ray", address=cluster.address, per_node=CALLERS) as remote:
             report["sandbox_print"] = latency(lambda: local.run(block).output, iterations, "1\n")
