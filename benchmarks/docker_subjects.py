@@ -1,6 +1,7 @@
 """Benchmark worker for the container executors: execbox's docker backend
-(runc and gVisor's runsc) beside AG2's DockerCommandLineCodeExecutor and a
-raw Docker SDK floor, all on the same local image. One subject per process,
+(runc and gVisor's runsc; its agent in the container runs the blocks) beside
+AG2's DockerCommandLineCodeExecutor and the raw Docker SDK's ``exec_run``
+(the floor of a ``docker exec`` per block), all on the same local image. One subject per process,
 run by docker_table.py; prints one JSON line.
 
 Figures (ms), every output checked (``print(1)`` must give ``1``):
@@ -81,7 +82,8 @@ def floor(runtime: str | None) -> Callable[[], Box]:
 
 def execbox_docker(runtime: str | None) -> Callable[[], Box]:
     """execbox's DockerExecutor at its defaults (hardened container, no
-    network, an exec per block) on the given runtime."""
+    network, blocks sent to its agent in the container) on the given
+    runtime."""
 
     def make() -> Box:
         import execbox

@@ -19,7 +19,9 @@ the ~10 ms of a new interpreter); any other program is exec'd.
 
 The guarantees of the exec path's wrapper (``_wrapper.sh``) hold here:
 before a block, when none runs and nothing but init and the agent is left,
-/tmp, /dev/shm, /dev/mqueue and SysV IPC objects are emptied; when a block's
+/tmp, /dev/shm, /dev/mqueue and SysV IPC objects are emptied (done as soon
+as the last block ends, when it leaves nothing behind: nothing can run until
+the next block, and the host is reading the last one's end meanwhile); when a block's
 process ends and more than init and the agent are left, the killer runs (in
 this process: no fork, so a fork bomb that holds every pid cannot stop it);
 KILL (the host's timeout or cancellation) runs it at once. The pipes are
@@ -69,12 +71,20 @@ def load_run_file(folder):
     return run_python_file
 
 
-def set_dumpable(value):
+def load_prctl():
     try:
         import ctypes
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, value, 0, 0, 0)
+        return ctypes.CDLL(None).prctl
     except Exception:  # no ctypes in this image: the container still holds
-        pass
+        return None
+
+
+prctl = None  # set by main()
+
+
+def set_dumpable(value):
+    if prctl is not None:
+        prctl(PR_SET_DUMPABLE, value, 0, 0, 0)
 
 
 def oom_kills():
@@ -171,6 +181,7 @@ class Agent:
         self.poll.register(0, select.POLLIN)
         self.poll.register(self.wake_r, select.POLLIN)
         self.recheck_until = 0.0  # (a SIGCHLD may come before its child can be waited for: gVisor)
+        self.clean = False  # emptied after the last block, and nothing has run since
 
     def send(self, data):
         view = memoryview(data)
@@ -235,8 +246,9 @@ class Agent:
         killer.kill(block.token, tokens, session=block.pid, live_sessions=sessions, keep_alive=False)
 
     def start(self, block_id, request):
-        if not self.blocks and processes() <= OWN:
+        if not self.blocks and not self.clean and processes() <= OWN:
             empty_scratch()
+        self.clean = False
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid, problem = None, None
@@ -368,10 +380,17 @@ class Agent:
         if block.note:
             report["note"] = block.note
         self.send(wire.pack_json(wire.EXIT, block.id, report))
+        if not self.blocks and processes() <= OWN:
+            # emptied now for the next block, while the host reads this one's
+            # end: nothing can run in between (nothing is left to run it)
+            empty_scratch()
+            self.clean = True
 
 
 def main():
+    global prctl
     run_python_file = load_run_file(sys.argv[1])
+    prctl = load_prctl()
     set_dumpable(0)
     Agent(run_python_file).serve()
 
