@@ -85,6 +85,13 @@ class Session:
         return self._group
 
     def open(self) -> None:
+        """Claim a unit and make it a session (another one if it died waiting)."""
+        try:
+            self._open()
+        except OSError:
+            self._open()
+
+    def _open(self) -> None:
         unit, code, group = self.pool.claim()
         status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
