@@ -104,7 +104,9 @@ def test_a_new_container_does_not_follow_a_planted_internal_link(make_hostile, t
     hostile = make_hostile()
     first = hostile.container_id
     killed = hostile.run(CodeBlock("python", PLANT_AND_KILL.format(planted=planted, outside=str(outside))))
-    assert "planted" in killed.output, killed.output
+    # the agent that forwards the block's output dies with the rest (kill -1):
+    # what the block printed last may die with it; the link shows it ran
+    assert "planted" in killed.output or (hostile.workspace.path / planted).is_symlink(), killed.output
     # named, so that no code file is written under .execbox first; the death
     # is seen by the killing block or, under gVisor, by this one (a note)
     after = hostile.run(CodeBlock("python", "print(6*7)", "main.py"))

@@ -48,7 +48,9 @@ def test_host_process_survives_kill_attempts(hostile, host_sleeper, how):
 
 # What a container runs besides the block: the engine's init, the keep-alive,
 # execbox's sh wrapper around the block (its script holds newlines) and killer.
-CONTAINER_OWN = ("/sbin/docker-init -- sleep infinity", "sleep infinity", "/bin/sh -c ", "python3 ")
+# the engine's init over the keep-alive or over the agent (its shell exec's python3), the block
+CONTAINER_OWN = ("/sbin/docker-init -- sleep infinity", "/sbin/docker-init -- /bin/sh -c ", "sleep infinity",
+                 "/bin/sh -c ", "python3 ")
 
 
 def test_host_processes_are_invisible_in_proc(mode, hostile):

@@ -246,6 +246,14 @@ class DockerExecutor(Executor):
             return
         self._kill_container(container_id)
 
+    def _drop_container(self, container_id: str) -> None:
+        """Kill the container, and start a new one for the next block (its
+        agent did not answer: a block stopped or wedged it)."""
+        self._kill_container(container_id)
+        with self._container_lock:
+            if self._container_id == container_id:
+                self._container_id = None
+
     def _kill_container(self, container_id: str) -> None:
         """Kill the container and wait until it no longer runs (gone
         already is fine; an engine that will not: a warning)."""
@@ -320,7 +328,7 @@ class DockerExecutor(Executor):
             return run_block(link, argv=argv, python_file=python_file, workdir=WORKDIR,
                              timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
                              cancel=cancel, on_output=on_output,
-                             kill_container=lambda: self._kill_container(container_id))
+                             kill_container=lambda: self._drop_container(container_id))
         return run_exec(self._client, container_id, argv, env={}, workdir=WORKDIR,
                         timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
                         cancel=cancel, on_output=on_output, live_tokens=self._live_tokens,

@@ -52,6 +52,8 @@ LABEL_OWNER = "org.execbox.owner"
 LABEL_KEEP = "org.execbox.keep"
 # processes of ours in the container besides the block: init, keep-alive, wrapper
 OVERHEAD_PROCESSES = 3
+# with the agent: init and the agent
+AGENT_OVERHEAD_PROCESSES = 2
 
 
 def container_user() -> str:
@@ -73,7 +75,8 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     keep-alive, and each block a ``docker exec``."""
     from docker.types import LogConfig, Ulimit  # type: ignore[import-untyped]
 
-    settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + OVERHEAD_PROCESSES,
+    overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
+    settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + overhead,
                         cpus=limits.cpus, tmp_size_mb=tmp_size_mb, auto_remove=auto_remove, runtime=runtime,
                         name=name, labels={LABEL_KEEP: "1"} if keep else {})
     mounts = {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes}
@@ -99,8 +102,8 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
         # ~430 with 60 processes inside): a tight one crashes the sandbox.
         # The block's processes are counted by gVisor's kernel instead.
         settings["pids_limit"] = 8 * max_processes + 512
-        settings["ulimits"].append(Ulimit(name="nproc", soft=max_processes + OVERHEAD_PROCESSES,
-                                          hard=max_processes + OVERHEAD_PROCESSES))
+        settings["ulimits"].append(Ulimit(name="nproc", soft=max_processes + overhead,
+                                          hard=max_processes + overhead))
     if device_requests:
         settings["device_requests"] = list(device_requests)
     return settings
