@@ -79,7 +79,8 @@ def draw(result: dict, path: Path) -> Path | None:
     ax.set_xlabel("median ms per call (log scale; lower is better)", fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[g]) for g, *_ in GROUPS if any(r[0] == g for r in rows)]
-    ax.legend(handles, [g for g, *_ in GROUPS if any(r[0] == g for r in rows)], fontsize=7, loc="lower right")
+    ax.legend(handles, [g for g, *_ in GROUPS if any(r[0] == g for r in rows)], fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     machine = result.get("machine") or {}
     commit = ((machine.get("git") or {}).get("commit") or "")[:10]
     cpu = machine.get("cpu") or {}
@@ -88,7 +89,7 @@ def draw(result: dict, path: Path) -> Path | None:
                  fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -213,6 +213,7 @@ def main() -> None:
     if args.quick:
         args.iterations, args.calls = 8, 32
     python = Path(sys.executable) if args.only in ("serve", "ray") else ensure_venv()
+    described = machine.describe(ROOT, python)  # the commit as the run starts: others may land meanwhile
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
 
@@ -258,7 +259,7 @@ def main() -> None:
         print(("\n" if jupyter[2] or docker[2] or serve[2] or reports else "") + ray_group[1])
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine.describe(ROOT, python), "only": args.only, "quick": args.quick,
+        "machine": described, "only": args.only, "quick": args.quick,
         "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
         "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
         "docker_reports": docker[0], "docker_targets": docker[1],
