@@ -65,11 +65,16 @@ def floor(runtime: str | None) -> Callable[[], Box]:
 
         client = docker.from_env()
         extra = {"runtime": runtime} if runtime else {}
-        container = client.containers.run(IMAGE, ["sleep", "infinity"], detach=True, network_mode="none", **extra)
+        # stdin attached (the container's and each exec's): runsc gives the
+        # stdio it is handed to its sandbox user, and the engine's default
+        # stdin is the host's /dev/null (seen: the host's /dev/null owned by
+        # nobody after this subject ran on runsc)
+        container = client.containers.run(IMAGE, ["sleep", "infinity"], detach=True, network_mode="none",
+                                          stdin_open=True, **extra)
 
         class Floor(Box):
             def run(self, code: str) -> tuple[int, str]:
-                done = container.exec_run(["python3", "-c", code])
+                done = container.exec_run(["python3", "-c", code], stdin=True)
                 return done.exit_code, done.output.decode("utf-8", "replace")
 
             def close(self) -> None:

@@ -21,7 +21,9 @@ FLOOR_RUNC, FLOOR_RUNSC = "docker SDK floor (runc)", "docker SDK floor (runsc)"
 
 # How each subject runs, for the notes column.
 HOW = {
-    FLOOR_RUNC: "containers.run(detach=True) of `sleep infinity`, no network; exec_run(['python3','-c',...])",
+    FLOOR_RUNC: "containers.run(detach=True, stdin_open=True) of `sleep infinity`, no network; "
+                "exec_run(['python3','-c',...], stdin=True) (stdin attached: the engine's default, the host's "
+                "/dev/null, is given to gVisor's sandbox user)",
     FLOOR_RUNSC: "the same with runtime='runsc'",
     RUNC: "defaults: no network, read-only root, non-root user, no capabilities, init, memory/pids limits; "
           "code written to the workspace, each block sent to execbox's agent in the container (the container's "

@@ -79,7 +79,7 @@ def test_limits_reach_the_container(tmp_path, client):
         host = client.api.inspect_container(ex.container_id)["HostConfig"]
         result = ex.run(CodeBlock("sh", "ls /sys/class/net"))
     assert host["Memory"] == 300 * 1024 * 1024 and host["MemorySwap"] == 300 * 1024 * 1024
-    assert host["PidsLimit"] == 40 + 3  # plus init, keep-alive and the block's wrapper
+    assert host["PidsLimit"] == 40 + 2  # plus init and the agent
     assert host["NanoCpus"] == 500_000_000
     assert host["NetworkMode"] == "bridge"
     assert "eth0" in result.output
