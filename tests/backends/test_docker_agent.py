@@ -138,3 +138,20 @@ def test_a_python_block_is_a_fresh_main(tmp_path, runtime):
                 assert name not in sys.modules, name
         """))
     assert again.exit_code == 0 and again.output == "False False __main__ True\n", again.output
+
+
+def test_an_image_without_python3_runs_blocks_as_docker_exec(tmp_path, runtime):
+    # python3 out of reach (PATH holds only sh, sleep and cat): the keep-alive
+    # runs, no agent, and blocks go by docker exec as before
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    programs.chmod(0o755)
+    for name in ("sh", "sleep", "cat"):
+        (programs / name).symlink_to(f"/bin/{name}")
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, env={"PATH": "/opt/bin"},
+                        volumes={str(programs): {"bind": "/opt/bin", "mode": "ro"}}) as ex:
+        result = ex.run(CodeBlock("sh", "echo by exec; echo $EXECBOX_RUN_TOKEN | cat"))
+        languages = ex.capabilities.languages
+    assert result.exit_code == 0 and result.output.splitlines()[0] == "by exec", result.output
+    assert len(result.output.splitlines()[1]) == 24
+    assert languages == ("sh",)
