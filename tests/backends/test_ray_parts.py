@@ -101,3 +101,18 @@ def test_node_files_send_each_node_what_it_lacks(tmp_path: Path):
     assert files.outgoing("n2")[0] == {"a.txt": b"1", "b.txt": b"2"}  # n2 has seen nothing yet
     workspace.remove("a.txt")
     assert files.outgoing("n1") == ({}, ["a.txt"])
+
+
+def test_an_agent_that_cannot_be_placed_on_a_node_that_just_left_counts_as_the_node_lost():
+    # The admission learns of a removed node within NODES_TTL_S; an agent sent there meanwhile
+    # fails with Ray's ActorUnschedulableError, which must read as execbox's NodeLostError.
+    import importlib.util
+
+    from tests.conftest import require
+
+    require("ray", importlib.util.find_spec("ray") is not None, "pip install 'execbox[ray]' (./dev.sh does)")
+    import ray.exceptions
+
+    from execbox.backends.ray._cluster import Cluster
+
+    assert ray.exceptions.ActorUnschedulableError in Cluster().ray_errors()

@@ -123,10 +123,14 @@ class Cluster:
                                    "run again (it goes to the nodes left)")
 
     def ray_errors(self) -> tuple[type[BaseException], ...]:
-        """Ray's exceptions that mean a node or its worker was lost."""
+        """Ray's exceptions that mean a node or its worker was lost.
+        ActorUnschedulableError: the admission chose a node that had just
+        left (it learns of a removal within NODES_TTL_S), so the node's agent
+        could not be placed; seen by the benchmark after it removed a node."""
         exceptions = _ray().exceptions
         return tuple(getattr(exceptions, name) for name in
-                     ("RayActorError", "ObjectLostError", "OwnerDiedError", "NodeDiedError", "WorkerCrashedError")
+                     ("RayActorError", "ObjectLostError", "OwnerDiedError", "NodeDiedError", "WorkerCrashedError",
+                      "ActorUnschedulableError")
                      if hasattr(exceptions, name))
 
 
