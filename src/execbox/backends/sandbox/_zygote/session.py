@@ -32,6 +32,8 @@ import socket
 import sys
 import types
 
+from run_file import exit_code_of  # beside this file (what `python file` exits with)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPL_DIR = os.path.join(HERE, "mpl")
 PR_SET_CHILD_SUBREAPER = 36
@@ -241,19 +243,6 @@ def sweep():
             return
         except InterruptedError:
             continue
-
-
-def exit_code_of(exc):
-    value = exc.code
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    try:
-        print(value, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
 
 
 def serve_session(sock, failed):
