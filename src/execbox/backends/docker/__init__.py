@@ -338,14 +338,9 @@ class DockerExecutor(Executor):
         """A SIGKILLed block: the memory limit, or the container's death."""
         if isinstance(outcome, AgentOutcome) and outcome.agent_died:
             self._kill_container(container_id)  # (it stops with its agent; one that did not, is stopped)
-            with self._container_lock:
-                if self._container_id == container_id:
-                    self._container_id = None  # the next block starts a new one
-            note = ("execbox's agent in the container died while the block ran (the block killed it, or the "
-                    "memory limit, Limits.memory_mb, was hit); a new container starts with the next block")
-            result.error = ErrorInfo("ContainerDied", note)
-            result.output += note + ".\n"
-            return result
+            return self._container_died(container_id, result, (
+                "execbox's agent in the container died while the block ran (the block killed it, or the "
+                "memory limit, Limits.memory_mb, was hit); a new container starts with the next block"))
         if isinstance(outcome, AgentOutcome) and outcome.oom_kills is not None:
             kills: int | None = outcome.oom_kills
         else:
@@ -355,13 +350,18 @@ class DockerExecutor(Executor):
             outcome.memory_exceeded_mb = self.limits.effective_memory_mb()
             return outcome_to_result(language.name, outcome, self.limits)
         if kills is None and not self._running(container_id):
-            with self._container_lock:
-                if self._container_id == container_id:
-                    self._container_id = None  # the next block starts a new one
-            note = ("the container stopped while the block ran (killed from outside, or its init died); "
-                    "a new container starts with the next block")
-            result.error = ErrorInfo("ContainerDied", note)
-            result.output += note + ".\n"
+            return self._container_died(container_id, result, (
+                "the container stopped while the block ran (killed from outside, or its init died); "
+                "a new container starts with the next block"))
+        return result
+
+    def _container_died(self, container_id: str, result: Outcome, note: str) -> Outcome:
+        """The block's result when its container died under it: the next block starts a new one."""
+        with self._container_lock:
+            if self._container_id == container_id:
+                self._container_id = None
+        result.error = ErrorInfo("ContainerDied", note)
+        result.output += note + ".\n"
         return result
 
     def _running(self, container_id: str) -> bool:
