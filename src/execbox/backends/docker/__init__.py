@@ -45,8 +45,8 @@ BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONI
             "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
             # /tmp is emptied after each block: matplotlib's font cache lives on
             "MPLCONFIGDIR": f"{WORKDIR}/.execbox/matplotlib"}
-# image id -> programs found in it (one probe per image per process)
-_programs: dict[str, frozenset[str]] = {}
+# (image, PATH, volumes) -> programs found in such a container (one probe each per process)
+_programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
 _agentless: set[str] = set()
 _PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
@@ -161,7 +161,7 @@ class DockerExecutor(Executor):
 
     @property
     def capabilities(self) -> Capabilities:
-        found = _programs.get(self._image or "", frozenset({"python3", "sh", "bash"}))
+        found = _programs.get(self._programs_key(self._image or ""), frozenset({"python3", "sh", "bash"}))
         languages = tuple(lang.name for lang in LANGUAGES if lang.command and
                           ("python3" if lang.command[0] == PYTHON else lang.command[0]) in found)
         return Capabilities(backend=self.name, isolated=True, stateful=False,
@@ -204,11 +204,18 @@ class DockerExecutor(Executor):
         self._container_id, self._link = container.id, link
         self._oom_seen = 0
         image_id = container.attrs["Image"]  # (container.image would ask the engine again)
+        key = self._programs_key(image_id)
         if link is not None:
-            _programs[image_id] = frozenset(info["programs"])
-        elif image_id not in _programs:
-            _programs[image_id] = frozenset(exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE]).split())
-        _programs[self._image or ""] = _programs[image_id]
+            _programs[key] = frozenset(info["programs"])
+        elif key not in _programs:
+            _programs[key] = frozenset(exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE]).split())
+        _programs[self._programs_key(self._image or "")] = _programs[key]
+
+    def _programs_key(self, image: str) -> tuple[str, str, str]:
+        """What the programs found in a container depend on: its image, its
+        PATH and the volumes mounted in it (another executor on the same
+        image may see other programs)."""
+        return image, self.env.get("PATH", ""), repr(sorted(self.volumes.items()))
 
     def _settings(self, agent: bool) -> dict[str, Any]:
         env = {**BASE_ENV, **self._passed_env(), **self.env}
