@@ -48,7 +48,7 @@ BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONI
 # (image, PATH, volumes) -> programs found in such a container (one probe each per process)
 _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
-_agentless: set[str] = set()
+_agentless: set[tuple[str, str, str]] = set()  # keyed as _programs (its PATH finds the python3)
 _PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
 
 
@@ -180,7 +180,7 @@ class DockerExecutor(Executor):
 
     def _start_container(self) -> None:
         self._make_matplotlib_folder()
-        agent = (self._image or "") not in _agentless
+        agent = self._programs_key(self._image or "") not in _agentless
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
         try:
             container = self._run_container(settings)
@@ -198,7 +198,7 @@ class DockerExecutor(Executor):
                 # its python3 could not run the agent (too old?): by exec, in a new container
                 warnings.warn(f"execbox's agent did not start in image {self._image} ({gone}); its blocks run "
                               "as docker exec, ~60 ms slower each", UserWarning, stacklevel=4)
-                _agentless.add(self._image or "")
+                _agentless.add(self._programs_key(self._image or ""))
                 self._kill_container(container.id)
                 return self._start_container()
         self._container_id, self._link = container.id, link
