@@ -12,7 +12,7 @@ EXPECTED = {
     "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
     "BlockEndEvent", "BlockStartEvent", "DisplayEvent", "EndEvent", "OutputEvent", "RunEvent", "StartEvent", "TruncatedEvent",
     "Client", "ServiceBusyError", "ServiceError", "SessionGoneError",
-    "ClusterBusyError", "NodeLostError",
+    "ClusterBusyError", "NodeLostError", "StallError",
 }
 
 

@@ -22,6 +22,7 @@ from ._errors import (
     ServiceBusyError,
     ServiceError,
     SessionGoneError,
+    StallError,
     WeakerIsolationWarning,
     WorkspaceError,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "ServiceBusyError",
     "ServiceError",
     "SessionGoneError",
+    "StallError",
     "BlockResult",
     "Capabilities",
     "CodeBlock",

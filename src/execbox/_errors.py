@@ -20,6 +20,7 @@ calls::
      │    └── ServiceBusyError     429: the server is full (``retry_after`` seconds)
      ├── NodeLostError             a Ray node died under a run, or holds a pinned executor no more (retryable)
      ├── ClusterBusyError          the Ray cluster runs as much as it may (``retry_after`` seconds, retryable)
+     ├── StallError                a part of a backend stopped answering past its deadline (also a TimeoutError)
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change. The Docker SDK's exceptions never reach
@@ -48,6 +49,7 @@ __all__ = [
     "ServiceBusyError",
     "ServiceError",
     "SessionGoneError",
+    "StallError",
     "WeakerIsolationWarning",
     "WorkspaceError",
 ]
@@ -204,6 +206,20 @@ class ClusterBusyError(ExecboxError):
 
     def __init__(self, message: str, *, retry_after: float) -> None:
         self.retry_after = retry_after
+        super().__init__(message)
+
+
+class StallError(ExecboxError, TimeoutError):
+    """A part of a backend that a block waits on (the sandbox pool's
+    zygote, a jail's socket) did not answer within its deadline, so the
+    caller is told instead of left waiting forever. ``waiting_for`` names
+    what did not come. The part was stopped and is started afresh by the
+    next block: retryable."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, waiting_for: str) -> None:
+        self.waiting_for = waiting_for
         super().__init__(message)
 
 

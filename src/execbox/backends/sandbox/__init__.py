@@ -50,7 +50,7 @@ from .._result import Outcome
 from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
                     empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
                     probe, setns_net)
-from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
+from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ._stateful import StatefulBlocks
 from ..local import LocalExecutor
 
@@ -79,7 +79,8 @@ class SandboxExecutor(LocalExecutor):
     variables into the jail, so leave it off), plus:
 
     - ``pool`` (True): keep a warm zygote; False runs a jail per block.
-    - ``pool_size`` (4): blocks' units kept ready ahead of demand.
+    - ``pool_size`` (4, at most 64): blocks' units kept ready ahead of
+      demand; callers beyond them get a unit made for each on demand.
     - ``preload``: modules the zygote imports once, so blocks do not pay it.
     - ``tmp_size_mb`` (256): the private /tmp of each block.
     - ``file_size_mb`` (1024): the largest file a block may write (RLIMIT_FSIZE).
@@ -129,6 +130,10 @@ class SandboxExecutor(LocalExecutor):
             if not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"SandboxExecutor({label}=...) must be a positive whole number, "
                                          f"got {value!r}")
+        if pool_size > MAX_SIZE:
+            raise ConfigurationError(f"SandboxExecutor(pool_size=...) is at most {MAX_SIZE} (units kept ready, "
+                                     f"two waiting processes each; callers beyond them get units made on "
+                                     f"demand), got {pool_size}")
         if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
             raise ConfigurationError(f"preload must be a list of module names, got {preload!r}")
         if preload and not pool:
@@ -168,6 +173,14 @@ class SandboxExecutor(LocalExecutor):
                                network="an empty network namespace (the block has only a loopback of its own)")
         return Capabilities(backend=self.name, isolated=True, stateful=self.stateful, enforced=frozenset(held.held),
                             languages=runnable_languages(INSIDE_PATH), mechanisms=held.held, gaps=held.missing)
+
+    @property
+    def pool_health(self) -> dict[str, Any] | None:
+        """The warm pool's state (None without one, or before the first
+        block): units ready and asked for, blocks running, units made,
+        refills failed, zygote restarts, stalls (waits past a deadline)."""
+        zygote = self._zygote
+        return zygote.health() if zygote is not None else None
 
     @property
     def memory_mb(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import socket
 import subprocess
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cgroups import BlockCgroup
-from ..._errors import BackendUnavailableError, ConfigurationError
+from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._identity import Lease, give_pipe
 from ._jail import spawn_kept
@@ -40,6 +41,11 @@ __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
 ZYGOTE_SOURCE = Path(__file__).with_name("_zygote")
 ZYGOTE_INSIDE = "/.execbox-zygote"
 START_TIMEOUT_S = 120.0
+# The longest waits on the zygote: a unit is made in a few ms (a fork and
+# namespaces), a request taken at once; past these it is taken for stuck.
+UNIT_WAIT_S = 15.0
+SEND_WAIT_S = 5.0
+MAX_SIZE = 64  # units kept ahead: each is two waiting processes
 KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel)
 
 
@@ -48,7 +54,15 @@ class ZygotePool:
 
     ``prefix`` is bwrap with its options (the zygote's folder bound at
     ZYGOTE_INSIDE); ``config`` what every block shares; ``make_cgroup`` makes
-    the cgroup of one future block (None: no cgroups here)."""
+    the cgroup of one future block (None: no cgroups here).
+
+    Bounded: units asked for, ready and running together are kept at
+    ``size`` by the refill thread (a caller finding none asks for its own,
+    so a burst of callers adds at most one unit each, never a backlog the
+    zygote works through after the burst). No wait on the zygote is without
+    a deadline: a zygote that does not take a request within SEND_WAIT_S,
+    or hand over a unit within UNIT_WAIT_S, is taken for stuck, stopped and
+    started afresh; twice in a row raises ``StallError``."""
 
     def __init__(self, prefix: Sequence[str], python: str, env: Mapping[str, str], cwd: str,
                  config: Mapping[str, Any], *, size: int,
@@ -64,15 +78,24 @@ class ZygotePool:
         self.preexec = preexec  # in the jail's child before bwrap (becoming the jail id)
         self.owner = owner  # the jail id, which must own the blocks' output pipes
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the refill thread waits on it for a shortfall
         self._control: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self._asked: deque[BlockCgroup | None] = deque()  # cgroups of units asked for, in order
         self._ready: deque[tuple[socket.socket, socket.socket, BlockCgroup | None]] = deque()
-        # Replacements are asked for by a thread of their own, off the blocks' path.
-        self._wanted = threading.Semaphore(0)
+        self._running = 0  # units taken whose block has not ended: they count towards size
+        self._making = 0  # cgroups the refill thread is making, for units it will ask for
         self._closed = False
+        self._started = False
         self._refiller: threading.Thread | None = None
+        self._counts = {"units_made": 0, "refills_failed": 0, "zygote_restarts": 0, "stalls": 0}
+
+    def health(self) -> dict[str, Any]:
+        """What the pool holds and what went wrong so far (doctor, ``/v1/info``)."""
+        with self._lock:
+            return {"size": self.size, "alive": self._control is not None, "units_ready": len(self._ready),
+                    "units_asked": len(self._asked), "blocks_running": self._running, **self._counts}
 
     def start(self) -> None:
         with self._lock:
@@ -92,22 +115,22 @@ class ZygotePool:
                                      preexec_fn=self.preexec)
         finally:
             theirs.close()
-        ours.settimeout(START_TIMEOUT_S)
+        self._control = ours
         try:
-            hello = ours.recv(1 << 16)
+            hello = _receive(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16)[0]
         except OSError:
             hello = b""
         if hello != b"ready":
-            self._control = ours
             tail = self._tail()
             self._stop_locked()
             if hello.startswith(b"error "):
                 raise ConfigurationError(f"sandbox pool: {hello[6:].decode(errors='replace')} "
                                          "(check SandboxExecutor(preload=...))")
             raise BackendUnavailableError("sandbox", f"the sandbox pool did not start: {tail}")
-        ours.settimeout(None)
-        self._control = ours
-        for _ in range(self.size):
+        if self._started:
+            self._counts["zygote_restarts"] += 1
+        self._started = True
+        for _ in range(self._shortfall()):
             self._ask(self.make_cgroup())
         if self._refiller is None:
             self._refiller = threading.Thread(target=self._refill, name="execbox-sandbox-refill", daemon=True)
@@ -117,27 +140,49 @@ class ZygotePool:
         with self._lock:
             self._closed = True
             self._stop_locked()
-        self._wanted.release()  # wakes the refill thread, which then leaves
+            self._wake.notify_all()  # the refill thread leaves
         if self._refiller is not None:
             self._refiller.join()
             self._refiller = None
 
+    def _shortfall(self) -> int:
+        return self.size - len(self._asked) - len(self._ready) - self._running - self._making
+
     def _refill(self) -> None:
+        """Keep the pool at its size, off the blocks' path: a unit is asked
+        for when one is taken and its block has ended (making one, a fork and
+        namespaces, would compete with that block for the CPU)."""
         while True:
-            self._wanted.acquire()
-            if self._closed:
-                return
-            group = self.make_cgroup()  # the slow part, outside the lock
             with self._lock:
+                while not self._closed and (self._control is None or self._shortfall() <= 0):
+                    self._wake.wait()
+                if self._closed:
+                    return
+                self._making += 1
+            group: BlockCgroup | None = None
+            made = False
+            try:
+                group = self.make_cgroup()  # the slow part, outside the lock
+                made = True
+            except Exception:  # a cgroup the host refused now: a block's own take() says why
+                pass
+            with self._lock:
+                self._making -= 1
+                if not made:
+                    self._counts["refills_failed"] += 1
+                    self._wake.wait(1.0)  # not again at once
+                    continue
                 if self._control is None or self._closed:
                     if group is not None:
                         group.remove()
                     continue
                 try:
                     self._ask(group)
-                except OSError:
+                except OSError:  # the zygote is gone or stuck: stopped here, the next take() starts one
                     if group is not None:
-                        group.remove()  # the zygote is gone; take() restarts it
+                        group.remove()
+                    self._counts["refills_failed"] += 1
+                    self._stop_locked()
 
     def _stop_locked(self) -> None:
         if self._control is not None:
@@ -176,28 +221,32 @@ class ZygotePool:
         assert self._control is not None
         fds = group.open_procs() if group is not None else []
         try:
-            socket.send_fds(self._control, [b"unit"], fds)
+            _send(self._control, b"unit", fds, time.monotonic() + SEND_WAIT_S, "the zygote to take a request")
         finally:
             for fd in fds:
                 os.close(fd)
         self._asked.append(group)
 
-    def _receive(self, block: bool) -> None:
+    def _receive_unit(self) -> None:
+        """Take every unit the zygote has handed over; wait (UNIT_WAIT_S at
+        most) for one when none is ready."""
         assert self._control is not None
+        deadline = time.monotonic() + UNIT_WAIT_S
         while self._asked:
-            try:
-                data, fds, _, _ = socket.recv_fds(self._control, 64, 2,
-                                                  0 if block else socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return
+            data, fds = _receive(self._control, deadline if not self._ready else 0.0, 64, 2,
+                                 "a unit from the zygote")
+            if data is None:
+                return  # none more now, and one is ready
             if not data or len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
                 raise OSError("the sandbox pool's zygote is gone")
             unit, code = (socket.socket(fileno=fd) for fd in fds)
             self._ready.append((unit, code, self._asked.popleft()))
-            block = False
+            self._counts["units_made"] += 1
 
-    def take(self) -> tuple[socket.socket, socket.socket, BlockCgroup | None]:
-        """A ready unit (the zygote restarted once if it died)."""
+    def _take(self) -> tuple[socket.socket, socket.socket, BlockCgroup | None]:
+        """A ready unit (the zygote restarted once if it died or got stuck)."""
         with self._lock:
             for attempt in (1, 2):
                 try:
@@ -205,14 +254,20 @@ class ZygotePool:
                         raise BackendUnavailableError("sandbox", "the sandbox pool is closed")
                     if self._control is None:
                         self._start_locked()
-                    if not self._ready and not self._asked:  # the refill thread lags behind
+                        self._wake.notify_all()
+                    if not self._ready and not self._asked:  # more callers than units: one of its own
                         self._ask(self.make_cgroup())
-                    self._receive(block=not self._ready)
-                    return self._ready.popleft()  # run() asks for its replacement when done
+                    self._receive_unit()
+                    return self._ready.popleft()
                 except (OSError, IndexError) as exc:
                     tail = self._tail()
+                    if isinstance(exc, StallError):
+                        self._counts["stalls"] += 1
                     self._stop_locked()
                     if attempt == 2:
+                        if isinstance(exc, StallError):
+                            raise StallError(f"{exc}, twice in a row (the zygote was started afresh in "
+                                             f"between): {tail}", waiting_for=exc.waiting_for) from exc
                         raise BackendUnavailableError(
                             "sandbox", f"the sandbox pool died and could not be restarted: {exc}: {tail}"
                         ) from exc
@@ -221,8 +276,9 @@ class ZygotePool:
     def claim(self) -> tuple[socket.socket, socket.socket, BlockCgroup | None]:
         """A ready unit the caller keeps (a stateful session, ``_session``);
         its replacement is asked for behind it."""
-        taken = self.take()
-        self._wanted.release()
+        taken = self._take()
+        with self._lock:
+            self._wake.notify()
         return taken
 
     def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int,
@@ -232,16 +288,33 @@ class ZygotePool:
         gives it) and its cgroup, which the caller removes."""
         started = time.monotonic()
         data = json.dumps(request).encode()
+        with self._lock:
+            self._running += 1  # from now on, this block's unit counts towards the pool's size
+        try:
+            return self._run(data, started, timeout_s=timeout_s, output_limit=output_limit, cancel=cancel,
+                             on_output=on_output)
+        finally:
+            with self._lock:
+                self._running -= 1
+                # Only now: making the replacement (a fork, namespaces) would
+                # compete with this block for the CPU.
+                self._wake.notify()
+
+    def _run(self, data: bytes, started: float, *, timeout_s: float, output_limit: int,
+             cancel: Cancellation | None,
+             on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:
         while True:
-            unit, code, group = self.take()
+            unit, code, group = self._take()
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
             try:
-                socket.send_fds(code, [data], [theirs.fileno(), out_w, err_w])
-                socket.send_fds(unit, [b"go"], [theirs.fileno()])
+                # A unit reads its one message at once: a full socket is a unit gone wrong
+                flags = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
+                socket.send_fds(code, [data], [theirs.fileno(), out_w, err_w], flags)
+                socket.send_fds(unit, [b"go"], [theirs.fileno()], flags)
                 break
             except OSError:  # that unit died while waiting: take another
                 for fd in (out_r, err_r):
@@ -249,7 +322,6 @@ class ZygotePool:
                 status.close()
                 if group is not None:
                     group.remove()
-                self._wanted.release()
             finally:
                 unit.close()
                 code.close()
@@ -265,12 +337,47 @@ class ZygotePool:
             status.close()
             os.close(out_r)
             os.close(err_r)
-            # Only now: making the replacement (a fork, namespaces) would
-            # compete with this block for the CPU.
-            self._wanted.release()
-        code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
-        return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
+        exit_code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
+        return ProcessOutcome(exit_code=exit_code, capture=capture, timed_out=timed_out, cancelled=cancelled,
                               duration_s=time.monotonic() - started), group
+
+    # what callers before the bounded pool named take()
+    take = _take
+
+
+def _send(sock: socket.socket, data: bytes, fds: Sequence[int], deadline: float, waiting_for: str) -> None:
+    """One message to a peer in the jail, waiting until ``deadline`` at most
+    for room in its socket (StallError past it; OSError if it is gone)."""
+    while True:
+        try:
+            socket.send_fds(sock, [data], list(fds), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [sock], [], left)[1]:
+            raise StallError(f"the sandbox pool waited {SEND_WAIT_S:g} s for {waiting_for} in vain",
+                             waiting_for=waiting_for)
+
+
+def _receive(sock: socket.socket, deadline: float, size: int, max_fds: int = 0,
+             waiting_for: str = "the zygote to start") -> tuple[bytes | None, list[int]]:
+    """One message from a peer in the jail: (data, fds). ``deadline`` 0.0:
+    do not wait, (None, []) when none is there; else StallError when none
+    came by then."""
+    begun = time.monotonic()
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, size, max_fds, socket.MSG_DONTWAIT)
+            return data, fds
+        except BlockingIOError:
+            pass
+        if deadline == 0.0:
+            return None, []
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([sock], [], [], left)[0]:
+            raise StallError(f"the sandbox pool waited {time.monotonic() - begun:.1f} s for {waiting_for} "
+                             "in vain", waiting_for=waiting_for)
 
 
 def exit_status(message: bytes) -> int | None:
@@ -302,7 +409,7 @@ class _Unit:
         if self.code is not None:
             return  # it reported its exit; leaving, it takes its namespace down with it
         try:
-            self.status.send(b"kill", socket.MSG_NOSIGNAL)
+            self.status.send(b"kill", socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
         except OSError:
             pass  # the unit is gone, and its namespace with it
         if self.cgroup is not None:
