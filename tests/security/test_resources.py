@@ -87,7 +87,7 @@ def test_filling_tmp_hits_its_size_and_is_not_kept(mode, make_hostile):
     # below the /tmp size (256 MB) the block is killed at the memory limit
     # instead; here the memory limit is above it, so the size cap answers.
     from tests.security.conftest import LIMITS, not_for
-    not_for(mode, "landlock", "no private /tmp without a mount namespace: the host's /tmp is read-only to the "
+    not_for(mode, "landlock", "no private /tmp without a mount namespace: the host's /tmp is closed to the "
                               "block, its TMPDIR a folder on the host's disk bounded per file by RLIMIT_FSIZE "
                               "(removed after the block: tests/backends/test_landlock.py)")
     hostile = make_hostile(LIMITS.replace(memory_mb=1024))

@@ -16,12 +16,15 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
   processes; as a user who is not root it counts all of that user's
   processes (a user with many running may find blocks refused ``fork``);
 - joins a session keyring of its own (the host's keys are not possessed);
+- as root, makes a mount namespace of its own where it may, in which
+  /dev/shm is a folder made for the block (POSIX semaphores and shared
+  memory: multiprocessing's locks, queues and pools);
 - restricts itself with Landlock (``_landlock``): read and execute on the
   system folders and the interpreter's, read on a few files of /etc and on
-  /proc, read and write on the workspace and on a private temporary folder
-  made for the block (``TMPDIR`` and ``HOME``; removed afterwards), files
-  but no listing in /dev/shm (POSIX semaphores), /dev/null and its kin;
-  nothing else. With the network off, TCP bind and connect are refused
+  /proc, read and write on the workspace and on the folders made for the
+  block (``TMPDIR`` and ``HOME``, and its /dev/shm; removed afterwards),
+  /dev/null and its kin; nothing else: not the host's /tmp, nor the host's
+  /dev/shm. With the network off, TCP bind and connect are refused
   (ABI 4+); signals and abstract unix sockets stay inside the block's domain
   (ABI 6+);
 - loads the project's seccomp filter, with ``socket()`` for AF_UNIX only
@@ -29,15 +32,16 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
   the host's filesystem in view, a block would connect to any pathname socket
   its uid may open: Landlock does not mediate ``connect``, and a user's
   session D-Bus or, for a docker-group member, the Docker socket run
-  programs outside any sandbox), and no SysV IPC or POSIX message queues
-  (both are the host's here); no_new_privs is set.
+  programs outside any sandbox), no SysV IPC or POSIX message queues
+  (both are the host's here), and no inotify or fanotify (Landlock does not
+  mediate them: a watch on /tmp or /dev/shm, folders the block may not
+  list, named the host's files made or changed there); no_new_privs is set.
 
 The environment is the one the namespaces tier builds (``inside_environment``),
 the working directory the workspace. What a block starts dies with it: its
 process group, every process carrying its run token, its cgroup, or, as
 root without one, every process of the jail id (``kill -9 -1`` run as that
-id, when no other block of the executor runs); as root, files it left in
-/dev/shm go too.
+id, when no other block of the executor runs).
 
 As root, the jail id must reach the workspace and the interpreter: where a
 folder above them is closed (an interpreter under /root), the child shows
@@ -60,12 +64,18 @@ What this tier does not hide (the namespaces tier does):
 - the host's name, /dev (device nodes are visible; only null, zero, full,
   random and urandom open), readable system files (/usr, the granted /etc
   files, /proc, including /proc/cmdline);
-- /dev/shm is the host's: a block may open a file there whose name it
-  knows and whose mode lets its uid; no size cap but RLIMIT_FSIZE per file;
-  as a user who is not root, a file a block leaves there stays (it cannot
-  be told from the user's own);
-- no private /tmp: /tmp is the host's and read-only to the block; the
-  block's temporary folder is on the host's disk, bounded per file only;
+- names: Landlock does not mediate ``stat``, ``access`` or ``readlink``, so
+  a block may learn whether a host path it guesses exists (its size, owner
+  and times too), though not list a folder nor open the file; /proc/net/unix
+  names the host's unix sockets;
+- no /dev/shm as a user who is not root, nor as root where no mount
+  namespace can be made (a container's root without CAP_SYS_ADMIN): the
+  host's is not granted and cannot be replaced, so POSIX shared memory and
+  semaphores (``multiprocessing``'s Lock, Queue and Pool,
+  ``multiprocessing.shared_memory``) fail with EACCES there;
+- no private /tmp: /tmp is the host's and closed to the block (only its own
+  folder in it is open); the block's folders are on the host's disk,
+  bounded per file only;
 - without signal scoping (Landlock ABI < 6) a block run by a user who is not
   root may signal that user's other processes and reach abstract sockets;
   below ABI 4 TCP is refused by seccomp alone; below ABI 3 ``truncate(2)``
@@ -94,9 +104,9 @@ import execbox.backends.sandbox._landlock as ll
 from ._cgroups import BlockCgroup
 from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._seccomp import HOST_IPC, filter_program, supported as seccomp_supported
+from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program, supported as seccomp_supported
 from ._identity import Lease, give_pipe, reachable
-from ._reach import Reach, check, reach_supported
+from ._reach import Reach, check, private_mounts, reach_supported
 from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
 
 __all__ = ["LandlockTier", "landlock_problem", "warn_weaker"]
@@ -107,7 +117,8 @@ DEVICE_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.IOCTL_DEV
 DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full")
 DEVICES_RO = ("/dev/random", "/dev/urandom")
 SHM = "/dev/shm"
-SHM_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.MAKE_REG | ll.REMOVE_FILE  # no listing
+SHM_RIGHTS = ll.READ | ll.WRITE  # on the block's own /dev/shm folder, never on the host's
+MS_BIND = 0x1000
 MIN_ABI_TRUNCATE = 3
 LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active security modules "
                  "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls")
@@ -118,7 +129,7 @@ _SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126}, "aarch64": {"keyctl": 219
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there
 _syscall.restype = ctypes.c_long
-_prctl = _libc.prctl
+_prctl, _mount = _libc.prctl, _libc.mount
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -170,12 +181,14 @@ class LandlockTier:
         self.rules += [(p, SYSTEM_RIGHTS) for p in readonly]
         self.rules += [(p, ll.READ) for p in (*ETC_FILES, *(NETWORK_FILES if network else ()), "/proc")]
         self.rules += [(p, DEVICE_RIGHTS) for p in DEVICES_RW] + [(p, ll.READ_FILE) for p in DEVICES_RO]
-        self.rules += [(SHM, SHM_RIGHTS), (workspace, WRITABLE_RIGHTS)]
+        self.rules += [(workspace, WRITABLE_RIGHTS)]
         self.tmp_base = tempfile.gettempdir()
         if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
             self.tmp_base = "/tmp"
         self.reach = Reach([workspace, *readonly], lease, workspace) if lease is not None else None
-        denied = (*HOST_IPC, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
+        # as root, /dev/shm is bound to a folder of the block's in a mount namespace of its own
+        self.shm = os.fsencode(SHM) if lease is not None and os.path.isdir(SHM) else None
+        denied = (*HOST_IPC, *NAME_WATCHES, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
         self.program = (filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
                         if seccomp and seccomp_supported() else b"")
         self.filter = ctypes.create_string_buffer(self.program) if self.program else None
@@ -203,6 +216,7 @@ class LandlockTier:
     def run(self, argv: list[str], group: BlockCgroup | None, *, timeout_s: float, output_limit: int,
             cancel: Cancellation | None, on_output: OutputCallback | None) -> ProcessOutcome:
         tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
+        shm = tempfile.mkdtemp(prefix="execbox-shm-", dir=self.tmp_base) if self.shm else None
         ruleset = -1
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         fds: list[int] = []
@@ -210,16 +224,19 @@ class LandlockTier:
             self._running += 1
         try:
             if self.lease is not None:
-                os.chown(tmp, self.lease.uid, self.lease.gid)
-            ruleset = ll.create_ruleset([*self.rules, (tmp, WRITABLE_RIGHTS)], deny_tcp=not self.network,
-                                        scoped=True, version=self.abi)
+                for folder in (tmp, shm):
+                    if folder is not None:
+                        os.chown(folder, self.lease.uid, self.lease.gid)
+            own = [(tmp, WRITABLE_RIGHTS), *([(shm, SHM_RIGHTS)] if shm else [])]
+            ruleset = ll.create_ruleset([*self.rules, *own], deny_tcp=not self.network, scoped=True,
+                                        version=self.abi)
             fds = group.open_procs() if group is not None else []
             env = {**self.env, **{k: tmp for k in ("HOME", "TMPDIR") if self.env.get(k, "/tmp") == "/tmp"}}
             token = new_token()
             try:
                 return run_process(argv, cwd=self.workspace, env=env, timeout_s=timeout_s,
                                    output_limit=output_limit, cancel=cancel, on_output=on_output, token=token,
-                                   preexec=self._enter(ruleset, fds, status_w), also_kill=self._killer(group))
+                                   preexec=self._enter(ruleset, fds, status_w, shm), also_kill=self._killer(group))
             except (OSError, subprocess.SubprocessError) as exc:
                 os.close(status_w)
                 status_w = -1
@@ -233,11 +250,12 @@ class LandlockTier:
                 if fd >= 0:
                     os.close(fd)
             _remove_tree(tmp)
-            if self.lease is not None:
-                _remove_owned(SHM, self.lease.uid)
+            if shm is not None:
+                _remove_tree(shm)
 
-    def _enter(self, ruleset: int, procs: Sequence[int], status: int) -> Callable[[], None]:
+    def _enter(self, ruleset: int, procs: Sequence[int], status: int, shm: str | None) -> Callable[[], None]:
         limits, lease, reach, fprog = self.limits, self.lease, self.reach, self.fprog
+        shm_source, shm_target = (os.fsencode(shm), self.shm) if shm and self.shm else (None, None)
         keyctl, capset = self.numbers["keyctl"], self.numbers["capset"]
         cap_header, cap_data, last_cap = self.cap_header, self.cap_data, self.last_cap
 
@@ -249,10 +267,17 @@ class LandlockTier:
                 step = "set rlimits"
                 for which, value in limits:
                     resource.setrlimit(which, (value, value))
-                if reach:
-                    step = reach.step
-                    reach.enter()
                 if lease is not None:
+                    step = "make a mount namespace of its own"
+                    err = private_mounts()
+                    if reach:
+                        step = reach.step
+                        if err:
+                            raise OSError(err, f"unshare a mount namespace: {os.strerror(err)}")
+                        reach.show()
+                    if not err and shm_source is not None:  # else no /dev/shm: the host's is not granted
+                        step = "bind its own /dev/shm"
+                        check(_mount(shm_source, shm_target, None, MS_BIND, None), "bind a folder at /dev/shm")
                     step = "drop privileges to the jail id"
                     for cap in range(last_cap + 1):
                         check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
@@ -325,20 +350,3 @@ def _remove_tree(path: str) -> None:
             except (OSError, NotImplementedError):
                 pass
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _remove_owned(folder: str, uid: int) -> None:
-    """Remove the entries of ``folder`` that ``uid`` owns (no link followed)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        for entry in os.scandir(fd):
-            try:
-                if entry.stat(follow_symlinks=False).st_uid == uid and not entry.is_dir(follow_symlinks=False):
-                    os.unlink(entry.name, dir_fd=fd)
-            except OSError:
-                continue
-    finally:
-        os.close(fd)

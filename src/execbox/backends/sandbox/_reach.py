@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ._identity import Lease, reachable
 
-__all__ = ["Reach", "check", "reach_supported"]
+__all__ = ["Reach", "check", "private_mounts", "reach_supported"]
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
@@ -44,6 +44,15 @@ def check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno() or errno.EPERM
         raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def private_mounts() -> int:
+    """In the child, as root: a mount namespace of its own, whose mounts do
+    not reach the host's. 0, or the errno (a container's root without
+    CAP_SYS_ADMIN may not make one)."""
+    if _unshare(CLONE_NEWNS) != 0 or _mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
+        return ctypes.get_errno() or errno.EPERM
+    return 0
 
 
 class Reach:
@@ -84,6 +93,10 @@ class Reach:
         """In the child, as root: system calls only."""
         check(_unshare(CLONE_NEWNS), "unshare a mount namespace")
         check(_mount(None, b"/", None, MS_REC | MS_SLAVE, None), "make mounts private")
+        self.show()
+
+    def show(self) -> None:
+        """``enter`` in a mount namespace the child made already (``private_mounts``)."""
         trees = []
         for path, _ in self.paths:
             fd = _syscall(self.numbers["open_tree"], AT_FDCWD, path,

@@ -23,7 +23,9 @@ seqpacket sockets (with the host's filesystem in view, a block would
 Docker socket; Landlock does not mediate ``connect``); ``socketpair`` stays
 allowed, and so do datagram sockets; ``also_denied`` names more system calls
 to refuse (``HOST_IPC``: SysV IPC and POSIX message queues, which are the
-host's without an IPC namespace).
+host's without an IPC namespace; ``NAME_WATCHES``: inotify and fanotify, which
+Landlock does not mediate: a watch on a host folder the block may not list,
+such as /tmp or /dev/shm, would name the files made in it).
 
 The program is plain bytes (``struct sock_filter[]``): bubblewrap takes it
 with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
@@ -38,7 +40,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DENIED", "HOST_IPC", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
+__all__ = ["DENIED", "HOST_IPC", "NAME_WATCHES", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
 
 SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
@@ -58,6 +60,9 @@ HOST_IPC = (
     "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
     "mq_getsetattr",
 )
+# inotify and fanotify: a watch needs only read permission on the folder (its
+# mode bits), which Landlock does not check, and each event names the file
+NAME_WATCHES = ("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark")
 AF_UNIX = 1
 SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF  # the type argument also carries SOCK_CLOEXEC and SOCK_NONBLOCK
 
@@ -76,7 +81,7 @@ _X86_64 = {
     "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
     "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
     "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
-    "truncate": 76,
+    "truncate": 76, "inotify_init": 253, "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_mark": 301,
 }
 # system call -> index of its mode argument
 _X86_64_MODES = {90: 1, 91: 1, 268: 2, 452: 2, 2: 2, 257: 3, 85: 1, 133: 1, 259: 2}
@@ -95,9 +100,11 @@ _AARCH64 = {
     "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
     "mq_getsetattr": 185, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
     "semctl": 191, "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
-    "truncate": 45,
+    "truncate": 45, "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_mark": 263,
 }
 _AARCH64_MODES = {52: 1, 53: 2, 452: 2, 56: 3, 33: 2}
+# system calls an architecture never had (aarch64 has inotify_init1 only): nothing to refuse there
+_NEVER_HAD = {"x86_64": frozenset(), "aarch64": frozenset({"inotify_init"})}
 # machine -> (AUDIT_ARCH_*, syscall numbers, lowest number of a foreign ABI or None, mode arguments)
 _ARCHES = {
     "x86_64": (0xC000003E, _X86_64, 0x40000000, _X86_64_MODES),
@@ -133,7 +140,7 @@ def filter_program(machine: str | None = None, *, unix_sockets_only: bool = Fals
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
     arch, numbers, foreign, modes = _ARCHES[machine]
-    unknown = [name for name in also_denied if name not in numbers]
+    unknown = [name for name in also_denied if name not in numbers and name not in _NEVER_HAD[machine]]
     if unknown:
         raise ValueError(f"no {machine} system call numbers for {', '.join(unknown)}")
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
