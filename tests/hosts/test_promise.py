@@ -1,7 +1,10 @@
 """The sandbox's promise, on whatever host this runs: isolated by default,
 with limits. Run as root and as a user who is not root (``as_user``), on
-the cgroup v1 host and in the cgroup v2 VM (tests/test_cgroup2_vm.py), for
-each isolation tier the host has.
+the cgroup v1 host and in the cgroup v2 VM (tests/test_cgroup2_vm.py), in a
+container with the engine's defaults as a service is deployed
+(tests/security/test_container_host.py), for each isolation tier the host
+has. ``pool`` is the executor as built with no options: where bubblewrap is
+missing it runs blocks in the Landlock tier.
 
 Seen before: for a user who is not root, ``max_processes=40`` let a block
 fork 300 processes and a block over ``memory_mb`` got a bare MemoryError.
@@ -30,7 +33,7 @@ from tests.conftest import marked, require
 pytestmark = [pytest.mark.as_user, pytest.mark.filterwarnings("ignore::execbox.WeakerIsolationWarning")]
 
 MODES = {
-    "pool": {},
+    "pool": {},  # the default executor
     "oneshot": {"pool": False},
     "landlock": {"isolation": "landlock"},  # the tier without namespaces (Ubuntu 24.04, containers)
 }
@@ -39,7 +42,7 @@ LIMITS = Limits(timeout_s=15, memory_mb=128, max_processes=40)
 
 @pytest.fixture(params=sorted(MODES))
 def make(request, tmp_path) -> Iterator:
-    if request.param == "landlock":
+    if request.param == "landlock" or (request.param == "pool" and find_bwrap() is None):
         problem = landlock_problem()
         require("Landlock", problem is None, problem or "")
     else:
@@ -53,7 +56,7 @@ def make(request, tmp_path) -> Iterator:
         executor.start()
         return executor
 
-    if request.param == "landlock" and os.geteuid() != 0:
+    if (request.param == "landlock" or find_bwrap() is None) and os.geteuid() != 0:
         _zombies_reaped()
     yield build
     for executor in made:
@@ -213,4 +216,41 @@ def test_host_secrets_stay_out_of_reach(make, planted_in_home, monkeypatch):
     assert token not in result.output, result.output
     assert "env []" in result.stdout, result.output
     assert "refused server" in result.stdout, result.output
+    healthy(executor)
+
+
+WRITE_OUTSIDE = """
+import os
+for path in {paths!r}:
+    try:
+        with open(path, 'w') as handle:
+            handle.write('pwned')
+        print('WROTE', path)
+    except OSError as exc:
+        print('refused', path, exc.errno)
+with open('inside.txt', 'w') as handle:
+    handle.write('mine')
+print('workspace ok')
+"""
+
+
+def test_a_block_writes_only_its_workspace(make, tmp_path):
+    open_folder = tmp_path / "open"  # beside the workspace; its mode lets every uid write: only the sandbox stops it
+    open_folder.mkdir()
+    os.chmod(open_folder, 0o777)
+    name = f"execbox-promise-{secrets.token_hex(4)}"
+    paths = [str(open_folder / name), str(Path.home() / name), f"/tmp/{name}", f"/dev/shm/{name}",
+             f"/usr/{name}", f"/etc/{name}"]
+    executor = make()
+    try:
+        result = executor.run(CodeBlock("python", WRITE_OUTSIDE.format(paths=paths)))
+        assert "workspace ok" in result.stdout, result.output
+        # /tmp and /dev/shm may be the block's own (a private mount): what it writes there is not the host's
+        assert not [p for p in paths[:2] + paths[4:] if f"WROTE {p}" in result.stdout], result.output
+        assert not [p for p in paths if os.path.lexists(p)], result.output
+        assert (executor.workspace.path / "inside.txt").read_text() == "mine"
+    finally:
+        for path in paths:
+            if os.path.lexists(path):
+                os.unlink(path)
     healthy(executor)

@@ -15,7 +15,9 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
   emptied capability bounding set), so the count is this executor's
   processes; as a user who is not root it counts all of that user's
   processes (a user with many running may find blocks refused ``fork``);
-- joins a session keyring of its own (the host's keys are not possessed);
+- joins a session keyring of its own (the host's keys are not possessed;
+  where keyctl itself is refused, as Docker's default seccomp profile does,
+  the keys are out of the block's reach already: ``_join_own_keyring``);
 - as root, makes a mount namespace of its own where it may, in which
   /dev/shm is a folder made for the block (POSIX semaphores and shared
   memory: multiprocessing's locks, queues and pools);
@@ -90,6 +92,7 @@ What this tier does not hide (the namespaces tier does):
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import shutil
@@ -124,7 +127,7 @@ LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active secu
                  "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls")
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
-KEYCTL_JOIN_SESSION_KEYRING = 1
+KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEY_SPEC_SESSION_KEYRING = 0, 1, -3
 _SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126}, "aarch64": {"keyctl": 219, "capset": 91}}
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there
@@ -289,7 +292,7 @@ class LandlockTier:
                 step = "drop capabilities"
                 check(_syscall(capset, cap_header, cap_data), "capset")
                 step = "join a session keyring of its own"
-                check(0 if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0 else -1, "keyctl")
+                _join_own_keyring(keyctl)
                 check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
                 step = "restrict itself with Landlock"
                 err = ll.restrict_self(ruleset)
@@ -328,6 +331,27 @@ class LandlockTier:
                                stderr=subprocess.DEVNULL, close_fds=True, check=False)
 
         return kill
+
+
+def _join_own_keyring(keyctl: int) -> None:
+    """Join a new session keyring, so that the block possesses none of the
+    host's keys (between fork and exec: system calls only).
+
+    Where keyctl itself is refused, the block could not reach the host's keys
+    either, so there is nothing to leave: EPERM from a seccomp filter (Docker's
+    default profile refuses keyctl, add_key and request_key), which the block
+    inherits and cannot remove, or ENOSYS (a kernel without keys). Only then:
+    reading the session keyring's id must be refused the same way, else (a
+    filter that refused joining alone, a kernel that ran out of keys) the
+    error stands and the block does not start."""
+    if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+        return
+    err = ctypes.get_errno()
+    if err in (errno.EPERM, errno.ENOSYS) and (
+            _syscall(keyctl, KEYCTL_GET_KEYRING_ID, ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)) < 0
+            and ctypes.get_errno() == err):
+        return
+    raise OSError(err, f"keyctl: {os.strerror(err)}")
 
 
 def _last_cap() -> int:
