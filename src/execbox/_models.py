@@ -238,13 +238,13 @@ class ExecutionResult:
 
         The status line comes first; file names with control characters (a
         newline could forge a status line) or bytes that are not UTF-8 are
-        shown escaped, in quotes; the text always encodes as UTF-8.
+        shown escaped, in quotes (``one_line``); the text always encodes as UTF-8.
         """
         if style not in ("ag2", "plain"):
             raise ConfigurationError(f"unknown style {style!r}: use 'ag2' or 'plain'")
         notes = []
         if self.files or self.files_truncated:
-            note = "Files created or changed: " + (", ".join(_shown(f) for f in self.files) or "none seen")
+            note = "Files created or changed: " + (", ".join(one_line(f) for f in self.files) or "none seen")
             if self.files_truncated:
                 note += (f" (the workspace is too big to check whole: the change report stopped after "
                          f"{MAX_SCANNED_ENTRIES} entries or {MAX_DEPTH} folders deep, so more may have changed)")
@@ -321,13 +321,16 @@ def _utf8(text: str) -> str:
 _ESCAPES = {"'": "\\'", "\\": "\\\\"}
 
 
-def _shown(name: str) -> str:
-    """A file name for a line of text: as it is when printable, else in
-    quotes with its control characters (newlines) and non-UTF-8 bytes
-    escaped, so that it stays on its line."""
-    if name.isprintable():
-        return name
-    return "'" + "".join(_ESCAPES.get(ch, ch) if ch.isprintable() else _escape(ch) for ch in name) + "'"
+def one_line(text: str) -> str:
+    """What a block controls (a file name, a language, an error's name),
+    made safe for a line of text a model or a person reads: as it is when
+    every character is printable, else in quotes with the rest escaped as
+    Python writes them (``\\n``, ``\\r``, ``\\x1b``, ``\\x85``, ``\\u2028``...; a
+    byte that is not UTF-8 as ``\\xff``), so that it can neither start a line
+    of its own (a forged ``exitcode: 0``) nor move a terminal's cursor."""
+    if text.isprintable():
+        return text
+    return "'" + "".join(_ESCAPES.get(ch, ch) if ch.isprintable() else _escape(ch) for ch in text) + "'"
 
 
 def _escape(char: str) -> str:

@@ -37,7 +37,7 @@ from .._codec import VERSION, encode_options
 from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
-from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits
+from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
 from ._blocks import aggregate, as_blocks, failed_block
 from ._process import Cancellation, OutputCallback
@@ -329,7 +329,7 @@ class Executor(ABC):
         written.append(relative)
         common["code_file"] = relative
         if policy == "save":
-            return BlockResult(**common, status="saved", exit_code=0, output=f"Code saved to {relative}\n")
+            return BlockResult(**common, status="saved", exit_code=0, output=f"Code saved to {one_line(relative)}\n")
         if cancel.is_set():
             result = BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
                                  error=ErrorInfo("Cancelled", "cancelled before it ran"))

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, NoCodeBlocksError
 from .._extract import extract_code_blocks
-from .._models import CodeBlock, ExecutionResult, Limits
+from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, OutputEvent
 from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
 from ._progress import progress_printer
@@ -106,7 +106,8 @@ def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> Executi
                 out.write(event.text)
                 out.flush()
             elif isinstance(event, BlockStartEvent) and len(blocks) > 1 and not raw:
-                sys.stdout.write(f"--- block {event.index + 1} ({event.language or 'no language'}) ---\n")
+                language = one_line(event.language) if event.language else "no language"  # the model's, as written
+                sys.stdout.write(f"--- block {event.index + 1} ({language}) ---\n")
                 sys.stdout.flush()
             elif isinstance(event, EndEvent):
                 result = event.result

@@ -122,14 +122,22 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
+# What JSON leaves raw with ensure_ascii=False, though a reader takes it for a
+# line break (U+2028, U+2029, NEL U+0085) or a terminal for a control code (DEL, C1)
+_RAW_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
 def tool_text(value: Any) -> str:
-    """A tool's return value as the text sent back to the model."""
+    """A tool's return value as the text sent back to the model: JSON for
+    anything but a string, in which no character of a value (a block's
+    output, a file name, an error) starts a line of its own."""
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=str, ensure_ascii=False)
+        text = json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+    return _RAW_BREAKS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def json_schema_of(function: Callable[..., Any], helps: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 from .._version import __version__
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError
-from .._models import CodeBlock, ExecutionResult, Limits
+from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
 from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_bytes, write_text
@@ -327,18 +327,19 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
     """Image content for the run's image displays, then for the image files
     it wrote; notes on what was left out."""
     candidates: list[tuple[str, str | None]] = []  # (label, workspace path or None for inline data)
+    # a label is a name the block chose, for lines of the text the model reads: escaped (one_line)
     inline: dict[str, str] = {}
     for index, display in enumerate(result.displays):
         if display.mime_type not in _IMAGE_TYPES:  # SVG and HTML stay files, named in the output
             continue
         if display.path is not None:
-            candidates.append((display.path, display.path))
+            candidates.append((one_line(display.path), display.path))
         elif display.data is not None:
             label = f"inline image {index + 1}"
             inline[label] = display.data
             candidates.append((label, None))
     shown = {path for _, path in candidates if path is not None}
-    candidates += [(f, f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown]
+    candidates += [(one_line(f), f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown]
 
     images: list[ImageContent] = []
     sent: list[str] = []

@@ -26,6 +26,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import select
 import socket
 import time
@@ -49,6 +50,8 @@ INTERRUPT_GRACE_S = 3.0
 INLINE_MAX = 64 << 10  # bytes of a request sent whole (the session reads at most 128 KiB)
 OUTPUT_DIR = "outputs"
 _names = itertools.count(1)
+# a display's mime type comes from the block's own process: a media type, or the display is dropped
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,62}/[A-Za-z0-9][\w.+-]{0,126}", re.ASCII)
 
 KEPT = "The session was interrupted; its state (variables, imports) is kept."
 FULL = ("The Python session could not take this block: earlier blocks hold every file descriptor it may "
@@ -309,7 +312,7 @@ def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Wo
     displays, budget, dropped = [], limits.max_output_bytes, 0
     for item in answer.displays:
         mime, data = item.get("mime"), item.get("data")
-        if not isinstance(mime, str) or not isinstance(data, str):
+        if not isinstance(mime, str) or not isinstance(data, str) or not _MEDIA_TYPE.fullmatch(mime):
             continue
         if len(data) > budget:
             dropped += 1
