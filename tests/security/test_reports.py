@@ -1,7 +1,8 @@
 """What a block (or the model that wrote it) names, in the text a model or a
 person reads: a file name, a code file's name, a block's language, an
 image's name, an error: none may start a line of the report, nor move a
-terminal's cursor. Real blocks on the local and sandbox backends, the CLI
+terminal's cursor. Real blocks on the local and sandbox backends (and the
+jailed Jupyter kernel and Docker for the result's text), the CLI
 as a person runs it, the MCP server and the Python tool as a model reads them.
 
 Seen before: a block that failed after creating a file named
@@ -25,9 +26,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from execbox import CodeBlock, LocalExecutor, Limits, SandboxExecutor, Workspace
+from execbox import CodeBlock, DockerExecutor, JupyterExecutor, Limits, LocalExecutor, SandboxExecutor, Workspace
 from execbox.backends.sandbox import find_bwrap
-from tests.conftest import require
+from tests.conftest import require, require_docker
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(timeout_s=30)
@@ -62,13 +63,33 @@ def _executor(kind: str, workspace: Path, **options):
     return cls(workspace=Workspace(workspace), limits=LIMITS, **options)
 
 
+@pytest.fixture(params=["local", "sandbox", "jupyter", "docker"])
+def any_backend(request, tmp_path):
+    """An executor of each backend that saves sh blocks and runs python ones."""
+    options = {"workspace": Workspace(tmp_path / "ws"), "limits": LIMITS, "execution_policies": {"sh": "save"}}
+    if request.param == "docker":
+        require_docker()
+        executor = DockerExecutor(**options)
+    elif request.param == "local":
+        executor = LocalExecutor(**options)
+    else:
+        require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+        if request.param == "sandbox":
+            executor = SandboxExecutor(**options)
+        else:
+            found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
+            require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
+            executor = JupyterExecutor(**options, kernel="sandbox")
+    with executor:
+        yield executor
+
+
 MAKES_FORGED_FILE = f"open({FORGED!r}, 'w').close()\nraise SystemExit(1)\n"
 
 
-def test_file_and_code_file_names_cannot_start_a_line_of_the_report(kind, tmp_path):
-    with _executor(kind, tmp_path / "ws", execution_policies={"sh": "save"}) as executor:
-        result = executor.run([CodeBlock("sh", "echo saved", filename=FORGED + ".sh"),
-                               CodeBlock("python", MAKES_FORGED_FILE)])
+def test_file_and_code_file_names_cannot_start_a_line_of_the_report(any_backend):
+    result = any_backend.run([CodeBlock("sh", "echo saved", filename=FORGED + ".sh"),
+                              CodeBlock("python", MAKES_FORGED_FILE)])
     assert result.exit_code == 1, result.output
     assert FORGED in result.files and result.code_files[0] == FORGED + ".sh"  # kept as the file system has them
     text = result.to_text()
