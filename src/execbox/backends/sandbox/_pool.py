@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import socket
 import subprocess
 import tempfile
@@ -33,6 +32,7 @@ from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._identity import Lease, give_pipe
 from ._jail import spawn_kept
+from ._sockets import receive_within, recv_fds_now, send_fds_now, send_within
 
 __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
 
@@ -46,6 +46,7 @@ START_TIMEOUT_S = 120.0
 UNIT_WAIT_S = 15.0
 SEND_WAIT_S = 5.0
 MAX_SIZE = 64  # units kept ahead: each is two waiting processes
+UNSTARTED_TRIES = 3  # a block whose unit died before it started goes to a fresh one, this often at most
 KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel)
 
 
@@ -117,7 +118,8 @@ class ZygotePool:
             theirs.close()
         self._control = ours
         try:
-            hello = _receive(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16)[0]
+            hello = receive_within(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16, 0,
+                                   "the sandbox pool's zygote to start")[0]
         except OSError:
             hello = b""
         if hello != b"ready":
@@ -182,9 +184,13 @@ class ZygotePool:
                     if group is not None:
                         group.remove()
                     self._counts["refills_failed"] += 1
-                    self._stop_locked()
+                    self._stop_locked(stuck=True)
 
-    def _stop_locked(self) -> None:
+    def _stop_locked(self, stuck: bool = False) -> None:
+        """Stop the zygote (``stuck``: at once, it reads nothing more) and
+        let go of every unit not taken."""
+        if stuck and self._proc is not None:
+            self._proc.kill()  # bwrap: the jail's processes die with it (--die-with-parent)
         if self._control is not None:
             self._control.close()  # the zygote sees EOF and leaves; its jail dies with it
             self._control = None
@@ -221,7 +227,8 @@ class ZygotePool:
         assert self._control is not None
         fds = group.open_procs() if group is not None else []
         try:
-            _send(self._control, b"unit", fds, time.monotonic() + SEND_WAIT_S, "the zygote to take a request")
+            send_within(self._control, b"unit", fds, time.monotonic() + SEND_WAIT_S,
+                        "the sandbox pool's zygote to take a request")
         finally:
             for fd in fds:
                 os.close(fd)
@@ -233,10 +240,13 @@ class ZygotePool:
         assert self._control is not None
         deadline = time.monotonic() + UNIT_WAIT_S
         while self._asked:
-            data, fds = _receive(self._control, deadline if not self._ready else 0.0, 64, 2,
-                                 "a unit from the zygote")
-            if data is None:
-                return  # none more now, and one is ready
+            if self._ready:
+                try:
+                    data, fds = recv_fds_now(self._control, 64, 2)
+                except BlockingIOError:
+                    return  # none more now, and one is ready
+            else:
+                data, fds = receive_within(self._control, deadline, 64, 2, "a unit from the sandbox pool's zygote")
             if not data or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
@@ -263,7 +273,7 @@ class ZygotePool:
                     tail = self._tail()
                     if isinstance(exc, StallError):
                         self._counts["stalls"] += 1
-                    self._stop_locked()
+                    self._stop_locked(stuck=isinstance(exc, StallError))
                     if attempt == 2:
                         if isinstance(exc, StallError):
                             raise StallError(f"{exc}, twice in a row (the zygote was started afresh in "
@@ -303,6 +313,20 @@ class ZygotePool:
     def _run(self, data: bytes, started: float, *, timeout_s: float, output_limit: int,
              cancel: Cancellation | None,
              on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:
+        for attempt in range(1, UNSTARTED_TRIES + 1):
+            outcome, group, ran = self._run_once(data, started, timeout_s=timeout_s, output_limit=output_limit,
+                                                 cancel=cancel, on_output=on_output)
+            if ran or attempt == UNSTARTED_TRIES:
+                return outcome, group
+            # the unit died before the block's first line (its zygote or jail went): in a fresh one
+            if group is not None:
+                group.remove()
+        raise AssertionError("unreachable")
+
+    def _run_once(self, data: bytes, started: float, *, timeout_s: float, output_limit: int,
+                  cancel: Cancellation | None,
+                  on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None, bool]:
+        """One try: (outcome, cgroup, whether the block started)."""
         while True:
             unit, code, group = self._take()
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -312,9 +336,8 @@ class ZygotePool:
                 give_pipe(fd, self.owner)
             try:
                 # A unit reads its one message at once: a full socket is a unit gone wrong
-                flags = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
-                socket.send_fds(code, [data], [theirs.fileno(), out_w, err_w], flags)
-                socket.send_fds(unit, [b"go"], [theirs.fileno()], flags)
+                send_fds_now(code, data, [theirs.fileno(), out_w, err_w])
+                send_fds_now(unit, b"go", [theirs.fileno()])
                 break
             except OSError:  # that unit died while waiting: take another
                 for fd in (out_r, err_r):
@@ -338,46 +361,12 @@ class ZygotePool:
             os.close(out_r)
             os.close(err_r)
         exit_code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
+        ran = watched.started or timed_out or cancelled
         return ProcessOutcome(exit_code=exit_code, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                              duration_s=time.monotonic() - started), group
+                              duration_s=time.monotonic() - started), group, ran
 
     # what callers before the bounded pool named take()
     take = _take
-
-
-def _send(sock: socket.socket, data: bytes, fds: Sequence[int], deadline: float, waiting_for: str) -> None:
-    """One message to a peer in the jail, waiting until ``deadline`` at most
-    for room in its socket (StallError past it; OSError if it is gone)."""
-    while True:
-        try:
-            socket.send_fds(sock, [data], list(fds), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
-            return
-        except BlockingIOError:
-            pass
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([], [sock], [], left)[1]:
-            raise StallError(f"the sandbox pool waited {SEND_WAIT_S:g} s for {waiting_for} in vain",
-                             waiting_for=waiting_for)
-
-
-def _receive(sock: socket.socket, deadline: float, size: int, max_fds: int = 0,
-             waiting_for: str = "the zygote to start") -> tuple[bytes | None, list[int]]:
-    """One message from a peer in the jail: (data, fds). ``deadline`` 0.0:
-    do not wait, (None, []) when none is there; else StallError when none
-    came by then."""
-    begun = time.monotonic()
-    while True:
-        try:
-            data, fds, _, _ = socket.recv_fds(sock, size, max_fds, socket.MSG_DONTWAIT)
-            return data, fds
-        except BlockingIOError:
-            pass
-        if deadline == 0.0:
-            return None, []
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([sock], [], [], left)[0]:
-            raise StallError(f"the sandbox pool waited {time.monotonic() - begun:.1f} s for {waiting_for} "
-                             "in vain", waiting_for=waiting_for)
 
 
 def exit_status(message: bytes) -> int | None:
@@ -396,12 +385,18 @@ class _Unit:
         self.cgroup = cgroup
         self.exit_fd: int | None = status.fileno()
         self.code: int | None = None
+        self.started = False  # the code process said it has the block, before running any of it
 
     def exited(self) -> bool:
         try:
-            message = self.status.recv(64)
+            message = self.status.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
         except OSError:
             message = b""
+        if message == b"started" and not self.started:
+            self.started = True
+            return False
         self.code = exit_status(message)
         return True
 

@@ -191,6 +191,10 @@ def code_main(sock, cgroup_fds, config):
     os.close(out_fd)
     os.close(err_fd)
     os.set_inheritable(status_fd, False)
+    try:  # before any of the block runs: a unit that dies before this never ran it
+        os.write(status_fd, b"started")
+    except OSError:
+        os._exit(0)  # the host gave up on this block
     request = json.loads(data)
     try:
         if failed is not None:
