@@ -353,7 +353,8 @@ class ZygotePool:
                 os.close(err_w)
         try:
             watched = _Unit(status, group)
-            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=started + timeout_s,
+            # the block's time starts now: a wait for a unit (callers beyond the pool) is not its own
+            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=time.monotonic() + timeout_s,
                                                   output_limit=output_limit, cancel=cancel,
                                                   on_output=on_output)
         finally:

@@ -1,0 +1,166 @@
+"""A bounded soak of one executor, as a heavy user drives it: bursts from
+64 threads mixing good blocks with blocks that time out, crash, kill their
+own unit, flood their output or are cancelled, then idle gaps longer than
+the backend's internal timers; then what must hold: every call returned
+within its deadline, a CPU-bound block as fast as before (within a stated
+tolerance), no descriptor, process or memory left behind.
+
+``EXECBOX_FAST=1`` runs the short version (the fast tier); CI the full one."""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from execbox import CodeBlock, EndEvent, Executor, OutputEvent
+
+FAST = os.environ.get("EXECBOX_FAST") == "1"
+HEAVY = CodeBlock("python", "s = 0\nfor i in range(200000): s += i * i\nprint(s > 0)")
+# what a hostile or unlucky block does, and what its result must say
+MIXED: dict[str, tuple[str, str, Callable[[object], bool]]] = {
+    "timeout": ("python", "import time\nprint('start', flush=True)\ntime.sleep(60)",
+                lambda r: r.exit_code == 124 and r.output.startswith("start")),
+    "crash": ("python", "import os\nos._exit(3)", lambda r: r.exit_code == 3),
+    "segfault": ("python", "import ctypes\nctypes.string_at(0)", lambda r: r.exit_code != 0),
+    "kill_all": ("sh", "echo before; kill -9 -1; sleep 5", lambda r: r.exit_code != 0),
+    "flood": ("python", "import sys\nfor _ in range(4096): sys.stdout.write('x' * 4096)",
+              lambda r: r.truncated and r.exit_code in (0, 1, 120, 137)),
+}
+
+
+@dataclass
+class Soak:
+    """What one soak saw."""
+
+    heavy_before_ms: float = 0.0
+    heavy_after_ms: float = 0.0
+    calls: int = 0
+    slowest_s: float = 0.0
+    wrong: list[str] = field(default_factory=list)
+    fds: tuple[int, int] = (0, 0)
+    rss_mb: tuple[float, float] = (0.0, 0.0)
+    children: tuple[int, int] = (0, 0)
+
+
+def heavy_ms(executor: Executor, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        result = executor.run(HEAVY)
+        times.append(time.monotonic() - started)
+        assert result.output == "True\n", result.output
+    return statistics.median(times) * 1000
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def descendants() -> int:
+    """Processes below this one (jails, containers' clients, kernels)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    mine, count = {os.getpid()}, 0
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in mine and pid not in mine:
+                mine.add(pid)
+                count += 1
+                grew = True
+    return count
+
+
+def _cancelled(executor: Executor) -> bool:
+    """A block cancelled once it printed: closing the stream kills it."""
+    events = executor.stream(CodeBlock("python", "import time\nprint('go', flush=True)\ntime.sleep(60)"))
+    try:
+        for event in events:
+            if isinstance(event, OutputEvent):
+                break
+            if isinstance(event, EndEvent):
+                return False
+    finally:
+        events.close()
+    return True
+
+
+def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | None = None,
+         burst: int | None = None, kinds: tuple[str, ...] = tuple(MIXED), threads: int = 64,
+         call_deadline_s: float | None = None) -> Soak:
+    """Drive ``executor`` (started, ``Limits.timeout_s`` = ``timeout_s``)
+    through ``rounds`` bursts of ``burst`` calls from ``threads`` threads,
+    each followed by an idle gap of ``gap_s``. ``call_deadline_s``: the
+    longest a call may take (default: its timeout, the kill and the drain;
+    more where calls queue for one session)."""
+    rounds = rounds if rounds is not None else (1 if FAST else 2)
+    burst = burst if burst is not None else (160 if FAST else 400)
+    seen = Soak()
+    executor.run(CodeBlock("python", "print(0)"))  # started, its pool or kernel warm
+    seen.heavy_before_ms = heavy_ms(executor)
+    fds, rss, children = _fds(), _rss_mb(), descendants()
+    deadline = call_deadline_s or timeout_s + 10.0  # a block's timeout, the kill and the drain, loaded
+
+    def call(i: int) -> None:
+        started = time.monotonic()
+        slot = i % 20
+        if slot < len(kinds):
+            language, code, check = MIXED[kinds[slot]]
+            result = executor.run(CodeBlock(language, code))
+            ok = check(result)
+            what = f"{kinds[slot]}: exit {result.exit_code}, {result.output[-200:]!r}"
+        elif slot == len(kinds):
+            ok, what = _cancelled(executor), "cancelled: ended before its first output"
+        else:
+            result = executor.run(CodeBlock("python", f"print({i})"))
+            ok, what = result.output == f"{i}\n", f"print({i}): {result.output[-200:]!r}"
+        took = time.monotonic() - started
+        seen.slowest_s = max(seen.slowest_s, took)
+        if not ok or took > deadline:
+            seen.wrong.append(f"{what} ({took:.1f} s)")
+
+    for _ in range(rounds):
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(call, range(burst)))
+        seen.calls += burst
+        time.sleep(gap_s)
+        # after the gap, the first call must not find anything stuck
+        started = time.monotonic()
+        after_gap = executor.run(CodeBlock("python", "print('after the gap')"))
+        if after_gap.output != "after the gap\n" or time.monotonic() - started > deadline:
+            seen.wrong.append(f"after the gap: {after_gap.output!r} ({time.monotonic() - started:.1f} s)")
+    seen.heavy_after_ms = heavy_ms(executor)
+    seen.fds, seen.rss_mb, seen.children = (fds, _fds()), (rss, _rss_mb()), (children, descendants())
+    return seen
+
+
+def assert_healthy(seen: Soak, *, rss_growth_mb: float = 64.0, extra_fds: int = 4,
+                   extra_children: int = 2) -> None:
+    """What a soak must leave: right answers in time, latency as before
+    (twice the before plus 50 ms: a loaded 2-core machine, not a benchmark),
+    nothing leaked."""
+    assert not seen.wrong, f"{len(seen.wrong)} of {seen.calls} calls wrong or late: {seen.wrong[:5]}"
+    assert seen.heavy_after_ms <= 2 * seen.heavy_before_ms + 50, (seen.heavy_before_ms, seen.heavy_after_ms)
+    assert seen.fds[1] <= seen.fds[0] + extra_fds, f"descriptors {seen.fds}"
+    assert seen.children[1] <= seen.children[0] + extra_children, f"processes below the test {seen.children}"
+    assert seen.rss_mb[1] - seen.rss_mb[0] <= rss_growth_mb, f"host RSS {seen.rss_mb} MB"
