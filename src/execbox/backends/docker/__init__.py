@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..._docker_engine import docker_client, engine_errors, ensure_image, is_gone, kill_container
-from ..._errors import BackendUnavailableError, ConfigurationError, ImageMissingError, WorkspaceError
+from ..._errors import BackendUnavailableError, ConfigurationError, ImageMissingError, StallError, WorkspaceError
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._process import Cancellation, OutputCallback
@@ -35,7 +35,7 @@ from .._base import Capabilities, Executor
 from ._container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
                                 normalize_volumes, reap_orphans, track)
 from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
-from ._link import AgentLink, AgentOutcome, NoAgent, run_block
+from ._link import AgentLink, AgentOutcome, AgentStalled, NoAgent, run_block
 from .._result import Outcome, outcome_to_result
 
 __all__ = ["DockerExecutor"]
@@ -179,6 +179,9 @@ class DockerExecutor(Executor):
         track(self)
 
     def _start_container(self) -> None:
+        if self._link is not None:  # the last container's, dead or killed: its socket goes now
+            self._link.close()
+            self._link = None
         self._make_matplotlib_folder()
         agent = self._programs_key(self._image or "") not in _agentless
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
@@ -297,6 +300,9 @@ class DockerExecutor(Executor):
             try:
                 outcome = self._run(container_id, argv, in_agent, cancel, on_output)
             except ContainerGone as gone:
+                if attempt == 2 and isinstance(gone, AgentStalled):
+                    raise StallError(f"docker: the agent of a new container did not answer either: {gone}",
+                                     waiting_for="the docker agent's answer") from None
                 if attempt == 2:
                     raise BackendUnavailableError("docker", f"a new container stopped at once too: {gone}") from None
                 note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
@@ -343,6 +349,10 @@ class DockerExecutor(Executor):
 
     def _after_kill(self, language: Language, outcome: Any, result: Outcome, container_id: str) -> Outcome:
         """A SIGKILLed block: the memory limit, or the container's death."""
+        if isinstance(outcome, AgentOutcome) and outcome.agent_stalled:
+            return self._container_died(container_id, result, (
+                "execbox's agent in the container stopped answering while the block ran (a block stopped "
+                "it?); the container was killed, and a new one starts with the next block"))
         if isinstance(outcome, AgentOutcome) and outcome.agent_died:
             self._kill_container(container_id)  # (it stops with its agent; one that did not, is stopped)
             return self._container_died(container_id, result, (

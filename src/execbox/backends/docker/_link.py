@@ -13,6 +13,17 @@ container is killed. If the agent's stream ends (the agent died: a block
 killed it, or the OOM killer did; the container stops with it), the running
 blocks end with exit 137 and ``agent_died``, and the link is dead: the
 executor starts a new container for the next block.
+
+Nothing between the two waits without a deadline. A send that the agent
+does not take within ANSWER_S fails; a block's thread asks the agent
+(PING) when it has been silent for PING_S, and an agent that answers
+neither that nor a RUN within ANSWER_S is stalled (a block stopped it:
+``kill -STOP -1``): its container is killed, and a block whose RUN it never
+answered (STARTED comes before the fork) raises ``AgentStalled``, to run in
+a new container. A block's frames wait for its thread in a queue bounded by
+the agent's window (``wire.WINDOW``): the thread acknowledges what it has
+consumed, and works through the queue in slices (its deadline is checked
+between them, whatever ``on_output`` costs).
 """
 
 from __future__ import annotations
@@ -33,16 +44,29 @@ from .._watch import DRAIN_GRACE_S, FdWaiter, Output, watch_loop
 from ._agent import wire
 from ._exec import ContainerGone, split_frames
 
-__all__ = ["AGENT_START_TIMEOUT_S", "AgentLink", "AgentOutcome", "NoAgent", "run_block"]
+__all__ = ["AGENT_START_TIMEOUT_S", "ANSWER_S", "PING_S", "AgentLink", "AgentOutcome", "AgentStalled", "NoAgent",
+           "run_block"]
 
 # How long a new container's agent may take to answer (gVisor: ~1 s)
 AGENT_START_TIMEOUT_S = 30.0
+# An agent silent this long after it was asked something (a RUN, a PING) is
+# stalled; a send it does not take in this time fails
+ANSWER_S = 10.0
+# A block's thread pings an agent silent this long
+PING_S = 5.0
+# How long a block's thread works through its queued frames before it looks at its deadline again
+_DRAIN_SLICE_S = 0.05
 NO_AGENT = b"execbox-no-agent"
 _STDERR_KEPT = 4096
 
 
 class NoAgent(Exception):
     """The image has no python3: blocks run as ``docker exec``."""
+
+
+class AgentStalled(ContainerGone):
+    """The agent did not answer within ANSWER_S; its container was killed
+    and the block had not started: it may run in a new container."""
 
 
 @dataclass(kw_only=True)
@@ -52,6 +76,7 @@ class AgentOutcome(ProcessOutcome):
 
     oom_kills: int | None = None
     agent_died: bool = False
+    agent_stalled: bool = False
 
 
 class AgentLink:
@@ -61,6 +86,7 @@ class AgentLink:
         sock = client.api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1,
                                                               "stream": 1})
         self._sock: socket.socket = getattr(sock, "_sock", sock)
+        self._io = sock  # (a SocketIO over it holds the descriptor open until it is closed too)
         self._send_lock = threading.Lock()
         self._blocks: dict[int, _Block] = {}
         self._ids = itertools.count(1)
@@ -69,6 +95,8 @@ class AgentLink:
         self._stderr = b""
         self.dead: str | None = None
         self.info: dict[str, Any] = {}
+        self.heard = time.monotonic()  # when the agent last sent anything
+        self._asked: float | None = None  # when it was asked something, since it was last heard
 
     def handshake(self, timeout_s: float = AGENT_START_TIMEOUT_S) -> dict[str, Any]:
         """HELLO, and the agent's READY (its pid, programs, Python). Raises
@@ -94,7 +122,8 @@ class AgentLink:
                     for frame_kind, _, body in self._frames.feed(payload):
                         if frame_kind == wire.READY:
                             self.info = json.loads(body)
-                            self._sock.settimeout(None)
+                            self.heard = time.monotonic()
+                            self._sock.settimeout(ANSWER_S)  # sends; the reader reads on past it
                             threading.Thread(target=self._read, name="execbox-agent-link", daemon=True).start()
                             return self.info
         except (OSError, ValueError) as exc:
@@ -117,10 +146,14 @@ class AgentLink:
     def _read(self) -> None:
         reason = "the agent's stream ended"
         try:
-            while True:
-                data = self._sock.recv(1 << 16)
+            while not self.dead:
+                try:
+                    data = self._sock.recv(1 << 16)
+                except socket.timeout:
+                    continue  # silence: the blocks' threads judge it (stalled)
                 if not data:
                     break
+                self.heard = time.monotonic()
                 for kind, payload in self._docker_frames(data):
                     if kind != 1:
                         self._keep_stderr(payload)
@@ -133,18 +166,44 @@ class AgentLink:
             reason = f"the agent's stream failed: {exc}"
         if self.stderr_text():
             reason += f" (the agent said: {self.stderr_text()[-500:]})"
-        self.dead = reason
+        self.dead = self.dead or reason
         for block in list(self._blocks.values()):
             block.push(None, b"")
+        self.close()
 
-    def send(self, kind: int, block_id: int, payload: bytes = b"") -> None:
+    def send(self, kind: int, block_id: int, payload: bytes = b"", *, question: bool = False) -> None:
+        """A frame to the agent; ``question``: one it answers (RUN, PING)."""
         if self.dead:
             raise ContainerGone(self.dead)
         try:
             with self._send_lock:
+                if question and (self._asked is None or self._asked < self.heard):
+                    self._asked = time.monotonic()
                 self._sock.sendall(wire.pack(kind, block_id, payload))
+        except socket.timeout:
+            self.dead = f"the agent took nothing sent to it for {ANSWER_S:.0f} s"
+            raise AgentStalled(self.dead) from None
         except OSError as exc:
             raise ContainerGone(f"the agent's stream failed: {exc}") from None
+
+    def stalled(self, now: float) -> bool:
+        """Asked something, and silent since for ANSWER_S."""
+        asked = self._asked
+        return asked is not None and asked > self.heard and now - asked > ANSWER_S
+
+    def check_in(self, now: float) -> float:
+        """Ping an agent silent for PING_S (unless it has a question to
+        answer already); the time of the next look."""
+        asked = self._asked
+        if asked is not None and asked > self.heard:
+            return asked + ANSWER_S
+        if now - self.heard >= PING_S:
+            try:
+                self.send(wire.PING, 0, question=True)
+            except ContainerGone:
+                return now  # its end comes as the stream's
+            return now + ANSWER_S
+        return self.heard + PING_S
 
     def open_block(self, waiter: FdWaiter, output: Output) -> _Block:
         if self.dead:
@@ -159,22 +218,28 @@ class AgentLink:
         self._blocks.pop(block.id, None)
 
     def close(self) -> None:
+        """Idempotent; the reader ends (its recv fails)."""
         self.dead = self.dead or "closed"
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        if self._io is not self._sock:
+            self._io.close()
         self._sock.close()
 
 
 class _Block:
     """One block's frames, as a ``_watch.Source``: the reader thread pushes,
-    the block's thread feeds its output and sees its end."""
+    the block's thread feeds its output, acknowledges it, and sees its end
+    (``gone``: the stream's; ``stalled``: the agent stopped answering)."""
 
     def __init__(self, link: AgentLink, block_id: int, waiter: FdWaiter, output: Output) -> None:
         self.link, self.id, self.output = link, block_id, output
-        self.closed = self.ended = self.gone = False
+        self.closed = self.ended = self.gone = self.stalled = False
+        self.answered = False  # the agent took its RUN (any frame of the block came)
         self.report: dict[str, Any] = {}
+        self._consumed = 0  # output bytes not yet acknowledged
         self._events: collections.deque[tuple[int | None, bytes]] = collections.deque()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -183,31 +248,50 @@ class _Block:
         waiter.add(self._wake_r, self._drain)
 
     def push(self, kind: int | None, payload: bytes) -> None:
+        if kind is not None:
+            self.answered = True
         self._events.append((kind, payload))
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass  # full or closed: a wake-up is pending, or nobody listens
+        self.push_wake()  # (full or closed: a wake-up is pending, or nobody listens)
 
     def _drain(self, fd: int) -> None:
         try:
             os.read(fd, 1 << 12)
         except OSError:
             pass
+        until = time.monotonic() + _DRAIN_SLICE_S
         while self._events and not self.closed:
+            if time.monotonic() > until:  # the rest on the next wait, after the deadline's check
+                self.push_wake()
+                break
             kind, payload = self._events.popleft()
-            if kind == wire.STDOUT:
-                self.output.feed("stdout", payload)
-            elif kind == wire.STDERR:
-                self.output.feed("stderr", payload)
+            if kind in (wire.STDOUT, wire.STDERR):
+                self.output.feed("stdout" if kind == wire.STDOUT else "stderr", payload)
+                self._consumed += len(payload)
+                if self._consumed >= wire.ACK_EVERY:
+                    consumed, self._consumed = self._consumed, 0
+                    try:
+                        self.link.send(wire.ACK, self.id, b"%d" % consumed)
+                    except ContainerGone:
+                        pass  # its end comes as the stream's
             elif kind == wire.EXIT:
                 self.report = json.loads(payload)
                 self.closed = self.ended = True
             elif kind is None:
                 self.gone = self.closed = self.ended = True
 
+    def push_wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
     def wait(self, timeout: float, cancel: Cancellation | None) -> None:
-        self._waiter.wait(timeout, cancel)
+        now = time.monotonic()
+        if self.link.stalled(now):
+            self.stalled = self.gone = self.closed = self.ended = True
+            return
+        look = self.link.check_in(now)
+        self._waiter.wait(max(0.0, min(timeout, look - now)), cancel)
 
     def kill(self) -> None:
         try:
@@ -225,32 +309,46 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
               output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
               kill_container: Callable[[], None]) -> AgentOutcome:
     """Run one block through the agent; exit codes as ``run_process`` gives
-    them (124 on timeout). Raises ContainerGone when the agent is already
-    gone (nothing ran)."""
+    them (124 on timeout). Raises ContainerGone when the agent is gone or
+    stalled before it took the block (nothing ran: it may run elsewhere)."""
     started = time.monotonic()
     output = Output(output_limit, on_output)
+    timed_out = cancelled = False
     with FdWaiter() as waiter:
         block = link.open_block(waiter, output)
         try:
             request = {"argv": argv, "python": python_file, "token": new_token(), "workdir": workdir}
-            link.send(wire.RUN, block.id, json.dumps(request).encode())
-            timed_out, cancelled = watch_loop(block, deadline=started + timeout_s, cancel=cancel)
-            if timed_out or cancelled:  # (a cancellation before the start is not waited for by the loop)
-                until = time.monotonic() + DRAIN_GRACE_S
-                while not block.closed and time.monotonic() < until:
-                    block.wait(until - time.monotonic(), None)
+            try:
+                link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
+            except AgentStalled:
+                block.stalled = True
+            else:
+                timed_out, cancelled = watch_loop(block, deadline=started + timeout_s, cancel=cancel)
+                if timed_out or cancelled:  # (a cancellation before the start is not waited for by the loop)
+                    until = time.monotonic() + DRAIN_GRACE_S
+                    while not block.closed and time.monotonic() < until:
+                        block.wait(until - time.monotonic(), None)
+        except BaseException:
+            block.kill()  # (an on_output that raised): nothing of the block outlives the call
+            raise
         finally:
             link.forget(block)
             block.close()
     died = block.gone
-    if not block.closed:
-        # the agent did not report the killed block's end: it cannot be trusted
+    if block.stalled or not block.closed:
+        # stalled, or it did not report the killed block's end: it cannot be trusted
         kill_container()
         link.close()
         died = True
+    if died and not block.answered and not block.report:
+        if block.stalled:
+            raise AgentStalled(f"execbox's agent did not answer for {ANSWER_S:.0f} s (a block stopped it?); "
+                               "its container was killed")
+        if not (timed_out or cancelled):
+            raise ContainerGone(link.dead or "the agent's stream ended")
     code = 137 if died else int(block.report.get("code", 137))
     if timed_out:
         code = 124
     return AgentOutcome(exit_code=code, capture=output.capture, timed_out=timed_out, cancelled=cancelled,
                         duration_s=time.monotonic() - started, oom_kills=block.report.get("oom_kills"),
-                        agent_died=died and not (timed_out or cancelled))
+                        agent_died=died and not (timed_out or cancelled), agent_stalled=block.stalled)

@@ -26,7 +26,14 @@ process ends and more than init and the agent are left, the killer runs (in
 this process: no fork, so a fork bomb that holds every pid cannot stop it);
 KILL (the host's timeout or cancellation) runs it at once. The pipes are
 read until they close (or DRAIN_S after the end, if something unkillable
-holds them); then EXIT. Blocks run at the same time, each on its own id.
+holds them, or the host has not acknowledged the output for that long);
+then EXIT. Blocks run at the same time, each on its own id.
+
+A RUN is answered with STARTED before the fork (a block the host never saw
+started never ran, and may be run again elsewhere); PING with PONG. A
+block's output stops being read while WINDOW bytes of it are unacknowledged
+by the host (``wire``): the host's memory stays bounded, and the block waits
+on its writes as on a slow terminal.
 
 The agent is the container's main process: if it dies (a block killed it,
 the OOM killer took it), the container stops, the host sees its stream end,
@@ -163,6 +170,8 @@ class Block:
         self.status = None
         self.drain_until = None
         self.note = ""
+        self.unacked = 0  # output bytes sent that the host has not acknowledged
+        self.paused = False  # its pipes are out of the poll: WINDOW bytes unacknowledged
 
 
 class Agent:
@@ -231,6 +240,21 @@ class Agent:
             block = self.blocks.get(block_id)
             if block is not None and block.status is None:
                 self.kill(block)
+        elif kind == wire.ACK:
+            block = self.blocks.get(block_id)
+            if block is not None:
+                self.acknowledged(block, int(payload))
+        elif kind == wire.PING:
+            self.send(wire.pack(wire.PONG, block_id))
+
+    def acknowledged(self, block, count):
+        block.unacked -= count
+        if block.paused and block.unacked < wire.WINDOW:
+            block.paused = False
+            for fd in block.pipes:
+                self.poll.register(fd, select.POLLIN)
+        if block.drain_until is not None:  # the host is reading: the ended block's rest still comes
+            block.drain_until = time.monotonic() + DRAIN_S
 
     def others(self, block):
         rest = [b for b in self.blocks.values() if b is not block]
@@ -249,6 +273,7 @@ class Agent:
         if not self.blocks and not self.clean and processes() <= OWN:
             empty_scratch()
         self.clean = False
+        self.send(wire.pack(wire.STARTED, block_id))  # before the fork: unanswered, it never ran
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid, problem = None, None
@@ -336,13 +361,19 @@ class Agent:
             data = b""
         if data:
             self.send(wire.pack(block.pipes[fd], block.id, data))
+            block.unacked += len(data)
+            if block.unacked >= wire.WINDOW and not block.paused:
+                block.paused = True  # read again once the host has caught up (ACK)
+                for pipe in block.pipes:
+                    self.poll.unregister(pipe)
             return
         self.close_pipe(block, fd)
         if block.status is not None and not block.pipes:
             self.finish(block)
 
     def close_pipe(self, block, fd):
-        self.poll.unregister(fd)
+        if not block.paused:
+            self.poll.unregister(fd)
         del self.by_fd[fd]
         del block.pipes[fd]
         os.close(fd)

@@ -14,22 +14,36 @@ Host to agent: HELLO (payload: nothing; answered by READY, a JSON object:
 the agent's pid, the programs found on PATH, the Python version), RUN (JSON:
 ``argv``, ``python`` (the file to run in the agent's interpreter, or null:
 exec ``argv``), ``token``, ``workdir``), KILL (nothing: kill the block and
-what it started). Agent to host: STDOUT and STDERR (the block's bytes, in
-the order they were read), EXIT (JSON: ``code`` as a shell gives it, 128+N
-for a signal; ``oom_kills``, the container's OOM kill count after a
-SIGKILL, when it can be read; ``note``, a word from the agent).
+what it started), ACK (the count of a block's output bytes the host has
+consumed, in decimal), PING (nothing: answered by PONG). Agent to host:
+STARTED (nothing: the block's RUN was read and its process forked), STDOUT
+and STDERR (the block's bytes, in the order they were read), EXIT (JSON:
+``code`` as a shell gives it, 128+N for a signal; ``oom_kills``, the
+container's OOM kill count after a SIGKILL, when it can be read; ``note``,
+a word from the agent), PONG.
+
+Flow control: the agent sends at most WINDOW bytes of a block's output
+that the host has not acknowledged; past that it stops reading the block's
+pipes (the block then waits on its writes, as it would on a slow terminal),
+so the host's queue of a block's frames is bounded, whatever the block
+prints and however slowly the host's ``on_output`` consumes it.
 """
 
 import json
 import struct
 
-__all__ = ["EXIT", "HEADER", "HELLO", "KILL", "MAX_PAYLOAD", "READY", "RUN", "STDERR", "STDOUT", "Frames",
-           "pack", "pack_json"]
+__all__ = ["ACK", "ACK_EVERY", "EXIT", "HEADER", "HELLO", "KILL", "MAX_PAYLOAD", "PING", "PONG", "READY", "RUN",
+           "STARTED", "STDERR", "STDOUT", "WINDOW", "Frames", "pack", "pack_json"]
 
 HEADER = struct.Struct(">BII")
 HELLO, READY, RUN, KILL, STDOUT, STDERR, EXIT = (ord(c) for c in "hrbkoex")
+STARTED, ACK, PING, PONG = (ord(c) for c in "sapq")
 # A frame's payload at most: output is sent in chunks of a pipe read (64 KiB)
 MAX_PAYLOAD = 1 << 20
+# A block's output bytes in flight (sent, not yet acknowledged) at most; the
+# host acknowledges every ACK_EVERY bytes it has consumed
+WINDOW = 256 << 10
+ACK_EVERY = 64 << 10
 
 
 def pack(kind, block, payload=b""):
