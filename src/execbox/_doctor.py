@@ -59,6 +59,7 @@ class Diagnosis:
     gaps: dict[str, str] = field(default_factory=dict)  # limit -> why not, and the fix
     hidden: list[str] = field(default_factory=list)  # what the tier hides from a block
     exposed: list[str] = field(default_factory=list)  # what it does not
+    pool: dict[str, object] | None = None  # the warm pool's health after a few blocks (namespaces tier)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -118,6 +119,11 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
         found.append(Finding("the Landlock tier starts", landlock_ok, "a block ran" if landlock_ok else why))
     tier = "namespaces" if namespaces_ok else "landlock" if landlock_ok else "none"
     diagnosis = Diagnosis(user=user, root=uid == 0, tier=tier, findings=found)
+    if namespaces_ok and try_blocks:
+        diagnosis.pool, why = _try_pool()
+        healthy = diagnosis.pool is not None and not any(diagnosis.pool[k] for k in POOL_FAULTS)
+        found.append(Finding("the warm pool serves blocks", healthy, why, "" if healthy else
+                             "SandboxExecutor(pool=False) runs a jail per block (slower) while this is looked into"))
     if tier != "none":
         _limits_of(diagnosis, tier)
         diagnosis.hidden, diagnosis.exposed = TIERS[tier]
@@ -177,6 +183,38 @@ def _try_tier(tier: str) -> tuple[bool, str]:
         except ExecboxError as exc:
             return False, str(exc)
     return result.output == "42\n", result.output.strip()[:300]
+
+
+POOL_FAULTS = ("refills_failed", "zygote_restarts", "stalls")
+
+
+def _try_pool() -> tuple[dict[str, object] | None, str]:
+    """Sixteen ``print(i)`` from four threads through a warm pool: its
+    health after them (None and why if it could not run them)."""
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import CodeBlock, Limits, SandboxExecutor, Workspace
+    from ._errors import ExecboxError
+
+    with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with SandboxExecutor(workspace=Workspace(folder), limits=Limits(timeout_s=30),
+                                 isolation="namespaces") as sandbox:
+                with ThreadPoolExecutor(4) as threads:
+                    outputs = list(threads.map(lambda i: sandbox.run(CodeBlock("python", f"print({i})")).output,
+                                               range(16)))
+                health = sandbox.pool_health
+        except ExecboxError as exc:
+            return None, str(exc)
+    wrong = sum(out != f"{i}\n" for i, out in enumerate(outputs))
+    if health is None:
+        return None, "no pool was started"
+    seen = (f"16 blocks from 4 threads, {16 - wrong} right; units ready {health['units_ready']}, "
+            f"asked {health['units_asked']} (size {health['size']}); "
+            + ", ".join(f"{k.replace('_', ' ')} {health[k]}" for k in POOL_FAULTS))
+    return (health if not wrong else None), seen
 
 
 def _limits_of(diagnosis: Diagnosis, tier: str) -> None:

@@ -62,6 +62,10 @@ def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
     else:
         assert "RLIMIT_AS" in found["limits"]["memory_mb"] and "cpus" in found["gaps"], found
     assert "RLIMIT_NPROC in the block's own user namespace" in found["limits"]["max_processes"], found
+    pool = found["pool"]  # the warm pool's health after doctor's own blocks
+    assert pool["units_made"] >= 16 and pool["size"] == 4, pool
+    assert pool["units_asked"] + pool["units_ready"] <= pool["size"], pool
+    assert (pool["stalls"], pool["zygote_restarts"], pool["refills_failed"]) == (0, 0, 0), pool
 
 
 def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():

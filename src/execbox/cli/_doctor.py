@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  [ok] {name}: {how}")
         for name, why in diagnosis.gaps.items():
             print(f"  [!!] {name}: {why}")
+    if diagnosis.pool is not None:
+        print("\nwarm pool: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in diagnosis.pool.items()))
     if diagnosis.hidden:
         print("\nwhat a block cannot see: " + "; ".join(diagnosis.hidden))
         print("what it can: " + "; ".join(diagnosis.exposed))
