@@ -28,10 +28,16 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, token: str | None) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, token: str | None, log: Path | None = None) -> None:
         self.proc = proc
         self.url = url
         self.token = token
+        self.log = log
+
+    def log_text(self) -> str:
+        """What the server wrote on stderr (a server started with ``log=``)."""
+        assert self.log is not None, "running_server(..., log=PATH) keeps the server's stderr"
+        return self.log.read_text(errors="replace")
 
     def client(self, **options) -> httpx.Client:  # type: ignore[no-untyped-def]
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -49,20 +55,26 @@ class Server:
 
 
 @contextmanager
-def running_server(*args: str, token: str | None = None) -> Iterator[Server]:
+def running_server(*args: str, token: str | None = None, log: Path | None = None) -> Iterator[Server]:
+    """``execbox serve`` with ``args``; ``log``: a file that gets its stderr
+    (else a pipe, read only if it exits at the start: keep it quiet)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("EXECBOX_TOKEN", None)
     argv = [sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), *args,
             *(["--token", token] if token else [])]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    server = Server(proc, f"http://127.0.0.1:{port}", token)
+    with contextlib.ExitStack() as files:
+        stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.PIPE
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    server = Server(proc, f"http://127.0.0.1:{port}", token, log)
     try:
         deadline = time.monotonic() + 30
         with server.client(timeout=2.0) as client:
             while True:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"the server exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+                    said = server.log_text() if log is not None else \
+                        proc.stderr.read().decode()  # type: ignore[union-attr]
+                    raise RuntimeError(f"the server exited: {said}")
                 try:
                     if client.get("/openapi.json").status_code in (200, 401):
                         break

@@ -48,6 +48,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                           "on its least loaded node, a session pinned to one node (pip install 'execbox[ray]')")
     cmd.add_argument("--sse-keepalive", type=float, default=15.0, metavar="S",
                      help="period of the ': keepalive' comment in event streams (default: 15)")
+    cmd.add_argument("--keep-alive", type=float, default=75.0, metavar="S",
+                     help="seconds an idle HTTP connection is kept open (default: 75; at least 5, above the idle "
+                          "time clients keep a pooled connection, so that they close it first)")
+    cmd.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                     help="what the server logs on stderr (default: warning; info: clients gone before their "
+                          "answer; debug: every connection it closes)")
     cmd.set_defaults(handler=run)
 
 
@@ -64,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
         default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
         allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,
         session_ttl_s=args.session_ttl, session_idle_ttl_s=args.idle_ttl, max_session_ttl_s=args.max_session_ttl,
-        keepalive_s=args.sse_keepalive, ray_address=args.ray)
+        keepalive_s=args.sse_keepalive, keep_alive_s=args.keep_alive, ray_address=args.ray)
     auth = "bearer token required" if config.token else "no token: loopback only"
     where = f" on the Ray cluster at {args.ray}" if args.ray else ""
     print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}{where}; {auth}; "
           "API at /openapi.json; Ctrl-C stops)", file=sys.stderr, flush=True)
-    serve(config)
+    serve(config, log_level=args.log_level)
     return 0

@@ -14,7 +14,8 @@ Modules: ``_config`` (what a server allows), ``_wire`` (bodies, files,
 SSE framing), ``_errors`` (the error shape), ``_load`` (slots, 429),
 ``_executors`` (kept executors for stateless runs), ``_sessions`` and
 ``_executions`` (their lifecycles), ``_routes_*`` (the handlers), ``_app``
-(auth, errors, lifespan), ``_serve`` (uvicorn and signals).
+(auth, errors, lifespan), ``_connections`` (keep-alive, and the log of
+each connection closed early), ``_serve`` (uvicorn, its logging, signals).
 """
 
 from ._app import create_app

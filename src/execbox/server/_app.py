@@ -1,6 +1,7 @@
 """The Starlette application: the routes, bearer-token auth, every error
 in the one shape, and the lifespan (the reaper; at shutdown every session's
-executor and every kept executor closed)."""
+executor and every kept executor closed); outermost, ``ConnectionGuard``
+(``_connections``: the keep-alive header, failures answered or logged)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ._routes_page import PUBLIC_PATHS, ROUTES as PAGE_ROUTES
 from ._routes_run import ROUTES as RUN_ROUTES
 from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._config import ServerConfig
+from ._connections import ConnectionGuard
 from ._errors import ApiError, error_response
 from ._openapi import openapi
 from ._state import ServerState
@@ -94,10 +96,12 @@ def create_app(config: ServerConfig) -> ASGIApp:
         lifespan=lifespan,
     )
     app.state.execbox = state
-    return BearerAuth(app, config.token)
+    return ConnectionGuard(BearerAuth(app, config.token), config.keep_alive_s)
 
 
 def routes_of(app: Any) -> list[tuple[str, str]]:
     """(method, path) of every route (for the OpenAPI test)."""
-    inner = app.app if isinstance(app, BearerAuth) else app
+    inner = app
+    while isinstance(inner, (ConnectionGuard, BearerAuth)):
+        inner = inner.app
     return [(method, route.path) for route in inner.routes for method in sorted(route.methods - {"HEAD"})]

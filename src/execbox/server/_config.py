@@ -12,7 +12,10 @@ from .._errors import ConfigurationError
 from .._models import MiB, Limits, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
 
-__all__ = ["ServerConfig", "is_loopback"]
+__all__ = ["MIN_KEEP_ALIVE_S", "ServerConfig", "is_loopback"]
+
+# execbox's client keeps an idle connection 4 s at most, httpx's default 5 s (see _connections)
+MIN_KEEP_ALIVE_S = 5.0
 
 
 def is_loopback(host: str) -> bool:
@@ -38,6 +41,8 @@ class ServerConfig:
     - ``max_upload_bytes``: a request body or a file sent or fetched (``--max-upload-mb``).
     - ``session_ttl_s`` / ``session_idle_ttl_s``: defaults, ``max_session_ttl_s`` the most.
     - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
+    - ``keep_alive_s``: how long an idle HTTP connection is kept (``--keep-alive``;
+      at least 5 s, above what clients keep one: see ``_connections``).
     - ``ray_address``: run every executor on this Ray cluster (``--ray``): a
       stateless run on its least loaded node, a session pinned to one node.
     """
@@ -59,6 +64,7 @@ class ServerConfig:
     session_idle_ttl_s: float = 600.0
     max_session_ttl_s: float = 86400.0
     keepalive_s: float = 15.0
+    keep_alive_s: float = 75.0
     reap_interval_s: float = 0.5
     ray_address: str | None = None
 
@@ -95,6 +101,11 @@ class ServerConfig:
         for name in ("session_ttl_s", "session_idle_ttl_s", "max_session_ttl_s", "keepalive_s", "max_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigurationError(f"ServerConfig.{name} must be a positive number of seconds")
+        if not self.keep_alive_s >= MIN_KEEP_ALIVE_S:
+            raise ConfigurationError(
+                f"--keep-alive {self.keep_alive_s} is under {MIN_KEEP_ALIVE_S:g} s: a server that closes idle "
+                "connections sooner than its clients drop them (httpx: 5 s) races their next request, which is "
+                "then lost unanswered")
 
     def limits(self, asked: Any) -> Limits:
         """The limits of a request: its ``limits`` object over the defaults,

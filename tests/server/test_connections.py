@@ -1,0 +1,97 @@
+"""Connections (``execbox.server._connections``), on raw sockets against a
+real server: the keep-alive it says and keeps, and the log line of each
+connection it closes early (the load itself: ``test_soak.py``)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.server._http import SRC, Server, running_server
+
+RUN = b'{"code": "import time; time.sleep(1); print(1)"}'
+
+
+def _connect(server: Server) -> socket.socket:
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One whole answer (headers and a Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536) or b""
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def _logged(server: Server, text: str, timeout: float = 5.0) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return server.log_text()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    log = tmp_path_factory.mktemp("connections") / "server.log"
+    with running_server("--backend", "local", "--keep-alive", "5", "--log-level", "debug", log=log) as running:
+        yield running
+
+
+def test_an_idle_connection_is_kept_as_said_then_closed_and_logged(server: Server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v1/info HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = _answer(sock).lower()
+        assert b"keep-alive: timeout=4" in head  # a second under the server's 5 s
+        time.sleep(3.5)  # inside what it said: still open, and answered
+        sock.sendall(b"GET /v1/info HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
+        answered = time.monotonic()
+        sock.settimeout(10)
+        assert sock.recv(1) == b""  # the server closed it, idle
+        assert 4.5 < time.monotonic() - answered < 8
+    log = _logged(server, "(keep-alive timeout)")
+    assert "execbox.server.connections: closing the connection from 127.0.0.1" in log
+    assert "idle for 5.0 s (keep-alive timeout)" in log
+
+
+def test_what_is_not_http_is_answered_400_and_logged(server: Server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"HELLO\x00 THERE\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 400")
+    assert "what it sent is not HTTP/1.1" in _logged(server, "not HTTP/1.1")
+
+
+def test_a_client_gone_before_its_answer_is_logged(server: Server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(RUN), RUN))
+        time.sleep(0.3)
+    log = _logged(server, "before the answer to POST /v1/run")
+    assert "the client closed it before the answer to POST /v1/run" in log
+    assert "Traceback" not in log
+
+
+def test_a_keep_alive_under_5_s_is_refused() -> None:
+    done = subprocess.run([sys.executable, "-m", "execbox.cli", "serve", "--keep-alive", "2", "--port", "0"],
+                          capture_output=True, text=True, timeout=30, env={"PYTHONPATH": SRC, "PATH": "/usr/bin"})
+    assert done.returncode == 2 and "--keep-alive 2.0 is under 5 s" in done.stderr, done.stderr
+
+
+def test_the_log_names_its_logger(tmp_path: Path) -> None:
+    with running_server("--backend", "local", "--log-level", "warning", log=tmp_path / "log") as server:
+        with _connect(server) as sock:
+            sock.sendall(b"\x16\x03\x01 not http\r\n\r\n")  # a TLS hello to a plain server
+            sock.recv(65536)
+        assert "WARNING:  execbox.server.connections: closing the connection from" in _logged(server, "not HTTP")
