@@ -6,6 +6,12 @@ httpx's exceptions stop here (``_no_answer``): a refused connection names
 the URL and ``execbox serve``; a timeout names the setting to change; a
 connection lost mid-answer says the run may have happened (never retried:
 a run is not idempotent).
+
+Connections: a pooled one idle ``KEEP_ALIVE_S`` (4 s) is dropped, not
+reused: ``execbox serve`` keeps an idle one 75 s (``--keep-alive``, at
+least 5 s) and says so (``Keep-Alive: timeout``), so that it never closes
+one as a request is sent on it (a POST then lost unanswered). The one retry:
+a connection that could not be made (the request never left), once.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from .._errors import ConfigurationError, ServiceError
 from .._version import __version__
 from ._wire import service_error
 
-__all__ = ["Transport", "load_httpx"]
+__all__ = ["KEEP_ALIVE_S", "Transport", "load_httpx"]
+
+KEEP_ALIVE_S = 4.0  # under the server's least keep-alive (server._config.MIN_KEEP_ALIVE_S, 5 s)
 
 
 def load_httpx() -> Any:
@@ -49,7 +57,9 @@ class Transport:
         headers = {"User-Agent": f"execbox-client/{__version__}"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout_s))
+        pool = httpx.HTTPTransport(retries=1, limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE_S))
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout_s),
+                                    transport=pool)
 
     def close(self) -> None:
         self._client.close()
