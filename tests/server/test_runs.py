@@ -81,6 +81,21 @@ def test_run_on_the_sandbox(client, require_component):
         assert result["backend"] == "sandbox" and result["stdout"] == "['.execbox', 'a.txt']\n", result
 
 
+def test_info_shows_the_warm_pool_of_each_executor_kept(client, require_component):
+    from execbox.backends.sandbox import find_bwrap
+
+    before = client.get("/v1/info").json()["pools"]
+    assert all(pool["backend"] == "sandbox" for pool in before)  # the local backend keeps no pool
+    require_component("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap")
+    assert client.post("/v1/run", json={"backend": "sandbox", "code": "print(1)"}).json()["stdout"] == "1\n"
+    pools = client.get("/v1/info").json()["pools"]
+    kept = [pool for pool in pools if pool["use"] == "idle"]
+    assert kept and all(pool["backend"] == "sandbox" for pool in pools)
+    assert {"units_ready", "units_asked", "units_made", "refills_failed", "zygote_restarts",
+            "stalls"} <= set(kept[0]["health"]), kept
+    assert kept[0]["health"]["units_made"] >= 1
+
+
 @pytest.mark.parametrize("body, code", [
     (b"{not json", "bad_request"),
     (b"[1, 2]", "bad_request"),

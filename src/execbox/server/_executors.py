@@ -46,6 +46,7 @@ class ExecutorPool:
         self.max_idle = max_idle
         self._make = make
         self._idle: OrderedDict[int, tuple[Hashable, Executor]] = OrderedDict()
+        self._busy: dict[int, Executor] = {}  # checked out, for ``executors`` (/v1/info's pools)
         self._closed = False
 
     @staticmethod
@@ -58,6 +59,7 @@ class ExecutorPool:
         for ident, (held, executor) in list(self._idle.items()):
             if held == key:
                 del self._idle[ident]
+                self._busy[ident] = executor
                 return executor
         executor = self._make(backend, limits=limits, keep_code_files=False)
         try:
@@ -65,11 +67,13 @@ class ExecutorPool:
         except BaseException:
             await asyncio.to_thread(executor.close)
             raise
+        self._busy[id(executor)] = executor
         return executor
 
     async def release(self, executor: Executor, *, reusable: bool = True) -> None:
         """Give back an executor ``acquire`` handed out (``reusable=False``:
         it was interrupted; it is closed)."""
+        self._busy.pop(id(executor), None)
         if (self._closed or not reusable or executor.name not in REUSED_BACKENDS
                 or not await asyncio.to_thread(_emptied, executor)):
             await executor.aclose()
@@ -82,6 +86,11 @@ class ExecutorPool:
     @property
     def idle(self) -> int:
         return len(self._idle)
+
+    def executors(self) -> list[tuple[str, Executor]]:
+        """Every executor held: ("idle", kept) and ("running", checked out)."""
+        return ([("idle", executor) for _, executor in list(self._idle.values())]
+                + [("running", executor) for executor in list(self._busy.values())])
 
     async def aclose(self) -> None:
         self._closed = True

@@ -110,6 +110,11 @@ STREAMS = {  # Accept: text/event-stream or application/x-ndjson; the schema of 
 STREAM_TEXT = ("Events, each with an id: " + ", ".join(EVENTS) + ". Accept: text/event-stream: server-sent events "
                "(data: one line of JSON), a ': keepalive' comment every keepalive period; Accept: "
                "application/x-ndjson: lines {id, event, data}, a {\"event\": \"keepalive\"} line")
+INFO = {"type": "object", "required": ["version", "backends", "limits", "capabilities", "load", "pools"],
+        "properties": {"pools": {"type": "array", "items": {
+            "type": "object", "required": ["backend", "use", "health"], "properties": {
+                "backend": {"type": "string"}, "use": {"enum": ["idle", "running", "session"]},
+                "session_id": {"type": "string"}, "health": {"type": "object"}}}}}}
 BATCH_LINE = {"allOf": [{"type": "object", "required": ["index"], "properties": {"index": {"type": "integer"}}},
                         {"anyOf": [_ref("ExecutionResult"), _ref("Error")]}]}
 
@@ -144,8 +149,11 @@ def openapi() -> dict[str, Any]:
                         "filename": {"type": ["string", "null"]}, "language_inferred": {"type": "boolean"}}}}}}),
                  "400": ERROR, "413": ERROR},
                 body={"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})},
-            "/v1/info": {"get": _op("Version, backends, languages, limits, capabilities, load",
-                                    {"200": _json({"type": "object"})})},
+            "/v1/info": {"get": _op("Version, backends, languages, limits, capabilities, load, and pools: per "
+                                    "executor held (use: idle, running or session) that has a warm pool, its "
+                                    "health (units_ready, units_asked, units_made, refills_failed, "
+                                    "zygote_restarts, stalls...); [] when none has one",
+                                    {"200": _json(INFO)})},
             "/v1/run": {"post": _op("Run code in a fresh workspace", {
                 "200": _json(_ref("ExecutionResult")), "400": ERROR, "413": ERROR, "429": BUSY, "503": ERROR},
                 body=_ref("RunRequest"))},

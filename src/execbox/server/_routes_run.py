@@ -41,6 +41,7 @@ async def info(request: Request) -> Response:
         "load": {"sessions": len(state.sessions), "max_sessions": config.max_sessions,
                  "running": state.load.running, "queued": state.load.queued,
                  "max_concurrency": config.max_concurrency, "idle_executors": state.pool.idle},
+        "pools": await state.pools(),
     })
 
 

@@ -103,6 +103,9 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._open)
 
+    def open_sessions(self) -> list[Session]:
+        return list(self._open.values())
+
     def reserve(self) -> None:
         """Count a session being made, or raise the 429."""
         if len(self._open) + self._reserved >= self.max_sessions:

@@ -1,5 +1,6 @@
 """What the routes share: the config, the stateless executors, the load,
-the sessions, and what each backend can do (asked once, lazily)."""
+the sessions, what each backend can do (asked once, lazily), and the warm
+pools of the executors held (``pools``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ class ServerState:
             self._backends = {name: await asyncio.to_thread(_describe, name) for name in self.config.backends}
         return self._backends
 
+    async def pools(self) -> list[dict[str, Any]]:
+        """Per executor held (kept idle, running a stateless run, a
+        session's) that has a warm pool: its ``pool_health`` (read in a
+        thread: the pool's lock may be held by a block starting)."""
+        held = [(use, executor, None) for use, executor in self.pool.executors()]
+        held += [("session", session.executor, session.id) for session in self.sessions.open_sessions()]
+        return await asyncio.to_thread(_pool_health, held)
+
     async def aclose(self) -> None:
         await self.sessions.aclose()
         await self.pool.aclose()
@@ -51,6 +60,19 @@ def _describe(name: str) -> dict[str, Any]:
         return {"available": False, "problem": str(exc)}
     finally:
         executor.close()
+
+
+def _pool_health(held: list[tuple[str, Any, str | None]]) -> list[dict[str, Any]]:
+    found = []
+    for use, executor, sid in held:
+        try:
+            health = getattr(executor, "pool_health", None)
+        except Exception as exc:  # noqa: BLE001 - said in the entry, never a failed /v1/info
+            health = {"error": f"{type(exc).__name__}: {exc}"}
+        if health is not None:
+            found.append({"backend": executor.name, "use": use, **({"session_id": sid} if sid else {}),
+                          "health": dict(health)})
+    return found
 
 
 def state_of(request: Request) -> ServerState:
