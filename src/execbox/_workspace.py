@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,19 +212,25 @@ class Workspace:
 
     # -- change report ----------------------------------------------------
 
-    def snapshot(self, *, clear_setid: bool = False, internal: bool = True) -> Snapshot:
+    def snapshot(self, *, clear_setid: bool = False, internal: bool | Sequence[str] = True) -> Snapshot:
         """Identity of every regular file and symlink (not followed), up to
         ``MAX_SCANNED_ENTRIES`` entries (``Snapshot.complete`` says whether
         every one was seen).
 
         ``clear_setid``: also clear the set-user-ID and set-group-ID bits of
         every regular file, ``.execbox/`` included unless ``internal`` is
-        False (the backend's blocks cannot write there): a block must not
-        leave a program that runs as its owner (root, when execbox runs as
-        root) for someone on the host to start. ``.execbox/code`` grows by a
-        file a block, so walking it made every run slower than the last."""
+        False (the backend's blocks cannot write there), or only its
+        subfolders named in ``internal`` (the ones they can write): a block
+        must not leave a program that runs as its owner (root, when execbox
+        runs as root) for someone on the host to start. ``.execbox/code``
+        grows by a file a block, so walking it made every run slower than
+        the last."""
         found = Snapshot()
-        walks = [((), found), ((INTERNAL_DIR,), Snapshot())] if clear_setid and internal else [((), found)]
+        walks: list[tuple[tuple[str, ...], Snapshot]] = [((), found)]
+        if clear_setid and internal is True:
+            walks.append(((INTERNAL_DIR,), Snapshot()))
+        elif clear_setid and internal:
+            walks += [((INTERNAL_DIR, folder), Snapshot()) for folder in internal]
         for parts, report in walks:  # .execbox/ walked apart (its own cap), not reported
             try:
                 top = open_folders(self._root, parts, "/".join(parts) or ".", create=False, repair=False)

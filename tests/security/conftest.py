@@ -43,8 +43,9 @@ MODES: dict[str, Factory] = {
     "remote": lambda ws, limits: remote_executor(ws, limits),
 }
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
-# the modes whose blocks see .execbox/ (the host's code files) read-only (remote: a pool behind HTTP)
-SEALED = frozenset({"pool", "oneshot", "stateful", "remote"})
+# the modes whose blocks see .execbox/ (the host's code files) read-only (remote: a pool behind HTTP;
+# docker: but for .execbox/matplotlib, matplotlib's cache)
+SEALED = frozenset({"pool", "oneshot", "stateful", "remote", "jupyter", "docker", "docker-gvisor"})
 
 
 def _require_bubblewrap() -> None:

@@ -32,8 +32,8 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
-from ._container import (WORKDIR, container_settings, container_user, hand_over, merge_overrides,
-                                normalize_volumes, reap_orphans, track)
+from ._container import (WORKDIR, WRITABLE_INTERNAL, container_settings, container_user, hand_over,
+                         merge_overrides, normalize_volumes, reap_orphans, track)
 from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
 from ._link import AgentLink, AgentOutcome, AgentStalled, NoAgent, run_block
 from .._result import Outcome, outcome_to_result
@@ -185,6 +185,12 @@ class DockerExecutor(Executor):
         self._make_matplotlib_folder()
         agent = self._programs_key(self._image or "") not in _agentless
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
+        volumes = settings.get("volumes")
+        sealed = isinstance(volumes, Mapping) and volumes.get(
+            os.path.join(str(self.workspace.path), INTERNAL_DIR), {}).get("mode") == "ro"
+        # runs walk for set-ID bits only what blocks can write in .execbox/ (all of it, where
+        # container_create_kwargs replaced our volumes)
+        self._blocks_write_internal = WRITABLE_INTERNAL if sealed else True
         try:
             container = self._run_container(settings)
         except ImageMissingError:

@@ -20,11 +20,13 @@ from typing import Any
 from .. import _ownership
 from ..._errors import ConfigurationError
 from ..._models import Limits
+from ..._workspace import INTERNAL_DIR
 
 __all__ = [
     "AGENT_COMMAND",
     "KEEPALIVE",
     "WORKDIR",
+    "WRITABLE_INTERNAL",
     "confined",
     "container_settings",
     "container_user",
@@ -54,6 +56,10 @@ LABEL_KEEP = "org.execbox.keep"
 OVERHEAD_PROCESSES = 3
 # with the agent: init and the agent
 AGENT_OVERHEAD_PROCESSES = 2
+# .execbox/ is read-only for blocks (no block can leave a set-ID program among
+# their code files, so runs need not walk them: one more a block), but for
+# these folders in it (matplotlib's cache, MPLCONFIGDIR)
+WRITABLE_INTERNAL = ("matplotlib",)
 
 
 def container_user() -> str:
@@ -79,7 +85,11 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + overhead,
                         cpus=limits.cpus, tmp_size_mb=tmp_size_mb, auto_remove=auto_remove, runtime=runtime,
                         name=name, labels={LABEL_KEEP: "1"} if keep else {})
-    mounts = {workspace: {"bind": WORKDIR, "mode": "rw"}, **volumes}
+    mounts = {workspace: {"bind": WORKDIR, "mode": "rw"},
+              os.path.join(workspace, INTERNAL_DIR): {"bind": f"{WORKDIR}/{INTERNAL_DIR}", "mode": "ro"},
+              **{os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{WORKDIR}/{INTERNAL_DIR}/{folder}",
+                                                                "mode": "rw"} for folder in WRITABLE_INTERNAL},
+              **volumes}
     if agent:
         mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
         mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}

@@ -117,6 +117,8 @@ class JupyterExecutor(HostPython, Executor):
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self._environment = environment or SystemPython()
         self.kernel = kernel or ("local" if kernel_name else _default_kernel())
+        # a jailed kernel sees .execbox/ read-only (``_sandboxed``): runs need not walk it for set-ID bits
+        self._blocks_write_internal = self.kernel != "sandbox"
         self.kernel_name = kernel_name
         self.env = dict(env or {})
         self._progress = progress
@@ -186,7 +188,7 @@ class JupyterExecutor(HostPython, Executor):
         rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
         settings = JailSettings(network=bool(limits.network), memory_mb=limits.effective_memory_mb(),
                                 max_processes=limits.effective_max_processes(), cpus=limits.cpus,
-                                rlimits=tuple(rlimits.items()))
+                                rlimits=tuple(rlimits.items()), sealed=(INTERNAL_DIR,))
         return SandboxKernel(python=python, cwd=cwd, env=inside, settings=settings,
                              cgroups=cgroup_support()[0])
 

@@ -11,6 +11,9 @@ bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
   jail, and ipykernel would exit at once); bwrap's --die-with-parent ends the
   jail with the host instead, started from a thread that lives as long as the
   process (``spawn_kept``).
+- ``sealed`` folders of the workspace are bound read-only over themselves
+  (``.execbox/``, the blocks' code files: no cell can leave a set-ID
+  program there, so runs need not walk it; it grows by a file a block).
 - The whole jail runs in one cgroup (memory, processes, CPU) when the host
   allows it: a kernel killed for memory is reported as such.
 - When execbox runs as root, the jail is a host id leased for this kernel
@@ -26,11 +29,13 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..sandbox._cgroups import BlockCgroup, CgroupSupport
 from ..._errors import BackendUnavailableError
 from .._ownership import hand_over, reown_tree
 from ..sandbox._seccomp import filter_fd
+from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
 from ._channels import ZmqChannels, wait_ready
 from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
@@ -56,6 +61,7 @@ class JailSettings:
     memory_mb: int | None = None
     max_processes: int | None = None
     cpus: float | None = None
+    sealed: tuple[str, ...] = ()  # workspace folders (relative) read-only in the jail; made if missing
 
 
 class SandboxKernel:
@@ -100,9 +106,11 @@ class SandboxKernel:
             reown_tree(self.cwd, uid, gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
         self._jailer = jailer = Jailer(self._lease, [*self._readonly, self.cwd, self._runtime])
         s = self.settings
+        for folder in s.sealed:  # bwrap binds only what exists
+            os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
         argv = [bwrap, *jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
                                   hostname=s.hostname, workspace=self.cwd, writable=[self._runtime],
-                                  source=jailer.source)]
+                                  sealed=s.sealed, source=jailer.source)]
         for key, value in self.env.items():
             argv += ["--setenv", key, value]
         seccomp_r = filter_fd() if s.seccomp else -1
