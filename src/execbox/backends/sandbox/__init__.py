@@ -39,7 +39,7 @@ from ..._languages import Language, runnable_languages
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from .._ownership import hand_over, reown_tree
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._seccomp import filter_fd, filter_program, supported as seccomp_supported
+from ._seccomp import ZYGOTE_ALLOWED, filter_fd, filter_program, supported as seccomp_supported
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from .._base import Capabilities
@@ -234,8 +234,11 @@ class SandboxExecutor(LocalExecutor):
                 keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
                 config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
                           "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
-                          "seccomp": filter_program().hex() if self.seccomp else ""}
-                self._zygote = ZygotePool(prefix, self._python, inside, str(self.workspace.path), config,
+                          "seccomp": filter_program().hex() if self.seccomp else "",
+                          "zygote_seccomp": filter_program(allowed=ZYGOTE_ALLOWED).hex() if self.seccomp else "",
+                          "env": inside}  # the blocks' environment: set in each unit, never in the zygote
+                zygote_env = {"PATH": INSIDE_PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+                self._zygote = ZygotePool(prefix, self._python, zygote_env, str(self.workspace.path), config,
                                           size=1 if self.stateful else self.pool_size, make_cgroup=self._make_cgroup,
                                           preexec=self._jailer.enter, owner=self._lease)
                 self._zygote.start()

@@ -108,7 +108,7 @@ class ZygotePool:
         setenv: list[str] = []
         for key, value in self.env.items():
             setenv += ["--setenv", key, value]
-        argv = [*self.prefix, *setenv, "--", self.python, ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno()),
+        argv = [*self.prefix, *setenv, "--", self.python, "-I", ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno()),
                 json.dumps(self.config)]
         try:
             self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,

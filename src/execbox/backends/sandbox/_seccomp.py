@@ -40,9 +40,12 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DENIED", "HOST_IPC", "NAME_WATCHES", "SET_ID_BITS", "filter_fd", "filter_program", "supported"]
+__all__ = ["DENIED", "HOST_IPC", "NAME_WATCHES", "SET_ID_BITS", "ZYGOTE_ALLOWED", "filter_fd", "filter_program",
+           "supported"]
 
 SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+# what the pool's zygote needs of DENIED: a unit's namespaces, its /tmp, and the way back
+ZYGOTE_ALLOWED = ("unshare", "setns", "mount")
 
 DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -130,12 +133,13 @@ def supported(machine: str | None = None) -> bool:
 
 
 def filter_program(machine: str | None = None, *, unix_sockets_only: bool = False, no_unix_streams: bool = False,
-                   also_denied: Sequence[str] = ()) -> bytes:
+                   also_denied: Sequence[str] = (), allowed: Sequence[str] = ()) -> bytes:
     """The filter for this machine's architecture, as ``struct sock_filter[]``.
     ``unix_sockets_only``: ``socket()`` of any family but AF_UNIX answers
     EPERM; ``no_unix_streams``: so does ``socket()`` of an AF_UNIX stream or
     seqpacket socket; ``also_denied``: more system calls (by name) that
-    answer EPERM."""
+    answer EPERM; ``allowed``: system calls of ``DENIED`` let through (the
+    pool's zygote makes namespaces and mounts for its units)."""
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
@@ -153,7 +157,7 @@ def filter_program(machine: str | None = None, *, unix_sockets_only: bool = Fals
     if foreign is not None:
         prog += [(_JGE, 0, 1, foreign), (_RET, 0, 0, eperm)]
     for name in dict.fromkeys((*DENIED, *also_denied)):
-        if name in numbers:
+        if name in numbers and name not in allowed:
             prog += [(_JEQ, 0, 1, numbers[name]), (_RET, 0, 0, eperm)]
     if unix_sockets_only or no_unix_streams:
         block = [

@@ -30,10 +30,14 @@ import signal
 import socket
 import sys
 
-from run_file import run_python_file  # beside this file
-from session import serve_session  # beside this file
+# Started with `python -I` (no PYTHON* variable, no user site, no script folder on the path) and
+# an environment built from nothing: what a caller sets reaches the units only (apply_block_env).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_file import run_python_file  # beside this file  # noqa: E402
+from session import serve_session  # beside this file  # noqa: E402
 
 del sys.modules["run_file"], sys.modules["session"]  # a block's own modules of those names are not shadowed
+# sys.path[0] stays: the script's folder, which each block's own takes (run_file)
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 4, 38, 22, 24
@@ -159,6 +163,27 @@ def warm_up():
         exec(compile(warm_up_source[0], "<warm-up>", "exec", dont_inherit=True), {"OUT": out})
 
 
+def apply_block_env(env):
+    """The block's environment (the caller's variables among it), in the
+    unit only; PYTHONPATH goes on the path as an interpreter started with it
+    would have put it."""
+    os.environ.clear()
+    os.environ.update(env)
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[1:1] = [os.path.abspath(p) for p in extra]  # after the script's folder, as python does
+
+
+def load_filter(program_hex):
+    """A seccomp filter (hex of ``struct sock_filter[]``) on this process and what it forks."""
+    program = bytes.fromhex(program_hex)
+    if not program:
+        return
+    buffer = ctypes.create_string_buffer(program)
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
 def code_main(sock, cgroup_fds, config):
     """The block's process (PID 2), made ahead of its block: in its cgroups,
     every privilege dropped, stdin closed, in the workspace, warmed up,
@@ -173,6 +198,7 @@ def code_main(sock, cgroup_fds, config):
         os.closerange(3, sock.fileno())
         os.closerange(sock.fileno() + 1, 1 << 16)
         os.chdir(config["cwd"])
+        apply_block_env(config["env"])
         enter_block_user_namespace()
         config["privileges"].drop()
         warm_up()
@@ -330,6 +356,13 @@ def main():
     control = socket.socket(fileno=int(sys.argv[1]))
     config = json.loads(sys.argv[2])
     del sys.argv[1:]
+    try:
+        # the zygote's own filter, before anything else runs here: it may make namespaces and
+        # mounts for its units, nothing else the blocks' filter denies (io_uring, bpf, keyctl...)
+        load_filter(config["zygote_seccomp"])
+    except OSError as exc:
+        control.send(f"failed {exc}".encode())
+        return
     try:
         enter_user_namespace()
     except OSError as exc:
