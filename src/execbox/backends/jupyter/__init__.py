@@ -11,8 +11,13 @@ run as a subprocess of the kernel with their output streamed into the cell.
 A timeout or a cancel interrupts the kernel and keeps its state; if the
 interrupt does not take within a few seconds, the kernel is restarted and
 the result says the state was lost. A kernel that dies is noticed within
-50 ms, restarted, and reported. Processes a block starts are killed when it
-ends, like every backend. Calls to one kernel are serialized.
+50 ms, restarted, and reported. A kernel found dead or stopped before a
+block (a thread of an earlier one did it), or that takes nothing of a cell
+within ``_cell.ANSWER_S``, is restarted and the block runs in the new one
+(a second that does not answer: ``StallError``); one stopped while a cell
+runs is restarted after ANSWER_S, and the block reported. Processes a
+block starts are killed when it ends, like every backend. Calls to one
+kernel are serialized.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..sandbox._cgroups import cgroup_support
-from ..._errors import BackendUnavailableError, ConfigurationError
+from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from .._ownership import hand_over
@@ -35,8 +40,9 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
 from .._host_python import HostPython
-from ._cell import CellOutcome, cell_outcome, run_cell, wait_done
-from ._channels import execute
+from .._output import Capture
+from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
+from ._channels import ChannelStalled, execute
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
@@ -234,29 +240,69 @@ class JupyterExecutor(HostPython, Executor):
                 # a named block's folders, made by execbox (root), are the jail's to write in
                 self._give(kernel, [code_path])
             try:
-                if kernel.restarted:
-                    execute(kernel.channels, self._setup_code(kernel), silent=True)
-                    kernel.restarted = False
-                if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
-                    execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
-                outcome = run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
-                                   output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
-                                   save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
-                                   user_expressions=expressions)
-                note = self._settle(kernel, outcome)
+                notes = [self._revive(kernel)]
+                for attempt in (1, 2):
+                    outcome = self._cell(kernel, code, code_path, expressions, cancel, on_output)
+                    if outcome.status != "stalled" or outcome.answered:
+                        break
+                    kernel.restart()  # it took nothing of the cell: the cell runs in a new kernel
+                    if attempt == 2:
+                        raise StallError(f"jupyter: a new kernel did not answer either ({outcome.error})",
+                                         waiting_for="the Jupyter kernel's answer")
+                    notes.append(f"The kernel did not answer for {ANSWER_S:.0f} s (stopped?): it was restarted and "
+                                 "this block ran in the new one; variables and imports of earlier blocks are lost.")
+                notes.append(self._settle(kernel, outcome))
             finally:
                 kernel.kill_strays()  # no process a block started outlives it, whatever happened
-        return cell_outcome(outcome, note, self.limits)
+        return cell_outcome(outcome, " ".join(n for n in notes if n), self.limits)
+
+    def _cell(self, kernel: Kernel, code: str, code_path: str, expressions: dict[str, str], cancel: Cancellation,
+              on_output: OutputCallback | None) -> CellOutcome:
+        """The cell run (after a restart, the kernel's set-up first); a send the kernel does not take: stalled."""
+        try:
+            if kernel.restarted:
+                execute(kernel.channels, self._setup_code(kernel), silent=True)
+                kernel.restarted = False
+            if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
+                execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
+            return run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
+                            output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
+                            save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
+                            user_expressions=expressions)
+        except ChannelStalled as exc:
+            return CellOutcome("stalled", Capture(self.limits.max_output_bytes), ErrorInfo("KernelStalled", str(exc)))
+
+    def _revive(self, kernel: Kernel) -> str:
+        """A kernel that died or was stopped since the last block (a thread
+        of an earlier block did it) is restarted before this one; the note."""
+        alive = kernel.alive()
+        if alive and not kernel_stopped(kernel.pid):
+            return ""
+        code = kernel.exit_code()
+        how = "been stopped" if alive else "died" + ("" if code is None else f" (exit code {code})")
+        kernel.restart()
+        return (f"The kernel had {how} since the last block (a thread of an earlier block?): it was restarted "
+                "before this one; variables and imports of earlier blocks are lost.")
 
     def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
         """After a timeout, a cancel or a death: get the kernel usable again;
         the note for the output."""
         if outcome.status in ("timeout", "cancelled"):
-            kernel.interrupt()
-            if wait_done(kernel, outcome.msg_id, INTERRUPT_GRACE_S):
-                return "The kernel was interrupted; its state (variables, imports) is kept."
+            try:
+                kernel.interrupt()
+            except ChannelStalled:
+                pass  # and it does not stop: restarted below
+            else:
+                if wait_done(kernel, outcome.msg_id, INTERRUPT_GRACE_S):
+                    return "The kernel was interrupted; its state (variables, imports) is kept."
             kernel.restart()
             return "The kernel did not stop on interrupt and was restarted: its state is lost."
+        if outcome.status == "stalled":
+            kernel.restart()
+            outcome.error = outcome.error or ErrorInfo("KernelStalled", f"the kernel stopped answering for "
+                                                                        f"{ANSWER_S:.0f} s while the block ran")
+            return ("The kernel stopped answering while the block ran (it was stopped?) and was restarted: "
+                    "variables and imports of earlier blocks are lost.")
         if outcome.status == "died":
             code = kernel.exit_code()
             memory = kernel.memory_exceeded()

@@ -35,11 +35,14 @@ from .._result import Outcome
 from .._watch import Cancellation, Output, OutputCallback, watch_loop
 from ._channels import execute
 
-__all__ = ["CellOutcome", "cell_outcome", "run_cell", "wait_done"]
+__all__ = ["ANSWER_S", "CellOutcome", "cell_outcome", "kernel_stopped", "run_cell", "wait_done"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 POLL_S = 0.05
 REPLY_GRACE_S = 1.0
+# A kernel that sends nothing of a cell this long after it was sent (or, once
+# the cell runs, this long while the kernel's process is stopped) is stalled
+ANSWER_S = 10.0
 # In order of preference: a display is saved as the first of these it has.
 SAVED = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "text/html": ".html"}
 BINARY = {"image/png", "image/jpeg"}
@@ -50,7 +53,7 @@ SaveFile = Callable[[str, bytes], str]  # (suggested name, data) -> workspace-re
 
 @dataclass
 class CellOutcome:
-    status: str  # ok | error | timeout | cancelled | died
+    status: str  # ok | error | timeout | cancelled | died | stalled
     capture: Capture
     error: ErrorInfo | None = None
     displays: list[Display] = field(default_factory=list)
@@ -60,6 +63,7 @@ class CellOutcome:
     display_bytes: int = 0  # displays kept, of the budget (the output limit)
     dropped_displays: int = 0
     dropped_bytes: int = 0
+    answered: bool = False  # the kernel sent something of the cell (it may have started)
 
     def dropped_note(self) -> str:
         """What was dropped past the display budget ("" if nothing)."""
@@ -93,7 +97,7 @@ def cell_outcome(cell: CellOutcome, note: str, limits: Limits) -> Outcome:
     if cell.status == "cancelled":
         return Outcome(status="cancelled", exit_code=130, output=output, error=ErrorInfo("Cancelled", note),
                        **common)
-    if cell.status == "died":
+    if cell.status in ("died", "stalled"):
         return Outcome(status="failed", exit_code=137, output=output, error=cell.error, **common)
     if cell.status == "error":
         error = cell.error
@@ -123,8 +127,8 @@ def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, canc
              user_expressions: dict[str, str] | None = None) -> CellOutcome:
     """Execute ``code``; return when the kernel is idle again and has
     replied, the deadline passes, ``cancel`` is set, or the kernel dies
-    (checked whenever nothing came for 50 ms): ``_watch.watch_loop`` over
-    the kernel's messages. On a deadline or a cancel the loop neither kills
+    (checked whenever nothing came for 50 ms), or stalls (``ANSWER_S``):
+    ``_watch.watch_loop`` over the kernel's messages. On a deadline or a cancel the loop neither kills
     nor drains: the caller interrupts the kernel (``wait_done`` then waits
     for the cell), which keeps its state."""
     started = time.monotonic()
@@ -153,6 +157,7 @@ class _Messages:
         self.closed = self.ended = False
         self._idle = self._replied = False
         self._idle_at = 0.0
+        self._heard = time.monotonic()  # the cell was sent just now
 
     def kill(self) -> None:
         pass  # the caller interrupts the kernel
@@ -166,11 +171,16 @@ class _Messages:
             if not self.kernel.alive():
                 self.out.status = "died"
                 self.closed = self.ended = True
+            elif time.monotonic() - self._heard > ANSWER_S and (
+                    not self.out.answered or kernel_stopped(getattr(self.kernel, "pid", None))):
+                self.out.status = "stalled"
+                self.closed = self.ended = True
             return
         channel, msg = got
         if msg.get("parent_header", {}).get("msg_id") != self.out.msg_id:
             return
         out, content = self.out, msg["content"]
+        out.answered, self._heard = True, time.monotonic()
         if channel == "shell":
             self._replied = True
             for key, value in content.get("user_expressions", {}).items():
@@ -192,6 +202,17 @@ class _Messages:
                 self._idle, self._idle_at = True, time.monotonic()
         if self._idle and self._replied:
             self.closed = self.ended = True
+
+
+def kernel_stopped(pid: int | None) -> bool:
+    """The process ``pid`` (on this host) is stopped (SIGSTOP, a tracer)."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def wait_done(kernel: Any, msg_id: str, grace: float) -> bool:

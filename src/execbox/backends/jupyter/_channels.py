@@ -8,6 +8,8 @@ shell and iopub sockets, messages signed and read with jupyter_client's
 ``Session``. jupyter_client's blocking client runs an asyncio loop per
 message read, which costs more than the kernel's own work for a small cell.
 Calls are made under the executor's lock (ZMQ sockets are not thread-safe).
+A send waits at most SEND_TIMEOUT_S (a kernel that takes nothing, past
+ZMQ's queue, is stopped): then ``ChannelStalled``.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from typing import Any, Protocol
 
 from ..._errors import BackendUnavailableError
 
-__all__ = ["Channels", "ZmqChannels", "wait_ready"]
+__all__ = ["SEND_TIMEOUT_S", "ChannelStalled", "Channels", "ZmqChannels", "wait_ready"]
 
 Message = dict[str, Any]
+SEND_TIMEOUT_S = 10.0
+
+
+class ChannelStalled(Exception):
+    """A message to the kernel could not be sent within SEND_TIMEOUT_S."""
 
 
 class Channels(Protocol):
@@ -54,6 +61,7 @@ class ZmqChannels:
         def socket(kind: int, port: int) -> Any:
             sock = context.socket(kind)
             sock.linger = 0
+            sock.sndtimeo = int(SEND_TIMEOUT_S * 1000)
             if kind == zmq.DEALER:
                 sock.setsockopt(zmq.IDENTITY, self.session.bsession)
             sock.connect(url(port))
@@ -71,7 +79,10 @@ class ZmqChannels:
 
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
         msg = self.session.msg(msg_type, content)
-        self.session.send(self._sockets[channel], msg)
+        try:
+            self.session.send(self._sockets[channel], msg)
+        except self._zmq.Again:
+            raise ChannelStalled(f"the kernel took nothing on {channel} for {SEND_TIMEOUT_S:.0f} s") from None
         return msg["header"]["msg_id"]
 
     def recv(self, timeout: float) -> tuple[str, Message] | None:
