@@ -23,12 +23,14 @@ leaves, which kills the unit's PID namespace.
 from __future__ import annotations
 
 import base64
+import fcntl
 import itertools
 import json
 import os
 import re
 import select
 import socket
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -43,6 +45,7 @@ from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from .._result import Outcome, outcome_to_result
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
+from ._sockets import recv_fds_now, send_fds_now
 
 __all__ = ["INTERRUPT_GRACE_S", "Session", "session_outcome"]
 
@@ -98,8 +101,8 @@ class Session:
         unit, code, group = self.pool.claim()
         status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            code.send(b"session")
-            socket.send_fds(unit, [b"go"], [theirs.fileno()])
+            send_fds_now(code, b"session")
+            send_fds_now(unit, b"go", [theirs.fileno()])
         except OSError:
             status.close()
             code.close()
@@ -165,9 +168,9 @@ class Session:
                 # its file, in the jail (where .execbox/ is read-only)
                 data = json.dumps({k: v for k, v in request.items() if k != "code"}).encode()
             try:
-                socket.send_fds(self._code, [data], [out_w, err_w])
+                send_fds_now(self._code, data, [out_w, err_w])
             except OSError:
-                pass  # it died meanwhile: EOF follows on the code socket
+                pass  # it died meanwhile (EOF follows), or takes nothing (the block's timeout ends it)
             os.close(out_w)
             os.close(err_w)
             watched = _Block(self._code, self._status)
@@ -182,6 +185,12 @@ class Session:
             note = KEPT if watched.answered and not watched.eof else LOST_INTERRUPT
         elif timed_out or cancelled:
             note = KEPT
+        if watched.forged is not None:  # the block lied on the session's socket: that session ends
+            self.close()
+            why = (f"The block wrote on its session's socket ({watched.forged}): the session was ended, and a "
+                   "fresh one runs the next block; variables and imports of earlier blocks are lost.")
+            return Answer(ProcessOutcome(exit_code=1, capture=capture, timed_out=timed_out, cancelled=cancelled,
+                                         duration_s=time.monotonic() - started), note=why)
         if watched.full:
             self.close()
             return Answer(ProcessOutcome(exit_code=KILLED, capture=capture, timed_out=False, cancelled=False,
@@ -198,16 +207,21 @@ class Session:
             process.memory_exceeded_mb = memory_mb
         if died is not None or note == LOST_INTERRUPT:
             self.close()  # the next block opens a fresh one
-        return Answer(process, watched.read_displays(output_limit), note, died)
+        displays = watched.read_displays(output_limit)
+        if watched.problem is not None:
+            note = f"{note} [{watched.problem}]".strip()
+        return Answer(process, displays, note, died)
 
     def _drain(self) -> None:
         """Drop what an earlier block left on the code socket: the block's
         process holds it, so it may have written lines of its own there (the
         true answer then came after them, and waits here)."""
         assert self._code is not None
-        while select.select([self._code], [], [], 0)[0]:  # recv_fds drops its flags (Python 3.11)
+        for _ in range(256):  # bounded: a thread a block left behind may write without end
+            if not select.select([self._code], [], [], 0)[0]:
+                return
             try:
-                data, fds, _, _ = socket.recv_fds(self._code, 64, 4)
+                data, fds = recv_fds_now(self._code, 64, 4)
             except OSError:
                 return
             for fd in fds:
@@ -247,20 +261,36 @@ class _Block:
         self.answered = self.eof = self.full = self.nomem = False
         self.interrupted_at: float | None = None
         self.display_fd: int | None = None
+        self.started = False  # the session said the block's own code began
+        self.forged: str | None = None  # what was wrong with an answer a block forged
+        self.problem: str | None = None  # what was wrong with the displays it handed over
 
     def exited(self) -> bool:
+        """Read one answer; True once the block is over. Everything here
+        comes from the block's own process (it holds the socket): an
+        answer that is not one the session gives, or comes out of turn,
+        ends the block as forged (and the session with it)."""
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, 64, 4)
+            data, fds = recv_fds_now(self.sock, 64, 4)
+        except BlockingIOError:
+            return False
         except OSError:
             data, fds = b"", []
-        self.answered = True
-        self.eof = not data
-        self.full = data in (b"full", b"nomem")
-        self.nomem = data == b"nomem"
-        self.code = exit_status(data) if data else None
         for fd in fds[1:]:
             os.close(fd)
-        self.display_fd = fds[0] if fds else None
+        if data == b"started" and not self.started and not fds:
+            self.started = True
+            return False
+        self.answered = True
+        self.eof = not data
+        if data in (b"full", b"nomem") and not self.started:  # said before the block's code began
+            self.full, self.nomem = True, data == b"nomem"
+        elif data and exit_status(data) is None:
+            self.forged = f"the session's socket carried {data[:40]!r}, which the session never sends"
+        self.code = exit_status(data) if data else None
+        self.display_fd = fds[0] if fds and self.code is not None else None
+        if fds and self.display_fd is None:
+            os.close(fds[0])
         return True
 
     def kill(self) -> None:
@@ -268,7 +298,7 @@ class _Block:
             return
         self.interrupted_at = time.monotonic()
         try:
-            self.status.send(b"int", socket.MSG_NOSIGNAL)
+            self.status.send(b"int", socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
         except OSError:
             pass  # the unit is gone
 
@@ -284,21 +314,40 @@ class _Block:
         (what ``session_outcome`` keeps is bounded by ``limit`` itself)."""
         if self.display_fd is None:
             return []
+        fd, self.display_fd = self.display_fd, None
         try:
-            os.lseek(self.display_fd, 0, os.SEEK_SET)
-            data = b""
-            while len(data) <= 2 * limit + (1 << 16):
-                chunk = os.read(self.display_fd, 1 << 20)
-                if not chunk:
-                    break
-                data += chunk
-            found = json.loads(data)
-        except (OSError, ValueError):
-            return []  # written by the block's own process: anything
+            found = json.loads(_read_sealed(fd, 2 * limit + (1 << 16)))
+        except (OSError, ValueError, RecursionError) as exc:  # from the block's own process: anything
+            self.problem = f"the displays handed over were refused: {exc}"[:300]
+            return []
         finally:
-            os.close(self.display_fd)
-            self.display_fd = None
-        return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+            os.close(fd)
+        if not isinstance(found, list):
+            self.problem = "the displays handed over were refused: not a list"
+            return []
+        return [d for d in found if isinstance(d, dict)]
+
+
+SEALED = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def _read_sealed(fd: int, limit: int) -> bytes:
+    """The whole of a memfd the session sealed, if it is one and holds at
+    most ``limit`` bytes: a regular file whose size no one can change, so
+    the read neither blocks (a pipe, an eventfd, a socket passed instead)
+    nor grows."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError("not a file the session made (a memfd)")
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        raise OSError("not a sealed memfd") from None
+    if seals & SEALED != SEALED:
+        raise OSError("a memfd that was not sealed")
+    if info.st_size > limit:
+        raise OSError(f"{info.st_size} bytes, more than the {limit} a block's displays may take")
+    return os.pread(fd, info.st_size, 0)
 
 
 def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Workspace, prefix: str,

@@ -25,6 +25,7 @@ import ast
 import base64
 import builtins
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -120,6 +121,7 @@ class Session:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 if "argv" in request:
+                    self.begin()
                     code = run_program(request["argv"])
                 else:
                     code = self.run_python(request.get("code"), request["file"])
@@ -155,7 +157,7 @@ class Session:
             except BaseException as exc:  # as the interpreter reports it: no frame of ours
                 exc.__traceback__ = None
                 raise
-            self.started = True
+            self.begin()
             exec(body, ns)
             if shown is not None:
                 value = eval(shown, ns)
@@ -184,14 +186,23 @@ class Session:
                 self.displays.append({"mime": "image/png", "data": base64.b64encode(png).decode()})
             backend.shown.clear()
 
+    def begin(self):
+        """The block's own code starts now: the host hears it before, so
+        that a "full" or "nomem" it sees after is a block's forgery."""
+        self.sock.send(b"started")
+        self.started = True
+
     def answer(self, code):
         self.release()
         fds = []
         if self.displays:
-            fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC)
+            fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             view = memoryview(json.dumps(self.displays).encode())
             while view:
                 view = view[os.write(fd, view):]
+            # sealed: the host reads only a memfd that no one can change while it reads
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_WRITE)
             fds.append(fd)
             self.displays = []
         try:
