@@ -68,7 +68,7 @@ def _zygote_pid(ex: SandboxExecutor) -> int:
     for pid in _tree(ex._zygote._proc.pid):
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             argv = handle.read().split(b"\0")
-            if any(arg.endswith(b"/zygote.py") for arg in argv[1:3]):  # python [-I] zygote.py, not bwrap
+            if any(arg.endswith(b"/zygote.py") for arg in argv[1:4]):  # python [-I] zygote.py, not bwrap
                 (zygote,) = _children(pid)
                 return zygote
     raise AssertionError("no zygote in the pool's jail")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from execbox import CodeBlock, SandboxExecutor, Workspace
 from execbox.backends.sandbox import find_bwrap
 from tests.backends.test_sandbox_pool_load import _tree
@@ -38,7 +40,7 @@ def test_a_callers_pythonpath_runs_nothing_in_the_zygote(tmp_path):
         for pid in _tree(ex._zygote._proc.pid):
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 argv = handle.read().split(b"\0")
-            if any(arg.endswith(b"/zygote.py") for arg in argv[1:3]):
+            if any(arg.endswith(b"/zygote.py") for arg in argv[1:4]):
                 zygotes.append((pid, argv))
         assert zygotes, "no zygote found"
         for pid, argv in zygotes:
@@ -47,3 +49,18 @@ def test_a_callers_pythonpath_runs_nothing_in_the_zygote(tmp_path):
             with open(f"/proc/{pid}/environ", "rb") as handle:
                 environ = handle.read()
             assert b"PYTHONPATH" not in environ and b"MARK" not in environ, environ
+
+
+@pytest.mark.parametrize("pool", [True, False], ids=["pool", "one_shot"])
+def test_pid_1_shows_no_host_layout(tmp_path, pool):
+    """bwrap is the jail's PID 1: its options (every host path bound, the
+    environment, the limits) come from a memfd, and the zygote's settings
+    from its socket, so /proc/1/cmdline names none of them."""
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    workspace = tmp_path / "ws"
+    with SandboxExecutor(workspace=workspace, pool=pool, env={"PLANTED": "value-of-the-caller"}) as ex:
+        seen = ex.run(CodeBlock("sh", "tr '\\0' ' ' < /proc/1/cmdline")).output
+    assert seen.startswith(find_bwrap()), seen
+    for leak in ("--ro-bind", "--setenv", "--seccomp", "value-of-the-caller", str(workspace), "rlimits",
+                 "/.execbox-zygote\""):
+        assert leak not in seen, (leak, seen)

@@ -48,7 +48,8 @@ from ._identity import Jailer, Lease, is_jail_id, lease
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
 from .._result import Outcome
 from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
-                    empty_netns, find_bwrap, inside_environment, interpreter_dirs, jail_args, jail_rlimits,
+                    empty_netns, find_bwrap, hidden_argv, inside_environment, interpreter_dirs, jail_args,
+                    jail_rlimits,
                     probe, setns_net)
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ._stateful import StatefulBlocks
@@ -385,16 +386,17 @@ class SandboxExecutor(LocalExecutor):
         # RLIMIT_NPROC inside the jail's user namespace (see _block_rlimits):
         # the jail's init and the block's processes count there
         nproc = [prlimit, f"--nproc={self._max_processes + 1}", "--"] if (prlimit := _prlimit()) else []
+        command, options = hidden_argv(self._prefix[0], [*self._prefix[1:], *setenv], [*nproc, *argv])
         try:
             return run_process(
-                [*self._prefix, *setenv, "--", *nproc, *argv], cwd=str(self.workspace.path),
+                command, cwd=str(self.workspace.path),
                 env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}, timeout_s=self.limits.timeout_s,
                 output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output, token=token,
-                preexec=enter, pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else []),
+                preexec=enter, pass_fds=[*fds, options, *([seccomp_r] if seccomp_r >= 0 else []),
                                          *([netns] if netns is not None else [])],
                 also_kill=group.kill if group is not None else None,
             )
         finally:
-            for fd in (*fds, seccomp_r):
+            for fd in (*fds, options, seccomp_r):
                 if fd >= 0:
                     os.close(fd)

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..._errors import BackendUnavailableError
 
-__all__ = ["INSIDE_PATH", "INSTALL_HINT", "empty_netns", "find_bwrap", "interpreter_dirs", "jail_args",
+__all__ = ["INSIDE_PATH", "INSTALL_HINT", "args_file", "empty_netns", "find_bwrap", "hidden_argv", "interpreter_dirs",
+           "jail_args",
            "inside_environment", "jail_rlimits", "probe", "setns_net", "spawn_kept"]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -90,6 +91,26 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         args += ["--ro-bind", f"{source(workspace)}/{relative}", f"{workspace}/{relative}"]
     args += ["--chdir", workspace, "--remount-ro", "/"]
     return args
+
+
+def args_file(args: Sequence[str]) -> int:
+    """A memfd holding bwrap's options NUL-separated, for ``bwrap --args FD``:
+    the jail's PID 1 is bwrap, and /proc/1/cmdline would show a block every
+    host path bound, the environment and the limits. The caller passes it
+    to bwrap's process and closes it."""
+    fd = os.memfd_create("execbox-bwrap-args", 0)
+    data = memoryview(b"".join(arg.encode() + b"\0" for arg in args))
+    while data:
+        data = data[os.write(fd, data):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def hidden_argv(bwrap: str, options: Sequence[str], command: Sequence[str]) -> tuple[list[str], int]:
+    """(argv, fd): bwrap with ``options`` read from a memfd (``args_file``),
+    then ``command``; pass the fd to the child, then close it."""
+    fd = args_file(options)
+    return [bwrap, "--args", str(fd), "--", *command], fd
 
 
 def inside_environment(env: Mapping[str, str], bin_dir: str, extra: Mapping[str, str]) -> dict[str, str]:

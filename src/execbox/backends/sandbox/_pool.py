@@ -31,7 +31,7 @@ from ._cgroups import BlockCgroup
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._identity import Lease, give_pipe
-from ._jail import spawn_kept
+from ._jail import hidden_argv, spawn_kept
 from ._sockets import receive_within, recv_fds_now, send_fds_now, send_within
 
 __all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
@@ -108,16 +108,21 @@ class ZygotePool:
         setenv: list[str] = []
         for key, value in self.env.items():
             setenv += ["--setenv", key, value]
-        argv = [*self.prefix, *setenv, "--", self.python, "-I", ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno()),
-                json.dumps(self.config)]
+        # bwrap's options from a memfd, the config on the socket: nothing of the host's layout in an argv
+        argv, options = hidden_argv(self.prefix[0], [*self.prefix[1:], *setenv],
+                                    [self.python, "-I", *self._startup_flags(), ZYGOTE_INSIDE + "/zygote.py",
+                                     str(theirs.fileno())])
         try:
             self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                     pass_fds=[theirs.fileno()], cwd=self.cwd, start_new_session=True,
+                                     pass_fds=[theirs.fileno(), options], cwd=self.cwd, start_new_session=True,
                                      preexec_fn=self.preexec)
         finally:
             theirs.close()
+            os.close(options)
         self._control = ours
         try:
+            send_within(ours, json.dumps(self.config).encode(), [], time.monotonic() + SEND_WAIT_S,
+                        "the sandbox pool's zygote to take its settings")
             hello = receive_within(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16, 0,
                                    "the sandbox pool's zygote to start")[0]
         except OSError:
@@ -137,6 +142,12 @@ class ZygotePool:
         if self._refiller is None:
             self._refiller = threading.Thread(target=self._refill, name="execbox-sandbox-refill", daemon=True)
             self._refiller.start()
+
+    def _startup_flags(self) -> list[str]:
+        """What the blocks' PYTHONUNBUFFERED would have set at an
+        interpreter's start, as the flag that ``-I`` still takes (the
+        zygote's stdio become each block's)."""
+        return ["-u"] if self.config.get("env", {}).get("PYTHONUNBUFFERED") else []
 
     def stop(self) -> None:
         with self._lock:

@@ -173,6 +173,15 @@ def apply_block_env(env):
     sys.path[1:1] = [os.path.abspath(p) for p in extra]  # after the script's folder, as python does
 
 
+def stdio_as_started(env):
+    """PYTHONIOENCODING of the blocks' environment on this interpreter's
+    stdio (the units' own), as if it had started with it (``-I`` ignores it)."""
+    encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and (encoding or errors):
+            stream.reconfigure(encoding=encoding or None, errors=errors or None)
+
+
 def load_filter(program_hex):
     """A seccomp filter (hex of ``struct sock_filter[]``) on this process and what it forks."""
     program = bytes.fromhex(program_hex)
@@ -354,8 +363,11 @@ def reap():
 
 def main():
     control = socket.socket(fileno=int(sys.argv[1]))
-    config = json.loads(sys.argv[2])
     del sys.argv[1:]
+    # the settings come on the socket, not in argv: a unit's PID 1 is a fork of this process, and
+    # /proc/1/cmdline would show a block the workspace, the environment, the limits
+    config = json.loads(control.recv(1 << 20))
+    stdio_as_started(config["env"])
     try:
         # the zygote's own filter, before anything else runs here: it may make namespaces and
         # mounts for its units, nothing else the blocks' filter denies (io_uring, bpf, keyctl...)
