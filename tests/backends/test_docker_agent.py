@@ -155,3 +155,58 @@ def test_an_image_without_python3_runs_blocks_as_docker_exec(tmp_path, runtime):
     assert result.exit_code == 0 and result.output.splitlines()[0] == "by exec", result.output
     assert len(result.output.splitlines()[1]) == 24
     assert languages == ("sh",)
+
+
+def test_a_slow_on_output_neither_holds_a_block_past_its_timeout_nor_queues_its_output(tmp_path, runtime):
+    # `yes` outruns a callback of 1 ms a chunk: the agent sends no more than its window ahead of what
+    # the host consumed, and the block's thread looks at its deadline between slices of its queue
+    import os
+    import time
+
+    def rss_mb() -> float:
+        with open(f"/proc/{os.getpid()}/status") as handle:
+            return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:")) / 1024
+
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=2)) as ex:
+        before = rss_mb()
+        started = time.monotonic()
+        flood = ex.run(CodeBlock("sh", "yes 0123456789abcdef"), on_output=lambda stream, text: time.sleep(0.001))
+        took = time.monotonic() - started
+        grew = rss_mb() - before
+        after = ex.run(py("print('after')"))
+    assert flood.timed_out and flood.exit_code == 124
+    assert took < 2 + 2 + 3, took  # the timeout, the drain, slack for a loaded machine (was: never)
+    assert grew < 32, f"the host's RSS grew by {grew:.0f} MB"
+    assert after.output == "after\n"
+
+
+def test_a_stopped_agent_is_replaced_and_a_block_it_never_took_runs_in_a_new_container(tmp_path, runtime):
+    # kill -STOP -1 stops the agent (the block's own shell is spared): the block sent after it is
+    # not answered within ANSWER_S; the container is killed and that block runs in a new one
+    import time
+
+    from execbox.backends.docker._link import ANSWER_S
+
+    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=120)) as ex:
+        first = ex.container_id
+        results = {}
+
+        def stopper() -> None:
+            results["stopper"] = ex.run(CodeBlock("sh", "kill -STOP -1; echo stopped"))
+
+        thread = threading.Thread(target=stopper)
+        thread.start()
+        time.sleep(1)
+        started = time.monotonic()
+        waiting = ex.run(py("print('ran')"))
+        took = time.monotonic() - started
+        thread.join(timeout=60)
+        after = ex.run(py("print('after')"))
+        second = ex.container_id
+    assert waiting.exit_code == 0 and waiting.output.endswith("ran\n"), waiting.output
+    assert "new one was started for this block" in waiting.output
+    assert took < ANSWER_S + 20, took  # (was: its whole timeout, 120 s)
+    stopped = results["stopper"]
+    assert stopped.exit_code == 137 and stopped.error is not None and stopped.error.name == "ContainerDied"
+    assert "stopped answering" in stopped.output
+    assert after.output == "after\n" and second != first

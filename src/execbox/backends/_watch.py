@@ -8,9 +8,11 @@ pidfd (``_process``), a ``docker exec``'s multiplexed socket
 (``docker/_exec``), a Jupyter kernel's messages (``jupyter/_cell``). The
 loop decides when to stop:
 
-- at the deadline: ``timed_out``, ``source.kill()`` once, then what is still
-  coming is read for up to ``drain_s`` (something we could not kill may hold
-  the output open: after that it is given up on);
+- at the deadline: what had come and was not read yet is read (a thread
+  scheduled late on a loaded host must not call a block that ended in time
+  a timeout); then, if it is not over, ``timed_out``, ``source.kill()``
+  once, and what is still coming is read for up to ``drain_s`` (something
+  we could not kill may hold the output open: after that it is given up on);
 - when ``cancel`` is set: the same, ``cancelled``; a cancellation set before
   the loop starts kills at once and reads nothing;
 - when the source's output has ended and the block with it. With
@@ -149,6 +151,9 @@ def watch_loop(source: Source, *, deadline: float, cancel: Cancellation | None, 
         if now >= limit:
             if drain_until is not None:
                 break  # something we could not kill holds the output
+            source.wait(0, None)
+            if over():
+                break
             timed_out = True
             stop()
             continue

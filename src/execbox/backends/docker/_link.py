@@ -96,6 +96,7 @@ class AgentLink:
         self.dead: str | None = None
         self.info: dict[str, Any] = {}
         self.heard = time.monotonic()  # when the agent last sent anything
+        self.was_stalled = False  # a block found it stalled (its container was killed for that)
         self._asked: float | None = None  # when it was asked something, since it was last heard
 
     def handshake(self, timeout_s: float = AGENT_START_TIMEOUT_S) -> dict[str, Any]:
@@ -181,6 +182,7 @@ class AgentLink:
                     self._asked = time.monotonic()
                 self._sock.sendall(wire.pack(kind, block_id, payload))
         except socket.timeout:
+            self.was_stalled = True
             self.dead = f"the agent took nothing sent to it for {ANSWER_S:.0f} s"
             raise AgentStalled(self.dead) from None
         except OSError as exc:
@@ -189,7 +191,9 @@ class AgentLink:
     def stalled(self, now: float) -> bool:
         """Asked something, and silent since for ANSWER_S."""
         asked = self._asked
-        return asked is not None and asked > self.heard and now - asked > ANSWER_S
+        if asked is not None and asked > self.heard and now - asked > ANSWER_S:
+            self.was_stalled = True
+        return self.was_stalled
 
     def check_in(self, now: float) -> float:
         """Ping an agent silent for PING_S (unless it has a question to
@@ -309,8 +313,9 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
               output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
               kill_container: Callable[[], None]) -> AgentOutcome:
     """Run one block through the agent; exit codes as ``run_process`` gives
-    them (124 on timeout). Raises ContainerGone when the agent is gone or
-    stalled before it took the block (nothing ran: it may run elsewhere)."""
+    them (124 on timeout, ``timeout_s`` counted from the agent's STARTED).
+    Raises ContainerGone when the agent is gone or stalled before it took
+    the block (nothing ran: it may run elsewhere)."""
     started = time.monotonic()
     output = Output(output_limit, on_output)
     timed_out = cancelled = False
@@ -323,7 +328,11 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
             except AgentStalled:
                 block.stalled = True
             else:
-                timed_out, cancelled = watch_loop(block, deadline=started + timeout_s, cancel=cancel)
+                # the block's time starts when the agent takes it (STARTED): under a burst the agent
+                # works through the RUNs before it in turn; waiting for it is bounded by ANSWER_S
+                while not (block.answered or block.closed or (cancel is not None and cancel.is_set())):
+                    block.wait(ANSWER_S, cancel)
+                timed_out, cancelled = watch_loop(block, deadline=time.monotonic() + timeout_s, cancel=cancel)
                 if timed_out or cancelled:  # (a cancellation before the start is not waited for by the loop)
                     until = time.monotonic() + DRAIN_GRACE_S
                     while not block.closed and time.monotonic() < until:
@@ -351,4 +360,5 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
         code = 124
     return AgentOutcome(exit_code=code, capture=output.capture, timed_out=timed_out, cancelled=cancelled,
                         duration_s=time.monotonic() - started, oom_kills=block.report.get("oom_kills"),
-                        agent_died=died and not (timed_out or cancelled), agent_stalled=block.stalled)
+                        agent_died=died and not (timed_out or cancelled),
+                        agent_stalled=died and link.was_stalled)

@@ -30,10 +30,16 @@ holds them, or the host has not acknowledged the output for that long);
 then EXIT. Blocks run at the same time, each on its own id.
 
 A RUN is answered with STARTED before the fork (a block the host never saw
-started never ran, and may be run again elsewhere); PING with PONG. A
+started never ran, and may be run again elsewhere; its time starts there);
+PING with PONG. RUNs are started in order while fewer than YOUNG blocks
+are younger than YOUTH_S; the rest wait their turn (a burst of 64 on two
+cores had every block's time eaten by the start of the others: print(1)
+took ~850 ms from its start to its end, ~50 ms now). A
 block's output stops being read while WINDOW bytes of it are unacknowledged
 by the host (``wire``): the host's memory stays bounded, and the block waits
-on its writes as on a slow terminal.
+on its writes as on a slow terminal. Frames go out without blocking the
+agent, a frame of each block in turn: a block flooding its output does not
+hold up the others' ends behind it.
 
 The agent is the container's main process: if it dies (a block killed it,
 the OOM killer took it), the container stops, the host sees its stream end,
@@ -42,6 +48,7 @@ makes itself not dumpable (blocks, the same user, cannot ptrace it or
 read its descriptors) and puts its blocks first in the OOM killer's line.
 """
 
+import collections
 import errno
 import json
 import os
@@ -51,18 +58,23 @@ import signal
 import sys
 import time
 
-import ipc_sweep  # beside this file
-import killer
+import killer  # beside this file
 import wire
+from scratch import empty_scratch, oom_kills, processes
 
-for _name in ("ipc_sweep", "killer", "wire"):  # a block's own modules of these names are not shadowed
+for _name in ("ipc_sweep", "killer", "scratch", "wire"):  # a block's own modules of these names are not shadowed
     del sys.modules[_name]
 
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
-SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")
 PROGRAMS = ("python3", "bash", "sh", "node", "pwsh")
 DRAIN_S = 2.0
 RECHECK_S = 0.002
+# Blocks started less than YOUTH_S ago and not ended, at most: a burst of
+# RUNs is started a few at a time (the rest wait, in order, their time not
+# yet counted), so that a short block is not starved by the start of 63
+# others; a block older than that counts as long-running and makes room
+YOUNG = max(4, 2 * (os.cpu_count() or 1))
+YOUTH_S = 0.1
 FORK_TRIES = 5
 PR_SET_DUMPABLE = 4
 OWN = 2  # processes of the container's own: init and the agent
@@ -94,69 +106,6 @@ def set_dumpable(value):
         prctl(PR_SET_DUMPABLE, value, 0, 0, 0)
 
 
-def oom_kills():
-    """The container's OOM kill count (cgroup v1 or v2), or None."""
-    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
-        try:
-            with open(path) as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-    return None
-
-
-def processes():
-    """How many processes the container has (zombies not counted)."""
-    count = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/" + name + "/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            count += 1
-    return count
-
-
-def empty_scratch():
-    """/tmp, /dev/shm, /dev/mqueue and the SysV IPC objects, emptied."""
-    for folder in SCRATCH:
-        try:
-            entries = os.listdir(folder)
-        except OSError:
-            continue
-        for name in entries:
-            path = os.path.join(folder, name)
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-            except OSError:
-                pass
-    listed = False
-    for kind in ("shm", "msg", "sem"):
-        try:
-            with open("/proc/sysvipc/" + kind) as handle:
-                if len(handle.read().splitlines()) > 1:
-                    listed = True
-        except OSError:
-            listed = True  # gVisor: no such files; the sweep counts them itself
-            break
-    if listed:
-        try:
-            ipc_sweep.main()
-        except Exception:
-            pass
-
-
 def exit_code(status):
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
@@ -170,6 +119,7 @@ class Block:
         self.status = None
         self.drain_until = None
         self.note = ""
+        self.started = time.monotonic()
         self.unacked = 0  # output bytes sent that the host has not acknowledged
         self.paused = False  # its pipes are out of the poll: WINDOW bytes unacknowledged
 
@@ -191,11 +141,42 @@ class Agent:
         self.poll.register(self.wake_r, select.POLLIN)
         self.recheck_until = 0.0  # (a SIGCHLD may come before its child can be waited for: gVisor)
         self.clean = False  # emptied after the last block, and nothing has run since
+        self.waiting = collections.OrderedDict()  # id -> RUN request not started yet (one per host caller)
+        # frames to the host, by block (each bounded by its window), written in turn without blocking
+        self.outgoing = collections.OrderedDict()
+        self.writing = None  # what is left of the frame being written (frames are never interleaved)
+        self.polling_out = False
+        os.set_blocking(1, False)
 
-    def send(self, data):
-        view = memoryview(data)
-        while view:
-            view = view[os.write(1, view):]
+    def send(self, frame, key=0):
+        """Queue a frame of block ``key`` (0: the agent's own) and write what the pipe takes."""
+        self.outgoing.setdefault(key, collections.deque()).append(frame)
+        self.flush()
+
+    def flush(self):
+        """Write queued frames, a frame of each block in turn (a block's
+        output does not hold up another's end), until the pipe is full."""
+        while True:
+            if self.writing is None:
+                if not self.outgoing:
+                    break
+                key, frames = next(iter(self.outgoing.items()))
+                del self.outgoing[key]
+                self.writing = memoryview(frames.popleft())
+                if frames:
+                    self.outgoing[key] = frames  # at the back of the line
+            try:
+                written = os.write(1, self.writing)
+            except BlockingIOError:
+                break
+            self.writing = self.writing[written:] if written < len(self.writing) else None
+        waiting = self.writing is not None
+        if waiting != self.polling_out:
+            if waiting:
+                self.poll.register(1, select.POLLOUT)
+            else:
+                self.poll.unregister(1)
+            self.polling_out = waiting
 
     def serve(self):
         while True:
@@ -203,6 +184,9 @@ class Agent:
             due = [b.drain_until for b in self.blocks.values() if b.drain_until is not None]
             if now < self.recheck_until or any(b.status is None and not b.pipes for b in self.blocks.values()):
                 due.append(now + RECHECK_S)
+            if self.waiting:  # when the oldest young block makes room
+                due.append(min([b.started + YOUTH_S for b in self.blocks.values()
+                                if b.status is None and b.started + YOUTH_S > now], default=now))
             timeout = None if not due else max(0, int((min(due) - now) * 1000) + 1)
             for fd, _ in self.poll.poll(timeout):
                 if fd == 0:
@@ -211,6 +195,8 @@ class Agent:
                         return  # the host is gone
                     for kind, block_id, payload in self.frames.feed(data):
                         self.command(kind, block_id, payload)
+                elif fd == 1:
+                    self.flush()
                 elif fd == self.wake_r:
                     try:
                         while os.read(self.wake_r, 512):
@@ -228,6 +214,16 @@ class Agent:
             for block in list(self.blocks.values()):
                 if block.drain_until is not None and now >= block.drain_until:
                     self.finish(block)
+            self.admit()
+
+    def admit(self):
+        """Start waiting RUNs, in order, while fewer than YOUNG blocks are young."""
+        while self.waiting:
+            now = time.monotonic()
+            if sum(1 for b in self.blocks.values() if b.status is None and now - b.started < YOUTH_S) >= YOUNG:
+                return
+            block_id, request = self.waiting.popitem(last=False)
+            self.start(block_id, request)
 
     def command(self, kind, block_id, payload):
         if kind == wire.HELLO:
@@ -235,11 +231,14 @@ class Agent:
             self.send(wire.pack_json(wire.READY, 0, {"pid": os.getpid(), "programs": found,
                                                       "python": list(sys.version_info[:3])}))
         elif kind == wire.RUN:
-            self.start(block_id, json.loads(payload.decode()))
+            self.waiting[block_id] = json.loads(payload.decode())
+            self.admit()
         elif kind == wire.KILL:
             block = self.blocks.get(block_id)
             if block is not None and block.status is None:
                 self.kill(block)
+            elif self.waiting.pop(block_id, None) is not None:  # never started
+                self.send(wire.pack_json(wire.EXIT, block_id, {"code": 128 + signal.SIGKILL}), block_id)
         elif kind == wire.ACK:
             block = self.blocks.get(block_id)
             if block is not None:
@@ -273,7 +272,7 @@ class Agent:
         if not self.blocks and not self.clean and processes() <= OWN:
             empty_scratch()
         self.clean = False
-        self.send(wire.pack(wire.STARTED, block_id))  # before the fork: unanswered, it never ran
+        self.send(wire.pack(wire.STARTED, block_id), block_id)  # before the fork: unanswered, it never ran
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid, problem = None, None
@@ -299,7 +298,7 @@ class Agent:
         if pid is None:
             block.status = 2 << 8
             block.note = "the block could not be started: %s" % problem
-            self.send(wire.pack(wire.STDERR, block_id, ("execbox: %s\n" % block.note).encode()))
+            self.send(wire.pack(wire.STDERR, block_id, ("execbox: %s\n" % block.note).encode()), block_id)
             self.finish(block)
             return
         self.by_pid[pid] = block
@@ -360,7 +359,7 @@ class Agent:
         except OSError:
             data = b""
         if data:
-            self.send(wire.pack(block.pipes[fd], block.id, data))
+            self.send(wire.pack(block.pipes[fd], block.id, data), block.id)
             block.unacked += len(data)
             if block.unacked >= wire.WINDOW and not block.paused:
                 block.paused = True  # read again once the host has caught up (ACK)
@@ -410,7 +409,7 @@ class Agent:
             report["oom_kills"] = oom_kills()
         if block.note:
             report["note"] = block.note
-        self.send(wire.pack_json(wire.EXIT, block.id, report))
+        self.send(wire.pack_json(wire.EXIT, block.id, report), block.id)
         if not self.blocks and processes() <= OWN:
             # emptied now for the next block, while the host reads this one's
             # end: nothing can run in between (nothing is left to run it)

@@ -41,6 +41,9 @@ def kill(token, live_tokens, session=None, live_sessions=(), keep_alive=True):
             try:
                 with open("/proc/" + name + "/stat", "rb") as f:
                     fields = f.read().rsplit(b")", 1)[1].split()
+                if fields[0] in (b"Z", b"X"):
+                    continue  # dead already (the agent's child waits to be reaped: killing it again
+                    # passed after pass kept the agent here, and every block waiting on it, ~1 s)
                 parent[pid], born[pid], sid = int(fields[1]), int(fields[19]), int(fields[3])
             except (OSError, ValueError, IndexError):
                 continue

@@ -42,7 +42,7 @@ STARTED, ACK, PING, PONG = (ord(c) for c in "sapq")
 MAX_PAYLOAD = 1 << 20
 # A block's output bytes in flight (sent, not yet acknowledged) at most; the
 # host acknowledges every ACK_EVERY bytes it has consumed
-WINDOW = 256 << 10
+WINDOW = 128 << 10
 ACK_EVERY = 64 << 10
 
 
