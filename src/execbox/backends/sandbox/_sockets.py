@@ -15,13 +15,15 @@ import os
 import select
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from ..._errors import StallError
 
 __all__ = ["receive_within", "recv_fds_now", "send_fds_now", "send_within"]
 
 _NOW = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
+T = TypeVar("T")
 
 
 def send_fds_now(sock: socket.socket, data: bytes, fds: Sequence[int] = ()) -> None:
@@ -52,32 +54,30 @@ def recv_fds_now(sock: socket.socket, size: int, max_fds: int) -> tuple[bytes, l
 def send_within(sock: socket.socket, data: bytes, fds: Sequence[int], deadline: float, waiting_for: str) -> None:
     """One message, waiting until ``deadline`` at most for room in the
     peer's socket (StallError past it; OSError if the peer is gone)."""
-    begun = time.monotonic()
-    while True:
-        try:
-            send_fds_now(sock, data, fds)
-            return
-        except BlockingIOError:
-            pass
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise StallError(f"waited {time.monotonic() - begun:.1f} s for {waiting_for} in vain",
-                             waiting_for=waiting_for)
-        select.select([], [sock], [], min(left, 0.05))  # a full datagram queue may poll writable: retry soon
+    _until(deadline, waiting_for, lambda: send_fds_now(sock, data, fds),
+           # a full datagram queue may poll writable: look again soon
+           lambda left: select.select([], [sock], [], min(left, 0.05)))
 
 
 def receive_within(sock: socket.socket, deadline: float, size: int, max_fds: int,
                    waiting_for: str) -> tuple[bytes, list[int]]:
     """One message from a peer in the jail: (data, fds); StallError when
     none came by ``deadline``."""
+    return _until(deadline, waiting_for, lambda: recv_fds_now(sock, size, max_fds),
+                  lambda left: select.select([sock], [], [], left))
+
+
+def _until(deadline: float, waiting_for: str, attempt: Callable[[], T], wait: Callable[[float], object]) -> T:
+    """``attempt()`` until it does not raise BlockingIOError, ``wait(left)``
+    between tries; StallError once ``deadline`` has passed."""
     begun = time.monotonic()
     while True:
         try:
-            return recv_fds_now(sock, size, max_fds)
+            return attempt()
         except BlockingIOError:
             pass
         left = deadline - time.monotonic()
         if left <= 0:
             raise StallError(f"waited {time.monotonic() - begun:.1f} s for {waiting_for} in vain",
                              waiting_for=waiting_for)
-        select.select([sock], [], [], left)
+        wait(left)
