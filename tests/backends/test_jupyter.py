@@ -99,6 +99,49 @@ def test_a_dead_kernel_is_reported_restarted_and_the_next_block_works(jupyter):
     assert after.output == "alive False\n"
 
 
+@pytest.mark.parametrize("how", ["stopped", "died"])
+def test_a_kernel_a_thread_stopped_or_killed_is_replaced_before_the_next_block(jupyter, how):
+    # a thread left by an earlier cell stops (or ends) the kernel between blocks: the next block
+    # runs in a new kernel, and says the state was lost (it waited its timeout, or reported a
+    # death of a block that never ran)
+    import time
+
+    from execbox.backends.jupyter import INTERRUPT_GRACE_S
+
+    signal_or_exit = "os.kill(os.getpid(), signal.SIGSTOP)" if how == "stopped" else "os._exit(7)"
+    armed = jupyter.run(py(f"import os, signal, threading\nlost = 1\n"
+                           f"threading.Timer(0.2, lambda: {signal_or_exit}).start()\nprint('armed')"))
+    assert armed.output == "armed\n"
+    time.sleep(1)
+    started = time.monotonic()
+    after = jupyter.run(py("print('ran', 'lost' in globals())"))
+    assert after.exit_code == 0 and after.output.startswith("ran False\n"), after.output
+    assert f"The kernel had {'been stopped' if how == 'stopped' else 'died'}" in after.output
+    # (was: the block's timeout, the interrupt's grace, a restart)
+    assert time.monotonic() - started < jupyter.limits.timeout_s + INTERRUPT_GRACE_S, "it waited for the kernel"
+
+
+def test_a_kernel_that_takes_nothing_of_a_cell_is_replaced_and_the_cell_runs_in_a_new_one(tmp_path):
+    # a thread of an earlier cell holds the GIL (a regular expression that backtracks for hours):
+    # the kernel takes nothing of the next cell; after ANSWER_S it is replaced and the cell runs
+    import time
+
+    from execbox.backends.jupyter._cell import ANSWER_S
+
+    require_jupyter("sandbox")
+    with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=120), kernel="sandbox") as ex:
+        hog = ("import re, threading, time\n"
+               "threading.Thread(target=lambda: (time.sleep(0.3), re.match('(a*)*b', 'a' * 60)), daemon=True).start()")
+        assert ex.run(py(hog)).exit_code == 0
+        time.sleep(1)
+        started = time.monotonic()
+        after = ex.run(py("print('ran')"))
+        took = time.monotonic() - started
+    assert after.exit_code == 0 and after.output.startswith("ran\n"), after.output
+    assert "this block ran in the new one" in after.output
+    assert took < ANSWER_S + 20, took  # (was: its whole timeout, 120 s, then a restart)
+
+
 def test_shell_blocks_run_beside_the_kernel(jupyter):
     result = jupyter.run(CodeBlock("sh", "echo out; echo err >&2; pwd; exit 5"))
     assert result.exit_code == 5
