@@ -5,7 +5,11 @@ the backend's internal timers; then what must hold: every call returned
 within its deadline, a CPU-bound block as fast as before (within a stated
 tolerance), no descriptor, process or memory left behind.
 
-``EXECBOX_FAST=1`` runs the short version (the fast tier); CI the full one."""
+``EXECBOX_FAST=1`` runs the short version (the fast tier); CI the full one.
+Backends differ in a few knobs of ``soak``: kinds run alone (``solo``:
+blocks that share one container die with a ``kill -9 -1`` beside them),
+checks of their own (``expect``: a kernel reports a crash as its death),
+shared pools dropped before descriptors are counted (``release``)."""
 
 from __future__ import annotations
 
@@ -61,6 +65,14 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def fds(release: Callable[[], None] | None = None) -> int:
+    """This process's open descriptors, after ``release()`` (which drops
+    pools shared beyond one executor, such as the engine client's)."""
+    if release is not None:
+        release()
+    return _fds()
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as handle:
         for line in handle:
@@ -107,42 +119,60 @@ def _cancelled(executor: Executor) -> bool:
 
 def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | None = None,
          burst: int | None = None, kinds: tuple[str, ...] = tuple(MIXED), threads: int = 64,
-         call_deadline_s: float | None = None) -> Soak:
+         call_deadline_s: float | None = None, solo: tuple[str, ...] = (),
+         expect: dict[str, Callable[[object], bool]] | None = None,
+         release: Callable[[], None] | None = None) -> Soak:
     """Drive ``executor`` (started, ``Limits.timeout_s`` = ``timeout_s``)
     through ``rounds`` bursts of ``burst`` calls from ``threads`` threads,
-    each followed by an idle gap of ``gap_s``. ``call_deadline_s``: the
-    longest a call may take (default: its timeout, the kill and the drain;
-    more where calls queue for one session)."""
+    each followed by the ``solo`` kinds one at a time, then an idle gap of
+    ``gap_s``. ``call_deadline_s``: the longest a call may take (default:
+    its timeout, the kill and the drain; more where calls queue for one
+    session). ``expect``: checks that replace MIXED's for some kinds;
+    ``release``: called before descriptors are counted."""
     rounds = rounds if rounds is not None else (1 if FAST else 2)
     burst = burst if burst is not None else (160 if FAST else 400)
+    checks = {kind: (expect or {}).get(kind, MIXED[kind][2]) for kind in MIXED}
+    mixed = tuple(kind for kind in kinds if kind not in solo)
     seen = Soak()
     executor.run(CodeBlock("python", "print(0)"))  # started, its pool or kernel warm
     seen.heavy_before_ms = heavy_ms(executor)
-    fds, rss, children = _fds(), _rss_mb(), descendants()
+    before_fds, rss, children = fds(release), _rss_mb(), descendants()
     deadline = call_deadline_s or timeout_s + 10.0  # a block's timeout, the kill and the drain, loaded
 
-    def call(i: int) -> None:
+    def hostile(kind: str) -> tuple[bool, str]:
+        language, code, _ = MIXED[kind]
+        result = executor.run(CodeBlock(language, code))
+        return checks[kind](result), f"{kind}: exit {result.exit_code}, {result.output[-200:]!r}"
+
+    def timed(what: Callable[[], tuple[bool, str]]) -> None:
         started = time.monotonic()
-        slot = i % 20
-        if slot < len(kinds):
-            language, code, check = MIXED[kinds[slot]]
-            result = executor.run(CodeBlock(language, code))
-            ok = check(result)
-            what = f"{kinds[slot]}: exit {result.exit_code}, {result.output[-200:]!r}"
-        elif slot == len(kinds):
-            ok, what = _cancelled(executor), "cancelled: ended before its first output"
-        else:
-            result = executor.run(CodeBlock("python", f"print({i})"))
-            ok, what = result.output == f"{i}\n", f"print({i}): {result.output[-200:]!r}"
+        ok, said = what()
         took = time.monotonic() - started
         seen.slowest_s = max(seen.slowest_s, took)
         if not ok or took > deadline:
-            seen.wrong.append(f"{what} ({took:.1f} s)")
+            seen.wrong.append(f"{said} ({took:.1f} s)")
+
+    def good(i: int) -> tuple[bool, str]:
+        result = executor.run(CodeBlock("python", f"print({i})"))
+        return result.output == f"{i}\n", f"print({i}): {result.output[-200:]!r}"
+
+    def call(i: int) -> None:
+        slot = i % 20
+        if slot < len(mixed):
+            timed(lambda: hostile(mixed[slot]))
+        elif slot == len(mixed):
+            timed(lambda: (_cancelled(executor), "cancelled: ended before its first output"))
+        else:
+            timed(lambda: good(i))
 
     for _ in range(rounds):
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(call, range(burst)))
         seen.calls += burst
+        for kind in kinds:
+            if kind in solo:
+                timed(lambda: hostile(kind))  # noqa: B023 - called at once
+                seen.calls += 1
         time.sleep(gap_s)
         # after the gap, the first call must not find anything stuck
         started = time.monotonic()
@@ -150,7 +180,7 @@ def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | No
         if after_gap.output != "after the gap\n" or time.monotonic() - started > deadline:
             seen.wrong.append(f"after the gap: {after_gap.output!r} ({time.monotonic() - started:.1f} s)")
     seen.heavy_after_ms = heavy_ms(executor)
-    seen.fds, seen.rss_mb, seen.children = (fds, _fds()), (rss, _rss_mb()), (children, descendants())
+    seen.fds, seen.rss_mb, seen.children = (before_fds, fds(release)), (rss, _rss_mb()), (children, descendants())
     return seen
 
 
