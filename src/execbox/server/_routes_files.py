@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import os
+import re
 import stat
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -104,7 +106,19 @@ async def get_file(request: Request) -> Response:
     workspace = session.executor.workspace
     data = await _in_thread(lambda given, limit: read_file(workspace, given, limit), workspace, path,
                             state_of(request).config.max_upload_bytes)
-    return Response(data, media_type=_mime(path))
+    return Response(data, media_type=_mime(path), headers=download_headers(path))
+
+
+def download_headers(path: str) -> dict[str, str]:
+    """A workspace file is the blocks' to write, so never a page of the
+    API's origin: a download (``attachment``), its type not sniffed, and
+    sandboxed with nothing allowed should a browser show it anyway (an
+    ``<img>`` of it, or a ``fetch``, still reads it)."""
+    name = os.path.basename(os.path.normpath(path)) or "file"
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "file"
+    encoded = quote(name.encode("utf-8", "surrogatepass"), safe="")
+    return {"Content-Disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}",
+            "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox; default-src 'none'"}
 
 
 async def put_file(request: Request) -> Response:
