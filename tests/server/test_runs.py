@@ -111,7 +111,7 @@ def test_info_shows_the_warm_pool_of_each_executor_kept(client, require_componen
     (json.dumps({"code": "1", "files": {"../x": "y"}}).encode(), "path_escape"),
 ])
 def test_bad_run_requests_are_400(client, body, code):
-    error_of(client.post("/v1/run", content=body), 400, code)
+    error_of(client.post("/v1/run", content=body, headers={"Content-Type": "application/json"}), 400, code)
 
 
 def test_a_body_over_the_limit_is_413(client):

@@ -51,6 +51,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--keep-alive", type=float, default=75.0, metavar="S",
                      help="seconds an idle HTTP connection is kept open (default: 75; at least 5, above the idle "
                           "time clients keep a pooled connection, so that they close it first)")
+    cmd.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                     help="a Host name (NAME or NAME:PORT) to serve besides 127.0.0.1, localhost, [::1] and --host; "
+                          "others are refused (DNS rebinding); repeatable")
+    cmd.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                     help="a browser origin (such as https://app.example) that may call the API besides the "
+                          "server's own page; others are refused (cross-site requests); repeatable")
     cmd.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                      help="what the server logs on stderr (default: warning; info: clients gone before their "
                           "answer; debug: every connection it closes)")
@@ -70,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
         allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,
         session_ttl_s=args.session_ttl, session_idle_ttl_s=args.idle_ttl, max_session_ttl_s=args.max_session_ttl,
-        keepalive_s=args.sse_keepalive, keep_alive_s=args.keep_alive, ray_address=args.ray)
+        keepalive_s=args.sse_keepalive, keep_alive_s=args.keep_alive, ray_address=args.ray,
+        allow_hosts=tuple(args.allow_host), allow_origins=tuple(args.allow_origin))
     auth = "bearer token required" if config.token else "no token: loopback only"
     where = f" on the Ray cluster at {args.ray}" if args.ray else ""
     print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}{where}; {auth}; "

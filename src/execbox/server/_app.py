@@ -25,12 +25,14 @@ from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._config import ServerConfig
 from ._connections import ConnectionGuard
 from ._errors import ApiError, error_response
+from ._guard import RequestGuard
 from ._openapi import openapi
 from ._state import ServerState
 
 __all__ = ["create_app"]
 
-HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large",
+              415: "unsupported_media_type"}
 
 
 class BearerAuth:
@@ -96,12 +98,13 @@ def create_app(config: ServerConfig) -> ASGIApp:
         lifespan=lifespan,
     )
     app.state.execbox = state
-    return ConnectionGuard(BearerAuth(app, config.token), config.keep_alive_s)
+    guarded = RequestGuard(BearerAuth(app, config.token), config.host, config.allow_hosts, config.allow_origins)
+    return ConnectionGuard(guarded, config.keep_alive_s)
 
 
 def routes_of(app: Any) -> list[tuple[str, str]]:
     """(method, path) of every route (for the OpenAPI test)."""
     inner = app
-    while isinstance(inner, (ConnectionGuard, BearerAuth)):
+    while isinstance(inner, (ConnectionGuard, RequestGuard, BearerAuth)):
         inner = inner.app
     return [(method, route.path) for route in inner.routes for method in sorted(route.methods - {"HEAD"})]

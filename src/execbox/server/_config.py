@@ -43,6 +43,9 @@ class ServerConfig:
     - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
     - ``keep_alive_s``: how long an idle HTTP connection is kept (``--keep-alive``;
       at least 5 s, above what clients keep one: see ``_connections``).
+    - ``allow_hosts``: ``Host`` names served besides loopback's and ``host``
+      (``--allow-host``); ``allow_origins``: browser origins besides the
+      server's own that may call it (``--allow-origin``). Others: 403.
     - ``ray_address``: run every executor on this Ray cluster (``--ray``): a
       stateless run on its least loaded node, a session pinned to one node.
     """
@@ -67,6 +70,8 @@ class ServerConfig:
     keep_alive_s: float = 75.0
     reap_interval_s: float = 0.5
     ray_address: str | None = None
+    allow_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
 
     def make_executor(self, backend: str, **options: Any) -> Any:
         """An executor of ``backend`` for a request: here, or with

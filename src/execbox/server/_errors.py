@@ -8,11 +8,13 @@ adds ``reason``). The codes::
     400 path_escape        a path leads outside the session's workspace
     400 workspace_error    the workspace cannot do it (a folder where a file is asked for...)
     401 unauthorized       no or a wrong bearer token
+    403 forbidden          a foreign Host, Origin or cross-site request (--allow-host, --allow-origin)
     404 not_found          no such route, session id never seen, execution or file
     405 method_not_allowed
     409 execution_running  the session runs another execution (retryable)
     410 session_expired    the session ended; ``reason``: ttl, idle, deleted or node_lost (--ray)
-    413 too_large          a body or a file over the server's size limit
+    413 too_large          a body or a file over the server's size limit, or too many JSON values
+    415 unsupported_media_type  a JSON route's body sent without Content-Type: application/json
     429 busy               over --max-concurrency or --max-sessions, or the Ray cluster is full (retryable, Retry-After)
     503 backend_unavailable  the backend cannot start here (the message names the fix)
     503 node_lost          (--ray) the Ray node of a stateless run was lost: retry, it goes to another

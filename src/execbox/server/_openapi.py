@@ -33,8 +33,9 @@ SESSION_ERRORS = {"401": ERROR, "404": ERROR, "410": GONE}
 
 def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None, body_required: bool = True,
         params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": {**responses, "401": ERROR}}
+    op: dict[str, Any] = {"summary": summary, "responses": {**responses, "401": ERROR, "403": ERROR}}
     if body is not None:
+        op["responses"]["415"] = ERROR
         op["requestBody"] = {"required": body_required, "content": {"application/json": {"schema": body}}}
     if params:
         op["parameters"] = params

@@ -3,10 +3,12 @@ ways, and the SSE framing. Routes use these and never parse by hand."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import Any
@@ -44,26 +46,88 @@ def _too_large(size: int, limit: int) -> ApiError:
                                       f"at most {limit} (execbox serve --max-upload-mb)")
 
 
+JSON_TYPE = "application/json"
+MAX_JSON_ITEMS = 1_000_000  # values (array items, object members, numbers) in one JSON body
+MAX_JSON_DEPTH = 64  # arrays and objects inside one another
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object. Refused with 400: text that is not UTF-8,
-    not JSON (``NaN`` and ``Infinity`` neither), nested too deep to read, or
-    holding a string with a lone surrogate (``"\\ud800"``: no file, path or
-    answer can hold it; each was a 500 before)."""
+    """The body as a JSON object. Refused with 415 when it is sent as
+    anything but ``Content-Type: application/json`` (a page of any site can
+    send ``text/plain`` or a form without asking); with 413 over ``limit``
+    bytes (``--max-upload-mb``) or ``MAX_JSON_ITEMS`` values; with 400:
+    text that is not UTF-8, not JSON (``NaN`` and ``Infinity`` neither),
+    nested deeper than ``MAX_JSON_DEPTH``, or holding a string with a lone
+    surrogate (``"\\ud800"``: no file, path or answer can hold it; each was
+    a 500 before). Parsed off the event loop, so that one large body does
+    not hold up every other client."""
+    kind = request.headers.get("content-type")
+    media = (kind or "").split(";")[0].strip().lower()
+    if kind is not None and media != JSON_TYPE or kind is None and request.headers.get("content-length") not in (
+            None, "0"):
+        raise ApiError(415, "unsupported_media_type", f"the body is sent as {kind or 'no Content-Type'}: set the "
+                                                      f"header Content-Type: {JSON_TYPE} (this route takes JSON)")
     body = await read_body(request, limit)
     if not body.strip():
         return {}
+    return await asyncio.to_thread(parse_json, body)
+
+
+class _TooMany(Exception):
+    pass
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """``read_json``'s checks on a body in hand (run in a thread). The
+    parser calls back into Python for every object and number, so that
+    other threads (the event loop) get the GIL while it runs, and counts."""
+    count = [0]
+
+    def counted(value: Any, size: int = 1) -> Any:
+        count[0] += size
+        if count[0] > MAX_JSON_ITEMS:
+            raise _TooMany
+        return value
+
     try:
-        data = json.loads(body.decode("utf-8"), parse_constant=_not_json)
+        data = json.loads(body.decode("utf-8"), parse_constant=_not_json,
+                          object_pairs_hook=lambda pairs: counted(dict(pairs), len(pairs)),
+                          parse_int=lambda text: counted(int(text)), parse_float=lambda text: counted(float(text)))
+        _bounded(data, count[0])
+    except _TooMany:
+        raise ApiError(413, "too_large", f"the body holds over {MAX_JSON_ITEMS} JSON values "
+                                         "(execbox.server._wire.MAX_JSON_ITEMS): send fewer, or large data "
+                                         "as one base64 string or a file (PUT .../files/PATH)") from None
     except (ValueError, RecursionError) as exc:
         why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
         raise ApiError(400, "bad_request", f"the body is not JSON: {why}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "bad_request", "the body must be a JSON object")
-    where = _lone_surrogate(data)
-    if where is not None:
-        raise ApiError(400, "bad_request", f"{where} has a lone surrogate (such as \\ud800): JSON strings here "
-                                           "must be Unicode text; send bytes as base64")
+    if _SURROGATE_ESCAPE.search(body):  # a lone surrogate can only come from a \\uD8xx escape
+        where = _lone_surrogate(data)
+        if where is not None:
+            raise ApiError(400, "bad_request", f"{where} has a lone surrogate (such as \\ud800): JSON strings "
+                                               "here must be Unicode text; send bytes as base64")
     return data
+
+
+def _bounded(data: Any, counted: int) -> None:
+    """Raise ``_TooMany`` past ``MAX_JSON_ITEMS`` values (array items added to
+    those ``counted`` already), ``ValueError`` deeper than ``MAX_JSON_DEPTH``."""
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} arrays and objects "
+                             "(execbox.server._wire.MAX_JSON_DEPTH): flatten it")
+        if isinstance(value, list):
+            counted += len(value)
+            if counted > MAX_JSON_ITEMS:
+                raise _TooMany
+            todo.extend((item, depth + 1) for item in value if isinstance(item, (list, dict)))
+        elif isinstance(value, dict):
+            todo.extend((item, depth + 1) for item in value.values() if isinstance(item, (list, dict)))
 
 
 def _not_json(constant: str) -> Any:
