@@ -180,7 +180,13 @@ def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | No
         if after_gap.output != "after the gap\n" or time.monotonic() - started > deadline:
             seen.wrong.append(f"after the gap: {after_gap.output!r} ({time.monotonic() - started:.1f} s)")
     seen.heavy_after_ms = heavy_ms(executor)
-    seen.fds, seen.rss_mb, seen.children = (before_fds, fds(release)), (rss, _rss_mb()), (children, descendants())
+    # what is left once things settle: a process just killed, a descriptor a thread is closing
+    after_fds, after_children = fds(release), descendants()
+    settle_until = time.monotonic() + 10.0
+    while (after_fds > before_fds or after_children > children) and time.monotonic() < settle_until:
+        time.sleep(0.25)
+        after_fds, after_children = min(after_fds, fds(release)), min(after_children, descendants())
+    seen.fds, seen.rss_mb, seen.children = (before_fds, after_fds), (rss, _rss_mb()), (children, after_children)
     return seen
 
 
