@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import tempfile
@@ -33,8 +32,9 @@ from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._identity import Lease, give_pipe
 from ._jail import hidden_argv, spawn_kept
 from ._sockets import receive_within, recv_fds_now, send_fds_now, send_within
+from ._unit import KILLED, Unit, exit_status
 
-__all__ = ["ZYGOTE_SOURCE", "ZygotePool"]
+__all__ = ["KILLED", "ZYGOTE_SOURCE", "ZygotePool", "exit_status"]
 
 # The zygote's folder (its program and what it reads), bound read-only at
 # ZYGOTE_INSIDE in the jail.
@@ -47,7 +47,6 @@ UNIT_WAIT_S = 15.0
 SEND_WAIT_S = 5.0
 MAX_SIZE = 64  # units kept ahead: each is two waiting processes
 UNSTARTED_TRIES = 3  # a block whose unit died before it started goes to a fresh one, this often at most
-KILLED = 137  # the unit died without reporting: killed (by us, or by the kernel)
 
 
 class ZygotePool:
@@ -363,7 +362,7 @@ class ZygotePool:
                 os.close(out_w)
                 os.close(err_w)
         try:
-            watched = _Unit(status, group)
+            watched = Unit(status, group)
             # the block's time starts now: a wait for a unit (callers beyond the pool) is not its own
             capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=time.monotonic() + timeout_s,
                                                   output_limit=output_limit, cancel=cancel,
@@ -379,45 +378,3 @@ class ZygotePool:
 
     # what callers before the bounded pool named take()
     take = _take
-
-
-def exit_status(message: bytes) -> int | None:
-    """The code in an ``exit N`` report, or None for anything else: the
-    block can write on the status socket (its Python runs in the process
-    that holds it), so a forged line must not make the host raise."""
-    match = re.fullmatch(rb"exit (\d{1,3})", message)
-    return int(match.group(1)) if match and int(match.group(1)) <= 255 else None
-
-
-class _Unit:
-    """A block running in a unit, as ``watch`` sees it."""
-
-    def __init__(self, status: socket.socket, cgroup: BlockCgroup | None) -> None:
-        self.status = status
-        self.cgroup = cgroup
-        self.exit_fd: int | None = status.fileno()
-        self.code: int | None = None
-        self.started = False  # the code process said it has the block, before running any of it
-
-    def exited(self) -> bool:
-        try:
-            message = self.status.recv(64, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return False
-        except OSError:
-            message = b""
-        if message == b"started" and not self.started:
-            self.started = True
-            return False
-        self.code = exit_status(message)
-        return True
-
-    def kill(self) -> None:
-        if self.code is not None:
-            return  # it reported its exit; leaving, it takes its namespace down with it
-        try:
-            self.status.send(b"kill", socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
-        except OSError:
-            pass  # the unit is gone, and its namespace with it
-        if self.cgroup is not None:
-            self.cgroup.kill()
