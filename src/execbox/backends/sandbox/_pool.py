@@ -14,6 +14,7 @@ namespace.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -119,20 +120,23 @@ class ZygotePool:
             theirs.close()
             os.close(options)
         self._control = ours
+        why = ""
         try:
             send_within(ours, json.dumps(self.config).encode(), [], time.monotonic() + SEND_WAIT_S,
                         "the sandbox pool's zygote to take its settings")
             hello = receive_within(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16, 0,
                                    "the sandbox pool's zygote to start")[0]
-        except OSError:
-            hello = b""
+        except OSError as exc:
+            hello, why = b"", f"{exc}: "
+            if exc.errno == errno.EMSGSIZE:  # one socket message: the environment is most of it
+                why = f"its settings ({exc}) are too large for one message: pass a smaller env= to the executor; "
         if hello != b"ready":
             tail = self._tail()
-            self._stop_locked()
+            self._stop_locked(stuck=True)
             if hello.startswith(b"error "):
                 raise ConfigurationError(f"sandbox pool: {hello[6:].decode(errors='replace')} "
                                          "(check SandboxExecutor(preload=...))")
-            raise BackendUnavailableError("sandbox", f"the sandbox pool did not start: {tail}")
+            raise BackendUnavailableError("sandbox", f"the sandbox pool did not start: {why}{tail}")
         if self._started:
             self._counts["zygote_restarts"] += 1
         self._started = True
