@@ -66,7 +66,7 @@ def test_soak(runtime):
     with executor:
         seen = soak(executor, gap_s=GAP_S, solo=("kill_all",), expect=EXPECT, release=_release, **size)
     print(seen)  # shown with -s, or when an assertion fails
-    assert_healthy(seen)
+    assert_healthy(seen, rss_growth_mb=192.0)  # the engine client's buffers grow with a flood's 16 MB
     assert not workspace.exists(), "the executor's workspace outlived close()"
     deadline = time.monotonic() + 15  # auto_remove: the engine removes a killed container shortly after
     while _ours() - containers and time.monotonic() < deadline:

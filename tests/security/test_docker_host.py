@@ -110,6 +110,12 @@ def test_a_new_container_does_not_follow_a_planted_internal_link(make_hostile, t
     # named, so that no code file is written under .execbox first; the death
     # is seen by the killing block or, under gVisor, by this one (a note)
     after = hostile.run(CodeBlock("python", "print(6*7)", "main.py"))
+    if hostile.container_id == first:  # the agent outlived kill -1: the container ends from the host instead
+        hostile._kill_container(first)
+        for _ in range(2):  # the first may only learn of the death
+            after = hostile.run(CodeBlock("python", "print(6*7)", "main.py"))
+            if after.output.endswith("42\n"):
+                break
     assert after.exit_code == 0 and after.output.endswith("42\n"), after.output
     assert hostile.container_id != first, "the keep-alive survived: the restart was not attempted"
     assert _tree(outside) == before, "the host wrote or changed owners through the planted link"
