@@ -56,10 +56,9 @@ else:
 """
 
 
-def run_or_fail(executor: Executor, block: CodeBlock, hang_s: float) -> ExecutionResult:
-    """``executor.run(block)``; fails the test, instead of hanging it, if run()
-    has not returned after ``hang_s`` seconds (a liveness bound far past the
-    block's own timeout, not a speed check)."""
+def run_in_thread(executor: Executor, block: CodeBlock) -> tuple[threading.Thread, list[ExecutionResult | BaseException]]:
+    """``executor.run(block)`` in a daemon thread: the thread, and a list
+    that gets the result (or the exception) when run() returns."""
     done: list[ExecutionResult | BaseException] = []
 
     def work() -> None:
@@ -70,6 +69,14 @@ def run_or_fail(executor: Executor, block: CodeBlock, hang_s: float) -> Executio
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
+    return thread, done
+
+
+def run_or_fail(executor: Executor, block: CodeBlock, hang_s: float) -> ExecutionResult:
+    """``executor.run(block)``; fails the test, instead of hanging it, if run()
+    has not returned after ``hang_s`` seconds (a liveness bound far past the
+    block's own timeout, not a speed check)."""
+    thread, done = run_in_thread(executor, block)
     thread.join(hang_s)
     assert done, f"run() did not return within {hang_s:.0f} s (Limits.timeout_s is {executor.limits.timeout_s})"
     if isinstance(done[0], BaseException):

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from execbox import CodeBlock, ExecutionResult
+from execbox import CodeBlock
 from tests.security.conftest import run_then_healthy
+from tests.security.test_host_side import run_in_thread
 
 pytestmark = pytest.mark.as_user
 
@@ -65,24 +65,10 @@ for folder in {folders!r}:
 """
 
 
-def _run_in_thread(executor, block: CodeBlock) -> tuple[threading.Thread, list[ExecutionResult | BaseException]]:
-    done: list[ExecutionResult | BaseException] = []
-
-    def work() -> None:
-        try:
-            done.append(executor.run(block))
-        except BaseException as exc:  # handed to the test
-            done.append(exc)
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    return thread, done
-
-
 def test_a_watch_on_a_shared_folder_names_no_host_file(hostile):
     token = secrets.token_hex(8)
     ready = hostile.workspace.path / "ready"
-    thread, done = _run_in_thread(hostile, CodeBlock("python", WATCH.format(folders=FOLDERS)))
+    thread, done = run_in_thread(hostile, CodeBlock("python", WATCH.format(folders=FOLDERS)))
     made: list[Path] = []
     try:
         deadline = time.monotonic() + 60
