@@ -218,11 +218,9 @@ class Session:
         true answer then came after them, and waits here)."""
         assert self._code is not None
         for _ in range(256):  # bounded: a thread a block left behind may write without end
-            if not select.select([self._code], [], [], 0)[0]:
-                return
             try:
                 data, fds = recv_fds_now(self._code, 64, 4)
-            except OSError:
+            except OSError:  # BlockingIOError: nothing left
                 return
             for fd in fds:
                 os.close(fd)
