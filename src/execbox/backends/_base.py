@@ -273,11 +273,11 @@ class Executor(ABC):
         return astream_events(self, as_blocks(blocks))
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
-        self.start()
-        sink.emit(StartEvent(len(blocks)))
-        with self._state_lock:
+        with self._state_lock:  # before start: a restart from now on cancels this run
             self._active.add(cancel)
         try:
+            self.start()
+            sink.emit(StartEvent(len(blocks)))
             started = time.monotonic()
             run_id = secrets.token_hex(8)
             before = self.workspace.snapshot(clear_setid=True, internal=self._blocks_write_internal)

@@ -235,7 +235,9 @@ class JupyterExecutor(HostPython, Executor):
             expressions = {"rc": "__execbox_rc"}
         with self._cell_lock:
             kernel = self._kernel
-            assert kernel is not None
+            if kernel is None:  # a restart stopped the kernel after this block's cancel check
+                return Outcome("cancelled", 130, "Cancelled: the executor was restarted.\n", "", "", 0.0,
+                               ErrorInfo("Cancelled", "the executor was restarted before the block ran"))
             if not code_path.startswith(INTERNAL_DIR + "/"):
                 # a named block's folders, made by execbox (root), are the jail's to write in
                 self._give(kernel, [code_path])
