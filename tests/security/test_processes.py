@@ -4,10 +4,12 @@ with it (daemons, stdout holders, stopped processes)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -65,13 +67,59 @@ def test_host_processes_are_invisible_in_proc(mode, hostile):
     seen = [line.split(" ", 1)[1] if " " in line else "" for line in result.output.splitlines()]
     # only the jail's own: bwrap, and the interpreter (the pool's zygote and units, the block)
     python = getattr(hostile, "_python", None) or os.path.realpath(sys.executable)
-    own = CONTAINER_OWN if mode in DOCKER_MODES else ("/usr/bin/bwrap", python, sys.executable)
+    # the jailed kernel starts by its bare name (test_no_process_in_the_jail_names_the_host_layout)
+    own = CONTAINER_OWN if mode in DOCKER_MODES else ("/usr/bin/bwrap", python, sys.executable,
+                                                      os.path.basename(python) + " ",
+                                                      os.path.basename(sys.executable) + " ")
     assert all(c == "" or c.startswith(own) for c in seen), seen
     assert str(os.getpid()) not in result.output.split()
     me = open(f"/proc/{os.getpid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
     assert me not in result.output
     if host_init:
         assert host_init not in result.output
+
+
+LIST_PROCESSES = """
+import os
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        for what in ('cmdline', 'environ'):
+            try:
+                with open(f'/proc/{p}/{what}', 'rb') as handle:
+                    print(p, what, handle.read(1 << 20).hex())
+            except OSError:
+                pass
+"""
+
+
+def test_no_process_in_the_jail_names_the_host_layout(mode, hostile):
+    """Security issue 27, item 9: the argv and environment of every process
+    a block can read in /proc (bwrap as the jail's PID 1, the pool's
+    zygote, the jailed kernel) name no host path: not the repository, the
+    interpreter's venv or base, the workspace's host path, a runtime or
+    staging folder, bwrap's options, nor a 256-bit key (the kernel's). In
+    the environments, PATH and PWD are the block's own (its interpreter's
+    folder first, its working folder) and are left out."""
+    not_for(mode, "landlock", "no PID namespace in this tier: the host's processes are listed")
+    not_for(mode, {"pool", "oneshot", "stateful", "remote"},
+            "the sandbox's units and one-shot blocks run the interpreter by its host path (left for a later round)")
+    result = run_then_healthy(hostile, "python", LIST_PROCESSES)
+    assert result.exit_code == 0, result.output
+    repository = str(Path(__file__).resolve().parents[2])
+    leaks = {repository, sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+             str(hostile.workspace.path), os.path.realpath(hostile.workspace.path), "execbox-kernel-",
+             "execbox-stage-", "--ro-bind", "--setenv", "--seccomp"}
+    seen = 0
+    for line in result.output.splitlines():
+        pid, what, data = line.split(" ")
+        items = bytes.fromhex(data).decode(errors="replace").split("\0")
+        if what == "environ":
+            items = [item for item in items if not item.startswith(("PATH=", "PWD="))]
+        text = " ".join(items)
+        seen += what == "cmdline" and bool(text.strip())
+        assert not [leak for leak in leaks if leak in text], (pid, what, text)
+        assert not re.search("[0-9a-f]{64}", text), (pid, what, text)
+    assert seen >= 2, result.output  # at least the jail's PID 1 and the block's own process
 
 
 def test_ptrace_of_a_host_process_fails(hostile, host_sleeper):

@@ -5,8 +5,12 @@ bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
   interpreter, the workspace as the only writable host path, a private /tmp,
   no network unless ``Limits(network=True)``, the seccomp filter, rlimits.
 - The kernel talks over IPC sockets in a private host folder bound into the
-  jail; a signal from the host cannot reach into the jail's PID namespace
-  cleanly, so interrupts go as messages on the control channel.
+  jail at a neutral path (``KERNEL_DIR``); bwrap reads its options from a
+  memfd (``hidden_argv``) and the kernel starts by its bare name, so no
+  argv in the jail's /proc names a host path; the connection file (its key)
+  is removed once the kernel has read it. A signal from the host cannot
+  reach into the jail's PID namespace cleanly, so interrupts go as
+  messages on the control channel.
 - JPY_PARENT_PID is not passed (the host's pid means nothing inside the
   jail, and ipykernel would exit at once); bwrap's --die-with-parent ends the
   jail with the host instead, started from a thread that lives as long as the
@@ -39,12 +43,14 @@ from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
 from ._channels import ZmqChannels, wait_ready
 from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
-from ..sandbox._jail import INSTALL_HINT, find_bwrap, interpreter_dirs, jail_args, spawn_kept
+from ..sandbox._jail import INSTALL_HINT, find_bwrap, hidden_argv, interpreter_dirs, jail_args, spawn_kept
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
 
 __all__ = ["JailSettings", "SandboxKernel"]
 
+# the kernel's sockets folder in the jail (a neutral name: its host path is the host's layout)
+KERNEL_DIR = "/run/execbox"
 # threads of ipykernel and the two bwrap processes count against a v1 pids limit
 KERNEL_TASKS = 32
 
@@ -95,9 +101,11 @@ class SandboxKernel:
         if self._readonly is None:
             self._readonly = interpreter_dirs(self.python)
         self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
+        # the kernel's connection file names the sockets by their path in the jail; the host's channels
+        # reach the same sockets through the folder's host path
         connection, info = write_connection_file(os.path.join(self._runtime, "kernel.json"), transport="ipc",
-                                              ip=os.path.join(self._runtime, "ipc"),
-                                              key=os.urandom(32).hex().encode())
+                                              ip=f"{KERNEL_DIR}/ipc", key=os.urandom(32).hex().encode())
+        info = {**info, "ip": os.path.join(self._runtime, "ipc")}
         self._lease = lease()
         if self._lease is not None:  # the jail's id owns its sockets' folder and the workspace
             uid, gid = self._lease.uid, self._lease.gid
@@ -108,15 +116,18 @@ class SandboxKernel:
         s = self.settings
         for folder in s.sealed:  # bwrap binds only what exists
             os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
-        argv = [bwrap, *jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
-                                  hostname=s.hostname, workspace=self.cwd, writable=[self._runtime],
-                                  sealed=s.sealed, source=jailer.source)]
+        options = jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
+                            hostname=s.hostname, workspace=self.cwd, writable=[(self._runtime, KERNEL_DIR)],
+                            sealed=s.sealed, source=jailer.source)
         for key, value in self.env.items():
-            argv += ["--setenv", key, value]
+            options += ["--setenv", key, value]
         seccomp_r = filter_fd() if s.seccomp else -1
         if seccomp_r >= 0:
-            argv += ["--seccomp", str(seccomp_r)]
-        argv += ["--", self.python, *KERNEL_ARGS, connection]
+            options += ["--seccomp", str(seccomp_r)]
+        # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
+        # PID 1) and of the kernel, which any cell reads in /proc, name no host path
+        argv, args_r = hidden_argv(bwrap, options,
+                                   [self._command(), *KERNEL_ARGS, f"{KERNEL_DIR}/{os.path.basename(connection)}"])
         self._group = self._make_group()
         fds = self._group.open_procs() if self._group is not None else []
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in s.rlimits]
@@ -133,10 +144,10 @@ class SandboxKernel:
         try:
             self._proc = spawn_kept(argv, cwd=self.cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=enter,
-                                    pass_fds=[*fds, *([seccomp_r] if seccomp_r >= 0 else [])])
+                                    pass_fds=[*fds, args_r, *([seccomp_r] if seccomp_r >= 0 else [])])
         finally:
             log.close()
-            for fd in (*fds, seccomp_r):
+            for fd in (*fds, args_r, seccomp_r):
                 if fd >= 0:
                     os.close(fd)
         self.channels = ZmqChannels(dict(info))
@@ -144,11 +155,19 @@ class SandboxKernel:
             wait_ready(self.channels, self.alive, READY_TIMEOUT_S,
                        lambda: f"exit code {self.exit_code()}: {self._log_tail()} "
                                f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}")
+            os.unlink(connection)  # read: its key need not lie in a folder the jail can read
             self.pid = self._kernel_pid()
             self._budget_processes()
         except BaseException:
             self.stop()
             raise
+
+    def _command(self) -> str:
+        """The kernel's interpreter as bwrap finds it: its bare name when it
+        is the first of that name on the jail's PATH (the interpreter then
+        finds itself, its venv included, by the same PATH), else its path."""
+        folder, name = os.path.split(self.python)
+        return name if self.env.get("PATH", "").split(":")[0] == folder else self.python
 
     def _make_group(self) -> BlockCgroup | None:
         if self.cgroups is None:

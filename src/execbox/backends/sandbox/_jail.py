@@ -51,11 +51,11 @@ def find_bwrap() -> str | None:
 
 def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
               workspace: str, extra_readonly: Sequence[tuple[str, str]] = (),
-              joined_netns: bool = False, writable: Sequence[str] = (),
+              joined_netns: bool = False, writable: Sequence[tuple[str, str]] = (),
               sealed: Sequence[str] = (), source: Callable[[str], str] = str) -> list[str]:
     """bwrap's options (without the command). ``extra_readonly``: (host path,
-    path inside) pairs bound read-only; ``writable``: more host paths bound
-    read-write at the same place (a kernel's socket folder). ``joined_netns``: bwrap starts inside
+    path inside) pairs bound read-only; ``writable``: (host path, path inside)
+    pairs bound read-write (a kernel's socket folder, under a neutral name). ``joined_netns``: bwrap starts inside
     an empty network namespace already (``empty_netns``) instead of making one. ``source``:
     where bwrap finds a host path it binds (``Jailer.source``: a staged copy it can reach). ``sealed``:
     folders in the workspace (relative) bound read-only over themselves: the block reads them only."""
@@ -84,8 +84,8 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
         args += ["--ro-bind", source(path), path]
     for host, inside in extra_readonly:
         args += ["--ro-bind", source(host), inside]
-    for path in writable:
-        args += ["--bind", source(path), path]
+    for host, inside in writable:
+        args += ["--bind", source(host), inside]
     args += ["--bind", source(workspace), workspace]
     for relative in sealed:
         args += ["--ro-bind", f"{source(workspace)}/{relative}", f"{workspace}/{relative}"]
