@@ -3,16 +3,17 @@ sessions), on httpx."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigurationError, ServiceError
 from .._models import Limits
-from ._http import Transport
+from ._answers import bad_answer, parse_json
+from ._http import MAX_ANSWER_BYTES, Transport
 from ._result import RunResult
 from ._session import Session
+from ._sse import lines
 from ._wire import BlockLike, batch_item, files_body, limits_body, run_body, service_error
 
 __all__ = ["DEFAULT_URL", "Client"]
@@ -30,22 +31,36 @@ class Client:
       for a route that runs no code, between two events of a stream (the
       server sends a keepalive every ``--sse-keepalive`` seconds, 15 by
       default: keep ``timeout_s`` above it).
-    - ``run_timeout_s``: the most to wait for the answer of a run (None:
-      as long as the server's ``Limits.timeout_s`` lets the code run).
+    - ``run_timeout_s``: the most to wait for the answer of a run, or for
+      a whole stream (None: as long as the server's ``Limits.timeout_s``
+      lets the code run).
+    - ``max_answer_bytes``: the most of one answer read (a line or an
+      event of a stream too; default ``MAX_ANSWER_BYTES``, 256 MiB): a
+      bigger one is a ``ServiceError`` (too_large), never held whole.
+
+    Whatever the server answers is checked before it is used: no redirect
+    is followed (the token would go along), a body is read within
+    ``timeout_s`` (``run_timeout_s`` for a run) however slowly it drips,
+    and JSON of the wrong shape is a ``ServiceError`` (bad_answer).
 
     Nothing that runs code is retried by the client (a run is not
     idempotent); reading a stream again is, and ``Session.stream`` does.
     """
 
     def __init__(self, base_url: str | None = None, token: str | None = None, *,
-                 timeout_s: float = 30.0, run_timeout_s: float | None = None) -> None:
+                 timeout_s: float = 30.0, run_timeout_s: float | None = None,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         for name, value in (("timeout_s", timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 raise ConfigurationError(f"Client({name}=...) must be a positive number of seconds, got {value!r}")
+        if not (isinstance(max_answer_bytes, int) and max_answer_bytes > 0):
+            raise ConfigurationError(f"Client(max_answer_bytes=...) must be a positive number of bytes, got "
+                                     f"{max_answer_bytes!r}")
         if token is None:
             token = os.environ.get("EXECBOX_TOKEN")
         base_url = base_url or os.environ.get("EXECBOX_URL") or DEFAULT_URL
-        self._transport = Transport(base_url, token, timeout_s=timeout_s, run_timeout_s=run_timeout_s)
+        self._transport = Transport(base_url, token, timeout_s=timeout_s, run_timeout_s=run_timeout_s,
+                                    max_answer_bytes=max_answer_bytes)
 
     @property
     def base_url(self) -> str:
@@ -100,19 +115,21 @@ class Client:
 
     def _batch(self, body: dict[str, Any]) -> Iterator[tuple[int, RunResult | ServiceError]]:
         transport = self._transport
-        with transport.open("POST", "/v1/batch", json=body, slow=True) as response:
-            for line in transport.lines(response, "POST", "/v1/batch", slow=True):
+        deadline = transport.deadline(slow=True)
+        what = "a line of POST /v1/batch"
+        with transport.open("POST", "/v1/batch", json=body, slow=True, deadline=deadline) as response:
+            chunks = transport.chunks(response, "POST", "/v1/batch", slow=True, deadline=deadline)
+            for line in lines(chunks, transport.max_answer_bytes):
                 if not line.strip():
                     continue
-                try:
-                    item = json.loads(line)
-                except ValueError:
-                    raise ServiceError(f"a line of /v1/batch is not JSON: {line[:200]!r} (is this execbox serve?)",
-                                       code="bad_answer") from None
+                item = parse_json(line, what)
+                index = item.get("index") if isinstance(item, dict) else None
+                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(body["requests"]):
+                    raise bad_answer(what, f"it is not an object with the index of a request: {line[:200]!r}")
                 if "exit_code" in item:
-                    yield item["index"], RunResult.from_dict(item)
+                    yield index, RunResult.from_dict(item)
                 else:
-                    yield item["index"], service_error(item.get("error"))
+                    yield index, service_error(item.get("error"))
 
     def session(self, backend: str | None = None, *, limits: Limits | Mapping[str, Any] | None = None,
                 ttl_s: float | None = None, idle_ttl_s: float | None = None, env: Mapping[str, str] | None = None,

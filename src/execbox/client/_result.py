@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._models import ExecutionResult
+from ._answers import bad_answer, check_result
 from ._wire import decode_file, encode_file
 
 __all__ = ["RunResult"]
@@ -28,10 +29,17 @@ class RunResult(ExecutionResult):
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
         """The answer of ``POST /v1/run`` (or a batch line): the result and
         its ``file_contents``."""
+        check_result(data, "the run's result")
+        contents = data.get("file_contents") or {}
+        if not isinstance(contents, Mapping):
+            raise bad_answer("the run's result", f"its 'file_contents' is not an object: {contents!r:.80}")
         fetched, errors = {}, {}
-        for path, spec in (data.get("file_contents") or {}).items():
-            if isinstance(spec, Mapping) and "content" in spec:
-                fetched[path] = decode_file(spec)
+        for path, spec in contents.items():
+            if isinstance(spec, Mapping) and isinstance(spec.get("content"), str):
+                try:
+                    fetched[path] = decode_file(spec)
+                except ValueError:  # base64 that is not
+                    raise bad_answer("the run's result", f"file_contents[{path!r:.80}] is not base64") from None
             else:
                 errors[path] = str(spec.get("error") if isinstance(spec, Mapping) else spec)
         result = ExecutionResult.from_dict(data)

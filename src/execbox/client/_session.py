@@ -4,6 +4,7 @@ closed or expires. Made by ``Client.session()``."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from .._errors import ServiceError, SessionGoneError
 from .._models import ExecutionResult
 from .._run_events import RunEvent
+from ._answers import bad_answer, check_id, check_result
 from ._http import Transport
 from ._stream import SSE, follow
 from ._wire import BlockLike, code_body, parse_time, quote_path, service_error
@@ -28,7 +30,7 @@ class Session:
     def __init__(self, transport: Transport, info: dict[str, Any]) -> None:
         self._transport = transport
         self._info = info
-        self.id: str = info["id"]
+        self.id: str = check_id(info.get("id"), "POST /v1/sessions answered")  # goes into every URL
         self._path = f"/v1/sessions/{self.id}"
         self._running: str | None = None
         self._closed = False
@@ -86,32 +88,44 @@ class Session:
                                        params={"queue": 1} if queue else None)
         if summary.get("result") is None:
             raise service_error(summary.get("error"))
-        return ExecutionResult.from_dict(summary["result"])
+        return ExecutionResult.from_dict(check_result(summary["result"], "the execution's result"))
 
     def stream(self, code: str | None = None, language: str = "python", *,
-               blocks: Sequence[BlockLike] | None = None, queue: bool = False) -> Iterator[RunEvent]:
+               blocks: Sequence[BlockLike] | None = None, queue: bool = False,
+               timeout_s: float | None = None) -> Iterator[RunEvent]:
         """Run code and yield its events as they come: ``StartEvent`` (with
         the ``execution_id``) first, ``EndEvent`` (with the whole
         ``ExecutionResult``) last. A connection that drops before the end
         is resumed from the last event seen. The code starts when the
         iteration does; leaving the loop early leaves it running (``cancel()``).
-        ``queue``: as for ``run`` (the first event comes once it runs)."""
+        ``queue``: as for ``run`` (the first event comes once it runs).
+        ``timeout_s``: the most the whole stream may take (default:
+        ``Client(run_timeout_s)``; None there too: as long as events or
+        keepalives come); past it, a ``ServiceError`` (timeout)."""
         body = code_body(code, language, blocks)
-        return self._follow(start=lambda: self._transport.open(
+        return self._follow(timeout_s, opener=lambda deadline: self._transport.open(
             "POST", f"{self._path}/executions", json=body, headers=SSE, params={"queue": 1} if queue else None,
-            slow=queue))
+            slow=queue, deadline=deadline))
 
-    def events(self, execution_id: str, *, after: int = 0) -> Iterator[RunEvent]:
+    def events(self, execution_id: str, *, after: int = 0, timeout_s: float | None = None) -> Iterator[RunEvent]:
         """The events of one of the session's last executions after event
-        number ``after`` (0: all of them), as they come until its end."""
-        return self._follow(execution_id=execution_id, after=after)
+        number ``after`` (0: all of them), as they come until its end
+        (``timeout_s``: as for ``stream``)."""
+        return self._follow(timeout_s, execution_id=execution_id, after=after)
 
-    def _follow(self, **how: Any) -> Iterator[RunEvent]:
+    def _follow(self, timeout_s: float | None, opener: Any = None, **how: Any) -> Iterator[RunEvent]:
+        wait = timeout_s if timeout_s is not None else self._transport.run_timeout_s
+        deadline = None if wait is None else time.monotonic() + wait  # from the iteration's start
+        how["setting"] = "timeout_s=..." if timeout_s is not None else "Client(run_timeout_s=...)"
+        if opener is not None:
+            how["start"] = lambda: opener(deadline)
+
         def running(execution_id: str) -> None:
             self._running = execution_id
 
         try:
-            yield from follow(self._transport, f"{self._path}/executions", on_execution=running, **how)
+            yield from follow(self._transport, f"{self._path}/executions", on_execution=running, deadline=deadline,
+                              **how)
         finally:
             self._running = None
 
@@ -122,9 +136,11 @@ class Session:
         execution_id = execution_id or self._running or self.info().get("running_execution")
         if execution_id is None:
             return None
+        check_id(execution_id, "the execution to cancel")  # the server's, maybe: it goes into the URL
         summary = self._transport.json("POST", f"{self._path}/executions/{execution_id}/cancel")
         result = summary.get("result")
-        return ExecutionResult.from_dict(result) if result is not None else None
+        return ExecutionResult.from_dict(check_result(result, "the cancelled execution's result")) \
+            if result is not None else None
 
     def upload(self, path: str, data: bytes | str) -> dict[str, Any]:
         """Write a file of the workspace (str as UTF-8); ``{name, size, mime}``."""
@@ -139,7 +155,10 @@ class Session:
         """What is in the workspace (or in its folder ``path``): ``{name,
         type: "file" | "dir", size, mtime, mime}`` each."""
         params = {"path": path} if path is not None else None
-        return self._transport.json("GET", f"{self._path}/files", params=params)["files"]
+        listing = self._transport.json("GET", f"{self._path}/files", params=params).get("files")
+        if not isinstance(listing, list) or not all(isinstance(item, dict) for item in listing):
+            raise bad_answer("GET .../files answered", f"its 'files' is not a list of objects: {listing!r:.200}")
+        return listing
 
     def delete(self, path: str) -> None:
         """Remove a file (a link, an empty folder) of the workspace."""

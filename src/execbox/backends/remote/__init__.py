@@ -17,6 +17,13 @@ The workspace is local and mirrored (``_mirror.Mirror``): files written
 here are sent before a run, files the run wrote there are fetched after
 it, so code that reads results by path works unchanged. The token is never
 saved by ``to_config`` (give it again, or set ``EXECBOX_TOKEN``).
+
+The server is not trusted (``execbox.client`` reads its answers as
+hostile, each bounded by ``max_answer_bytes``): a run's stream ends by a
+deadline of its own (``run_deadline``: each block's ``Limits.timeout_s``,
+twice over for a run that waits in line behind another caller's, plus
+``timeout_s`` to start), and the files it names are written only inside
+the local workspace (``Workspace`` refuses ``..``, absolute paths, links).
 """
 
 from __future__ import annotations
@@ -41,24 +48,33 @@ __all__ = ["RemoteExecutor"]
 CANCEL_POLL_S = 0.05
 
 
+def run_deadline(blocks: int, limits: Limits, timeout_s: float) -> float:
+    """The most a run of ``blocks`` blocks may stream, in seconds: each
+    block's time, twice (queued behind a run as long), and ``timeout_s``."""
+    return 2 * blocks * limits.timeout_s + timeout_s
+
+
 class RemoteExecutor(Executor):
     """Runs blocks on an ``execbox serve`` at ``url`` (default: the
     ``EXECBOX_URL`` environment variable, else ``http://127.0.0.1:8000``),
     in a session of ``backend`` (the server's default when None) with these
-    ``limits`` and ``env``; ``token`` defaults to ``EXECBOX_TOKEN``."""
+    ``limits`` and ``env``; ``token`` defaults to ``EXECBOX_TOKEN``;
+    ``max_answer_bytes`` bounds each answer read (``Client``'s)."""
 
     name = "remote"
 
     def __init__(self, url: str | None = None, *, token: str | None = None, backend: str | None = None,
                  env: Mapping[str, str] | None = None, ttl_s: float | None = None,
-                 idle_ttl_s: float | None = None, timeout_s: float = 60.0,
+                 idle_ttl_s: float | None = None, timeout_s: float = 60.0, max_answer_bytes: int | None = None,
                  workspace: Workspace | str | None = None, limits: Limits | None = None, **options: Any) -> None:
         super().__init__(workspace=workspace, limits=limits, **options)
         self._policies = options.get("execution_policies")
         from ...client import Client  # httpx, imported when used
 
         self._init_options.pop("token", None)  # a secret: never saved with the config
-        self._client = Client(url, token=token, timeout_s=timeout_s)  # url: EXECBOX_URL, else DEFAULT_URL
+        bound = {"max_answer_bytes": max_answer_bytes} if max_answer_bytes is not None else {}
+        self._client = Client(url, token=token, timeout_s=timeout_s, **bound)  # url: EXECBOX_URL, else DEFAULT_URL
+        self._timeout_s = timeout_s
         self.url = self._client.base_url
         self.backend = backend
         self._session_options = {"backend": backend, "env": dict(env) if env else None, "ttl_s": ttl_s,
@@ -159,7 +175,8 @@ class RemoteExecutor(Executor):
         watcher.start()
         result: ExecutionResult | None = None
         try:
-            for event in session.stream(blocks=blocks, queue=True):
+            deadline = run_deadline(len(blocks), self.limits, self._timeout_s)
+            for event in session.stream(blocks=blocks, queue=True, timeout_s=deadline):
                 if isinstance(event, StartEvent):
                     started.append(event.execution_id or "")
                 if isinstance(event, OutputEvent):
