@@ -132,7 +132,9 @@ class HostileServer:
                 path = urlsplit(self.path).path
                 with owner._lock:
                     owner.seen.append(Seen(self.command, self.path, dict(self.headers.items()), body))
-                route = owner.routes.get((self.command, path))
+                route = owner.routes.get((self.command, path)) or next(
+                    (made for (method, where), made in owner.routes.items()
+                     if method == self.command and where.endswith("*") and path.startswith(where[:-1])), None)
                 reply = Reply(self, owner.stopping)
                 try:
                     if route is None:
@@ -153,6 +155,7 @@ class HostileServer:
         self._thread.start()
 
     def route(self, method: str, path: str, reply: Route) -> None:
+        """``reply`` answers ``method path`` (``path`` ending in ``*``: every path under it)."""
         self.routes[(method, path)] = reply
 
     def session_routes(self) -> None:
