@@ -3,6 +3,7 @@
 # packages, the project's virtual environment), then runs the job asked for.
 #   ./dev.sh run     run the example model reply on the default backend
 #   ./dev.sh test    the whole test suite (extra arguments go to pytest)
+#   ./dev.sh test --fast  the everyday tier (tests/_tiers.py says what it leaves out)
 #   ./dev.sh bench   the benchmarks, side by side with the peers
 #   ./dev.sh docker  start the Docker engine and build the images
 #   ./dev.sh vm [--as root|user|delegated] -- CMD...
@@ -111,6 +112,11 @@ case "$job" in
         install_system_packages; setup_venv
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
+        if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)
+            shift
+            install_system_packages; setup_venv
+            exec .venv/bin/python -m pytest -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
+        fi
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
         exec .venv/bin/python -m pytest "$@" ;;
     bench)

@@ -143,3 +143,14 @@ def import_error_without(missing: str, module: str) -> str:
                           env={**os.environ, "PYTHONPATH": src}, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Each test's tier markers (tests/_tiers.py): ``./dev.sh test --fast`` leaves out the slow ones."""
+    from tests._tiers import markers_for
+
+    for item in items:
+        relative = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for name in sorted(markers_for(relative, params)):
+            item.add_marker(name)

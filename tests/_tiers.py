@@ -1,0 +1,68 @@
+"""The test tiers: which markers each collected test gets, from its file
+and from the backend or battery mode it runs on.
+
+``./dev.sh test`` runs everything (CI). ``./dev.sh test --fast`` leaves out
+the tests marked with any of ``SLOW_TIER``: what needs a VM, the Docker
+engine, gVisor, a browser, a nested pytest run, a soak or a package
+install, and the contract suite and hostile battery on the backends past
+the fast tier's (``local`` and the sandbox's pool for the contract suite,
+the pool and Landlock for the battery). The markers are registered in
+``pyproject.toml``; ``pytest -m docker`` and the like select one kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SLOW_TIER = ("vm", "docker", "gvisor", "browser", "nested", "slow", "wide")
+FAST_EXPRESSION = "not (" + " or ".join(SLOW_TIER) + ")"
+
+# a test file (its path under tests/, or a folder ending in /) -> its markers
+BY_PATH: dict[str, tuple[str, ...]] = {
+    "test_cgroup2_vm.py": ("vm", "nested"),
+    "test_ray_cluster.py": ("nested",),
+    "ray/": ("nested",),
+    "security/test_as_user.py": ("nested",),
+    "security/test_container_host.py": ("docker", "nested"),
+    "security/test_docker_host.py": ("docker",),
+    "security/test_docker_frames.py": ("docker",),
+    "playground/": ("browser",),
+    "papers/": ("docker",),
+    "backends/test_docker.py": ("docker",),
+    "backends/test_docker_agent.py": ("docker",),
+    "backends/test_docker_engine.py": ("docker",),
+    "backends/test_docker_images.py": ("docker",),
+    "backends/test_docker_jupyter.py": ("docker",),
+    "backends/test_soak_docker.py": ("docker", "slow"),
+    "backends/test_soak_sandbox.py": ("slow",),
+    "backends/test_soak_jupyter.py": ("slow",),
+    "backends/test_sandbox_pool_load.py": ("slow",),
+    "server/test_soak.py": ("slow",),
+    "backends/test_jupyter.py": ("wide",),
+    "backends/test_jupyter_gateway.py": ("wide",),
+    "server/test_jupyter_session.py": ("wide",),
+}
+
+# the contract suite's backends and the battery's modes in the fast tier; the rest are "wide"
+FAST_BACKENDS = frozenset({"local", "sandbox"})
+FAST_MODES = frozenset({"pool", "landlock"})
+
+
+def markers_for(relative: str, params: dict[str, Any]) -> set[str]:
+    """The tier markers of a test in ``relative`` (a path under tests/) run with ``params``."""
+    found: set[str] = set()
+    for prefix, names in BY_PATH.items():
+        if relative == prefix or (prefix.endswith("/") and relative.startswith(prefix)):
+            found.update(names)
+    backend = params.get("make_executor", params.get("mode"))
+    fast = FAST_BACKENDS if "make_executor" in params else FAST_MODES
+    if isinstance(backend, str):
+        if backend.startswith("docker"):
+            found.add("docker")
+        if backend == "docker-gvisor":
+            found.add("gvisor")
+        if backend not in fast:
+            found.add("wide")
+    if any(value == "runsc" for value in params.values() if isinstance(value, str)):
+        found.update(("docker", "gvisor"))
+    return found
