@@ -264,3 +264,34 @@ def test_a_redirected_stream_sends_no_token_elsewhere(server, other):
         session = made.session()
         error = refused(lambda: list(session.stream("print(1)")), "redirect")
     assert other.seen == [] and "/steal" in error.message
+
+
+# --- what the server says about itself ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("retry_after", ["inf", "1e308", "-5", "nan"])
+def test_a_retry_after_that_would_have_the_caller_sleep_forever_is_bounded(server, retry_after):
+    server.route("POST", "/v1/run", lambda r: r.json({"error": {"code": "busy", "message": "full"}}, 429,
+                                                     {"Retry-After": retry_after}))
+    error = refused(lambda: client(server).run("print(1)"), "busy")
+    assert error.retry_after is None or 0 <= error.retry_after <= 300  # execbox.client._wire.MAX_RETRY_AFTER_S
+
+
+def test_an_error_message_of_megabytes_is_cut(server):
+    server.route("GET", "/v1/info", lambda r: r.json({"error": {"code": "internal", "message": "A" * 5_000_000}},
+                                                     500))
+    error = refused(client(server).info, "internal")
+    assert len(error.message) <= 10_000  # the cap: execbox.client._wire.MAX_MESSAGE_CHARS
+
+
+def test_the_remote_executor_reads_capabilities_of_the_wrong_shape_as_none(server, tmp_path):
+    from execbox.backends.remote import RemoteExecutor
+
+    server.route("GET", "/v1/info", lambda r: r.json({"default_backend": ["x"], "backends": {"['x']": "sandbox"}}))
+    executor = RemoteExecutor(server.url, token=TOKEN, timeout_s=2.0, workspace=str(tmp_path))
+    try:
+        capabilities = within(lambda: executor.capabilities)  # asked before a session is opened
+    finally:
+        executor.close()
+    assert not isinstance(capabilities, BaseException), capabilities
+    assert capabilities.languages == () and capabilities.isolated is False

@@ -13,7 +13,7 @@ from typing import Any, Union
 from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
 from .._models import CodeBlock, Limits
 
-__all__ = ["BlockLike", "STATUS_OF_CODE", "batch_item", "code_body", "decode_file", "encode_file", "files_body",
+__all__ = ["BlockLike", "MAX_MESSAGE_CHARS", "MAX_RETRY_AFTER_S", "STATUS_OF_CODE", "batch_item", "code_body", "decode_file", "encode_file", "files_body",
            "limits_body", "parse_time", "quote_path", "run_body", "service_error"]
 
 BlockLike = Union[CodeBlock, Mapping[str, Any]]
@@ -24,6 +24,13 @@ STATUS_OF_CODE = {"bad_request": 400, "invalid_limits": 400, "path_escape": 400,
                   "unauthorized": 401, "not_found": 404, "method_not_allowed": 405, "execution_running": 409,
                   "session_expired": 410, "too_large": 413, "busy": 429, "internal": 500,
                   "backend_unavailable": 503}
+
+# What of a server's error message is kept (it is the server's text: a
+# hostile one would fill a log, or the screen, with it).
+MAX_MESSAGE_CHARS = 2000
+# The longest wait a Retry-After may ask for (a hostile "inf" or 1e308
+# would have a caller that honours it sleep forever).
+MAX_RETRY_AFTER_S = 300.0
 
 RUN_OPTIONS = ("code", "language", "blocks", "files", "fetch_files", "limits", "backend")
 
@@ -132,16 +139,22 @@ def service_error(error: Any, *, status: int | None = None, retry_after: float |
     value of an answer's ``error``, of a batch line's, of a stream's end)."""
     if not isinstance(error, Mapping):
         error = {"code": f"http_{status}" if status else "bad_answer", "message": f"the server answered {error!r:.200}"}
-    code = str(error.get("code", ""))
-    message = str(error.get("message", "")) or f"the server answered {code or 'an error'}"
+    code = str(error.get("code", ""))[:100]
+    message = str(error.get("message", ""))[:MAX_MESSAGE_CHARS] or f"the server answered {code or 'an error'}"
+    if retry_after is not None:  # the server's: a number of seconds, bounded
+        retry_after = min(max(retry_after, 0.0), MAX_RETRY_AFTER_S) if retry_after == retry_after else None
     retryable = bool(error.get("retryable", False))
     if status is None:
         status = STATUS_OF_CODE.get(code)
     if status == 410 or code == "session_expired":
-        return SessionGoneError(message, reason=error.get("reason"), status=status, code=code, retryable=retryable)
+        return SessionGoneError(message, reason=_short(error.get("reason")), status=status, code=code, retryable=retryable)
     if status == 429 or code == "busy":
         return ServiceBusyError(message, retry_after=retry_after, status=status, code=code or "busy")
     return ServiceError(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
+
+
+def _short(value: Any) -> str | None:
+    return None if value is None else str(value)[:100]
 
 
 def quote_path(path: str) -> str:

@@ -102,11 +102,19 @@ class RemoteExecutor(Executor):
     @property
     def capabilities(self) -> Capabilities:
         info = self._server_info()
-        name = self.backend or info.get("default_backend", "")
-        served = info.get("backends", {}).get(name, {})
-        return Capabilities(backend=self.name, isolated=bool(served.get("isolated")),
-                            stateful=bool(served.get("stateful")), enforced=frozenset(served.get("enforced", ())),
-                            languages=tuple(served.get("languages", ())),
+        name = self.backend or str(info.get("default_backend", ""))
+        backends = info.get("backends")
+        served = backends.get(name) if isinstance(backends, dict) else None
+        if not isinstance(served, dict):
+            served = {}
+
+        def names(key: str) -> tuple[str, ...]:  # the server's: a list of strings, else nothing
+            value = served.get(key)
+            return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+        return Capabilities(backend=self.name, isolated=served.get("isolated") is True,
+                            stateful=served.get("stateful") is True, enforced=frozenset(names("enforced")),
+                            languages=names("languages"),
                             mechanisms={"all": f"enforced by the {name} backend of the server at {self.url}"})
 
     def _server_info(self) -> dict[str, Any]:
