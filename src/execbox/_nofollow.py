@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ._errors import PathEscapeError, WorkspaceError
 
-__all__ = ["DIR_FLAGS", "open_folders", "read_under", "write_under"]
+__all__ = ["DIR_FLAGS", "lstat_under", "open_folders", "read_under", "write_under"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -62,7 +62,27 @@ def _open_folder(parent: int, part: str, given: str, *, create: bool, repair: bo
     raise WorkspaceError(f"cannot open {given!r} in the workspace: {part!r} keeps changing")
 
 
-def read_under(root: Path, parts: tuple[str, ...], given: str) -> bytes:
+def lstat_under(root: Path, parts: tuple[str, ...], given: str) -> os.stat_result | None:
+    """What is at ``parts`` (not followed if a link), its folders opened
+    without following links; None when nothing is there."""
+    if not parts:
+        return os.stat(root)
+    *folders, name = parts
+    parent = open_folders(root, folders, given, create=False, repair=False)
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WorkspaceError(f"cannot look at {given!r} in the workspace: {exc.strerror}") from None
+    finally:
+        os.close(parent)
+
+
+def read_under(root: Path, parts: tuple[str, ...], given: str, limit: int | None = None) -> bytes:
+    """The file's bytes; with ``limit``, at most ``limit + 1`` of them (more
+    than ``limit`` tells the caller it is too big: the size a look before
+    gave may have grown since, by code still running)."""
     *folders, name = parts
     parent = open_folders(root, folders, given, create=False, repair=False)
     try:
@@ -74,10 +94,14 @@ def read_under(root: Path, parts: tuple[str, ...], given: str) -> bytes:
         raise WorkspaceError(f"cannot read {given!r} in the workspace: {exc.strerror}") from None
     finally:
         os.close(parent)
+    mode = os.fstat(fd).st_mode  # before fdopen, which refuses a folder with an OSError
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise WorkspaceError(f"{given!r} is a folder, not a file: list it instead")
+        raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not read")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise WorkspaceError(f"{given!r} is not a regular file (a FIFO, socket or device): not read")
-        return handle.read()
+        return handle.read() if limit is None else handle.read(limit + 1)
 
 
 def write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, repair: bool) -> None:
@@ -93,6 +117,9 @@ def write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, 
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise PathEscapeError(given, "is a symlink; execbox does not write through links") from None
+            if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a socket
+                raise WorkspaceError(f"{given!r} is not a regular file (a FIFO or socket): not written; "
+                                     "remove it first") from None
             raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
     finally:
         os.close(parent)

@@ -118,7 +118,11 @@ class Workspace:
         candidate = Path(os.path.normpath(self._root / text))
         if not _inside(candidate, self._root):
             raise PathEscapeError(text, "climbs out of the workspace with '..'")
-        real = Path(os.path.realpath(candidate))
+        try:
+            real = Path(os.path.realpath(candidate))
+        except OSError as exc:  # code running meanwhile swapped a link for a file (readlink: EINVAL) or removed it
+            raise WorkspaceError(f"cannot resolve {text!r} in the workspace: it changed while execbox looked at it "
+                                 f"({exc.strerror}); try again once the code that changes it has ended") from None
         if not _inside(real, self._root):
             raise PathEscapeError(text, "goes through a symlink that leads outside the workspace")
         if candidate.parts[len(self._root.parts):][:1] == (INTERNAL_DIR,):

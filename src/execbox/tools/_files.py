@@ -8,14 +8,17 @@ to the workspace; one that leads outside it is refused (``PathEscapeError``).
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from .._errors import WorkspaceError
+from .._models import one_line
+from .._nofollow import lstat_under, read_under
 from .._workspace import Workspace
 from ._function_tool import FunctionTool
 
 __all__ = ["MAX_IMAGE_BYTES", "MAX_LISTED", "MAX_TEXT_BYTES", "file_tools", "image_type", "list_text",
-           "read_bytes", "size_text", "write_text"]
+           "read_at_most", "read_bytes", "size_text", "write_text"]
 
 # Largest image returned as image content (a common limit of model APIs).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -26,32 +29,49 @@ MAX_LISTED = 500
 
 
 def list_text(workspace: Workspace, path: str) -> str:
-    """The files and folders under ``path``, recursively, with their sizes."""
+    """The files and folders under ``path``, recursively, with their sizes;
+    names as ``one_line`` writes them (a name a block chose, with a newline,
+    must not forge an entry)."""
     if path not in (".", ""):
-        target = workspace.resolve(path)
-        if not target.exists():
+        found = lstat_under(workspace.path, _parts(workspace, path), path)
+        if found is None:
             raise WorkspaceError(f"no folder {path!r} in the workspace: list_files('.') shows what there is")
-        if not target.is_dir():
-            return f"{path} is a file ({size_text(target.lstat().st_size)})"
+        if stat.S_ISLNK(found.st_mode):
+            return f"{path} is a link (execbox does not follow links)"
+        if not stat.S_ISDIR(found.st_mode):
+            return f"{path} is a file ({size_text(found.st_size)})"
     entries = workspace.list(path or ".")
     if not entries:
         return "The workspace is empty." if path in (".", "") else f"{path} is an empty folder."
-    lines = [f"{e.path}/" if e.is_dir else f"{e.path}  ({size_text(e.size)})" for e in entries[:MAX_LISTED]]
+    lines = [f"{one_line(e.path)}/" if e.is_dir else f"{one_line(e.path)}  ({size_text(e.size)})"
+             for e in entries[:MAX_LISTED]]
     if len(entries) > MAX_LISTED:
         lines.append(f"... and {len(entries) - MAX_LISTED} more (list a sub-folder to see them)")
     return "\n".join(lines)
 
 
-def read_bytes(workspace: Workspace, path: str) -> bytes:
-    """A file's bytes, refused for a folder or a file too big to hand a model."""
-    target = workspace.resolve(path)
-    if target.is_dir() and not target.is_symlink():
-        raise WorkspaceError(f"{path!r} is a folder: use list_files to see what it holds")
-    if target.is_file() and target.lstat().st_size > MAX_IMAGE_BYTES:
-        raise WorkspaceError(f"{path!r} is {size_text(target.lstat().st_size)}; read_file returns text up to "
+def read_bytes(workspace: Workspace, path: str, limit: int = MAX_IMAGE_BYTES) -> bytes:
+    """A file's bytes, refused for a folder or a file bigger than ``limit``.
+    Never more than ``limit + 1`` bytes are read: a block still running may
+    grow the file after any look at its size. Links are not followed."""
+    data = read_at_most(workspace, path, limit)
+    if len(data) > limit:
+        raise WorkspaceError(f"{path!r} is more than {size_text(limit)}; read_file returns text up to "
                              f"{size_text(MAX_TEXT_BYTES)} and images up to {size_text(MAX_IMAGE_BYTES)}: "
                              "run code to read a part of it")
-    return workspace.download(path)
+    return data
+
+
+def read_at_most(workspace: Workspace, path: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the file (more than ``limit``: too big),
+    its folders and itself opened without following links."""
+    return read_under(workspace.path, _parts(workspace, path), path, limit)
+
+
+def _parts(workspace: Workspace, path: str) -> tuple[str, ...]:
+    """``path``'s names under the workspace (refused if it leads outside);
+    the workspace itself is ()."""
+    return workspace.resolve(path).relative_to(workspace.path).parts
 
 
 def as_text(path: str, data: bytes) -> str | None:
@@ -69,7 +89,7 @@ def as_text(path: str, data: bytes) -> str | None:
 def write_text(workspace: Workspace, path: str, content: str) -> str:
     saved = workspace.write_text(path, content)
     relative = os.path.relpath(saved, workspace.path)
-    return f"Wrote {size_text(len(content.encode('utf-8')))} to {relative}."
+    return f"Wrote {size_text(len(content.encode('utf-8')))} to {one_line(relative)}."
 
 
 def image_type(data: bytes) -> str | None:

@@ -39,7 +39,7 @@ from .._errors import ConfigurationError, ExecboxError, WorkspaceError
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
-from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_bytes, write_text
+from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_at_most, read_bytes, write_text
 from ._files import image_type as _image_type
 from ._progress import run_reporting
 from ._files import size_text as _size
@@ -370,7 +370,9 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
 
 
 def _load_image(workspace: Workspace, path: str) -> bytes:
-    size = workspace.resolve(path).lstat().st_size
-    if size > MAX_IMAGE_BYTES:
-        raise WorkspaceError(f"{_size(size)} is more than {_size(MAX_IMAGE_BYTES)}")
-    return workspace.download(path)
+    """At most ``MAX_IMAGE_BYTES`` of a file the run wrote (still growing,
+    maybe, by what it left running), never through a link."""
+    data = read_at_most(workspace, path, MAX_IMAGE_BYTES)
+    if len(data) > MAX_IMAGE_BYTES:
+        raise WorkspaceError(f"more than {_size(MAX_IMAGE_BYTES)}")
+    return data
