@@ -219,3 +219,12 @@ def test_a_result_naming_thousands_of_files_fetches_at_most_max_pulled_files(ser
     assert not isinstance(outcome, BaseException), outcome
     assert len([s for s in server.seen if s.method == "GET" and "/files/" in s.path]) == MAX_PULLED_FILES
     assert set(names[MAX_PULLED_FILES:]) <= set(executor.mirror_skipped)
+
+
+def test_a_session_whose_times_are_not_times_reads_them_as_none(server):
+    server.route("POST", "/v1/sessions", lambda r: r.json({"id": SESSION, "key": "k" * 32, "expires_at": "soon",
+                                                           "idle_expires_at": ["never"]}))
+    with client(server) as made:
+        session = within(made.session)
+        assert not isinstance(session, BaseException), session
+        assert session.expires_at is None and session.idle_expires_at is None

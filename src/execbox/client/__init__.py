@@ -33,6 +33,11 @@ Failures of the code are data (``result.error``); the service's are
 ``retry_after``): ``SessionGoneError`` (410, ``reason``: ttl, idle,
 deleted) and ``ServiceBusyError`` (429, ``retry_after``). A server that is
 not there is a ``ServiceError`` with code ``unreachable`` naming the URL.
+
+The server's answers are read as hostile: each bounded
+(``max_answer_bytes``: ``too_large``), by a deadline (``timeout_s``,
+``run_timeout_s``: ``timeout``), checked field by field (``bad_answer``);
+no redirect is followed (``redirect``: the token stays with its origin).
 """
 
 from .._errors import ServiceBusyError, ServiceError, SessionGoneError

@@ -168,7 +168,11 @@ def quote_path(path: str) -> str:
 
 
 def parse_time(value: Any) -> datetime | None:
-    """The server's ISO 8601 time (``...Z``) as an aware datetime."""
-    if not isinstance(value, str):
+    """The server's ISO 8601 time (``...Z``) as an aware datetime; None for
+    anything else (the server's text: not a reason to fail)."""
+    if not isinstance(value, str) or len(value) > 64:
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
