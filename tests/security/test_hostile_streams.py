@@ -228,3 +228,21 @@ def test_a_session_whose_times_are_not_times_reads_them_as_none(server):
         session = within(made.session)
         assert not isinstance(session, BaseException), session
         assert session.expires_at is None and session.idle_expires_at is None
+
+
+@pytest.mark.parametrize("how", ["stalls", "drips"])
+def test_a_session_that_never_opens_ends_by_start_timeout_s(server, tmp_path, how):
+    def never(reply: Reply) -> None:
+        reply.head(200, {"Content-Type": "application/json"})
+        if how == "stalls":
+            reply.stall()
+        reply.forever(b" ", every_s=0.05)
+
+    server.route("POST", "/v1/sessions", never)
+    executor = remote(server, tmp_path, start_timeout_s=1.0)
+    try:
+        outcome = within(executor.start)
+    finally:
+        executor.close()
+    assert isinstance(outcome, ServiceError) and outcome.code == "timeout", outcome
+    assert "RemoteExecutor(start_timeout_s=...)" in outcome.message

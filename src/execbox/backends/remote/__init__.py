@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..._errors import ExecboxError
+from ..._errors import ExecboxError, ServiceError
 from ..._languages import Language
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import EndEvent, EventSink, OutputEvent, StartEvent
@@ -46,6 +46,9 @@ __all__ = ["RemoteExecutor"]
 
 # How often a run's watcher looks whether it was cancelled.
 CANCEL_POLL_S = 0.05
+# The most to wait for the server to open a session (its backend starting:
+# a container, a kernel), unless RemoteExecutor(start_timeout_s=...) says.
+START_TIMEOUT_S = 300.0
 
 
 def run_deadline(blocks: int, limits: Limits, timeout_s: float) -> float:
@@ -59,13 +62,16 @@ class RemoteExecutor(Executor):
     ``EXECBOX_URL`` environment variable, else ``http://127.0.0.1:8000``),
     in a session of ``backend`` (the server's default when None) with these
     ``limits`` and ``env``; ``token`` defaults to ``EXECBOX_TOKEN``;
-    ``max_answer_bytes`` bounds each answer read (``Client``'s)."""
+    ``timeout_s`` bounds each request, ``start_timeout_s`` the opening of
+    a session (its backend starting there); ``max_answer_bytes`` each
+    answer read (``Client``'s)."""
 
     name = "remote"
 
     def __init__(self, url: str | None = None, *, token: str | None = None, backend: str | None = None,
                  env: Mapping[str, str] | None = None, ttl_s: float | None = None,
-                 idle_ttl_s: float | None = None, timeout_s: float = 60.0, max_answer_bytes: int | None = None,
+                 idle_ttl_s: float | None = None, timeout_s: float = 60.0, start_timeout_s: float = START_TIMEOUT_S,
+                 max_answer_bytes: int | None = None,
                  workspace: Workspace | str | None = None, limits: Limits | None = None, **options: Any) -> None:
         super().__init__(workspace=workspace, limits=limits, **options)
         self._policies = options.get("execution_policies")
@@ -73,7 +79,9 @@ class RemoteExecutor(Executor):
 
         self._init_options.pop("token", None)  # a secret: never saved with the config
         bound = {"max_answer_bytes": max_answer_bytes} if max_answer_bytes is not None else {}
-        self._client = Client(url, token=token, timeout_s=timeout_s, **bound)  # url: EXECBOX_URL, else DEFAULT_URL
+        # run_timeout_s: the wait for a session (a run's stream has a deadline of its own, run_deadline)
+        self._client = Client(url, token=token, timeout_s=timeout_s, run_timeout_s=start_timeout_s,
+                              **bound)  # url: EXECBOX_URL, else DEFAULT_URL
         self._timeout_s = timeout_s
         self.url = self._client.base_url
         self.backend = backend
@@ -129,7 +137,15 @@ class RemoteExecutor(Executor):
         options = {k: v for k, v in self._session_options.items() if v is not None}
         if self._policies is not None:
             options["execution_policies"] = dict(self._policies)
-        self._session = self._client.session(limits=self.limits, keep_code_files=self.keep_code_files, **options)
+        try:
+            self._session = self._client.session(limits=self.limits, keep_code_files=self.keep_code_files,
+                                                 **options)
+        except ServiceError as exc:
+            if exc.code != "timeout":
+                raise
+            raise ServiceError(f"{exc.message.split(': raise ')[0]}: the session did not open within "
+                               f"RemoteExecutor(start_timeout_s=...); raise it if the backend there starts that "
+                               f"slowly", code="timeout", retryable=exc.retryable) from None
         self._mirror.reset()
 
     def _stop(self) -> None:
