@@ -130,6 +130,8 @@ def test_an_execution_id_that_would_reroute_the_resume_is_refused(server):
     ("stdout", {"text": "x", "block": "0; rm"}),
     ("start", {"blocks": "many"}),
     ("block_end", {"index": 0, "status": "ok", "exit_code": None}),
+    ("display", {"mime_type": "image/png", "block": 0, "path": ["..", "..", "etc", "passwd"]}),
+    ("truncated", {"after_bytes": "all of them"}),
     ("end", {"id": EXECUTION, "status": "completed", "result": {"exit_code": 0, "output": "", "files": "/etc"}}),
     ("end", {"id": EXECUTION, "status": "completed", "result": {"exit_code": 0, "output": "", "duration_s": -5}}),
     ("end", {"id": EXECUTION, "status": "completed", "result": [1, 2]}),

@@ -68,9 +68,14 @@ def _error(value: Any) -> bool:
                                                                  ("name", "value", "traceback"))
 
 
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
 def _displays(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, Mapping) and isinstance(item.get("mime_type"), str)
-                                           for item in value)
+    return isinstance(value, list) and all(
+        isinstance(item, Mapping) and isinstance(item.get("mime_type"), str) and _text_or_none(item.get("path"))
+        and _text_or_none(item.get("data")) for item in value)
 
 
 # Each field a result may carry, and what it must be (a field left out takes its default).
@@ -82,18 +87,19 @@ _RESULT = {"exit_code": (_int, "an integer"), "output": (str, "a string"), "stdo
            "truncated": (bool, "true or false"), "backend": (str, "a string"), "node": (str, "a string")}
 _BLOCK = {**_RESULT, "index": (_int, "an integer"), "language": (str, "a string"), "status": (str, "a string"),
           "language_inferred": (bool, "true or false"),
-          "code_file": (lambda v: v is None or isinstance(v, str), "null or a path")}
+          "code_file": (_text_or_none, "null or a path")}
 
-_EVENTS = {"start": {"blocks": (_int, "an integer"), "execution_id": (lambda v: v is None or isinstance(v, str),
-                                                                     "a string")},
+_EVENTS = {"start": {"blocks": (_int, "an integer"), "execution_id": (_text_or_none, "a string")},
            "stdout": {"text": (str, "a string"), "block": (_int, "an integer")},
            "block_start": {"index": (_int, "an integer"), "language": (str, "a string")},
            "block_end": {"index": (_int, "an integer"), "exit_code": (_int, "an integer"),
                          "status": (str, "a string"), "error": (_error, "null or {name, value, traceback}")},
-           "display": {"mime_type": (str, "a string"), "block": (_int, "an integer")},
+           "display": {"mime_type": (str, "a string"), "block": (_int, "an integer"),
+                       "path": (_text_or_none, "null or a path"), "data": (_text_or_none, "null or a string")},
            "end": {"status": (str, "a string"), "result": (lambda v: v is None or isinstance(v, Mapping),
                                                            "null or a result object")}}
 _EVENTS["stderr"] = _EVENTS["stdout"]
+_EVENTS["truncated"] = {"after_bytes": (_int, "an integer"), "note": (str, "a string")}
 
 
 def _check(data: Any, fields: Mapping[str, tuple[Any, str]], what: str, required: tuple[str, ...] = ()) -> None:
