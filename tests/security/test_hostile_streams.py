@@ -64,11 +64,19 @@ def test_a_stream_that_never_ends_ends_by_run_timeout_s(server, kind):
     assert "run_timeout_s" in error.message
 
 
-def test_the_remote_executor_ends_a_never_ending_run_by_its_own_deadline(server, tmp_path):
-    server.route("POST", EXECUTIONS, lambda r: r.sse() or ENDLESS["keepalives"](r))
+def test_the_remote_executor_ends_a_never_ending_run_by_its_own_deadline_and_cancels_it(server, tmp_path):
+    def started_then_endless(reply: Reply) -> None:
+        reply.sse()
+        reply.event("start", {"blocks": 1, "execution_id": EXECUTION}, 1)
+        ENDLESS["keepalives"](reply)
+
+    cancel = f"{EXECUTIONS}/{EXECUTION}/cancel"
+    server.route("POST", EXECUTIONS, started_then_endless)
+    server.route("POST", cancel, lambda r: r.json({"id": EXECUTION, "result": None}))
     with remote(server, tmp_path) as executor:
         outcome = within(lambda: executor.run(CodeBlock("python", "print(1)")))
     assert isinstance(outcome, ExecboxError) and "did not end in time" in str(outcome), outcome
+    assert len(server.requests_to("POST", cancel)) == 1  # not left running on the server
 
 
 def test_a_stream_line_that_never_ends_is_cut_at_max_answer_bytes(server):

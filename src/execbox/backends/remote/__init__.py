@@ -213,6 +213,13 @@ class RemoteExecutor(Executor):
                         raise ExecboxError(f"the server at {self.url} could not run the blocks: "
                                            f"{(event.error or {}).get('message', 'no reason given')}")
                 sink.emit(event)
+        except ServiceError:
+            if started and result is None:  # given up on (past its deadline, a bad answer): not left running there
+                try:
+                    session.cancel(started[0] or None)
+                except ExecboxError:
+                    pass
+            raise
         finally:
             done.set()
             watcher.join()
