@@ -43,7 +43,7 @@ from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
 from ._channels import ZmqChannels, wait_ready
 from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
-from ..sandbox._jail import INSTALL_HINT, find_bwrap, hidden_argv, interpreter_dirs, jail_args, spawn_kept
+from ..sandbox._jail import INSTALL_HINT, by_name, find_bwrap, hidden_argv, interpreter_dirs, jail_args, spawn_kept
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
 
@@ -127,7 +127,7 @@ class SandboxKernel:
         # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
         # PID 1) and of the kernel, which any cell reads in /proc, name no host path
         argv, args_r = hidden_argv(bwrap, options,
-                                   [self._command(), *KERNEL_ARGS, f"{KERNEL_DIR}/{os.path.basename(connection)}"])
+                                   [by_name(self.python, self.env.get("PATH", "")), *KERNEL_ARGS, f"{KERNEL_DIR}/{os.path.basename(connection)}"])
         self._group = self._make_group()
         fds = self._group.open_procs() if self._group is not None else []
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in s.rlimits]
@@ -161,13 +161,6 @@ class SandboxKernel:
         except BaseException:
             self.stop()
             raise
-
-    def _command(self) -> str:
-        """The kernel's interpreter as bwrap finds it: its bare name when it
-        is the first of that name on the jail's PATH (the interpreter then
-        finds itself, its venv included, by the same PATH), else its path."""
-        folder, name = os.path.split(self.python)
-        return name if self.env.get("PATH", "").split(":")[0] == folder else self.python
 
     def _make_group(self) -> BlockCgroup | None:
         if self.cgroups is None:

@@ -48,7 +48,7 @@ from ._identity import Jailer, Lease, is_jail_id, lease
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
 from .._result import Outcome
 from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
-                    empty_netns, find_bwrap, hidden_argv, inside_environment, interpreter_dirs, jail_args,
+                    by_name, empty_netns, find_bwrap, hidden_argv, inside_environment, interpreter_dirs, jail_args,
                     jail_rlimits,
                     probe, setns_net)
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
@@ -238,8 +238,10 @@ class SandboxExecutor(LocalExecutor):
                           "seccomp": filter_program().hex() if self.seccomp else "",
                           "zygote_seccomp": filter_program(allowed=ZYGOTE_ALLOWED).hex() if self.seccomp else "",
                           "env": inside}  # the blocks' environment: set in each unit, never in the zygote
-                zygote_env = {"PATH": INSIDE_PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-                self._zygote = ZygotePool(prefix, self._python, zygote_env, str(self.workspace.path), config,
+                # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
+                zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
+                zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+                self._zygote = ZygotePool(prefix, by_name(self._python, zygote_path), zygote_env, str(self.workspace.path), config,
                                           size=1 if self.stateful else self.pool_size, make_cgroup=self._make_cgroup,
                                           preexec=self._jailer.enter, owner=self._lease)
                 self._zygote.start()
@@ -386,6 +388,8 @@ class SandboxExecutor(LocalExecutor):
         # RLIMIT_NPROC inside the jail's user namespace (see _block_rlimits):
         # the jail's init and the block's processes count there
         nproc = [prlimit, f"--nproc={self._max_processes + 1}", "--"] if (prlimit := _prlimit()) else []
+        if argv and argv[0] == self._python:  # by its bare name: no host folder in the jail's argvs
+            argv = [by_name(argv[0], self._inside_env.get("PATH", "")), *argv[1:]]
         command, options = hidden_argv(self._prefix[0], [*self._prefix[1:], *setenv], [*nproc, *argv])
         try:
             return run_process(

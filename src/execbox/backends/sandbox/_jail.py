@@ -26,7 +26,7 @@ from typing import Any
 
 from ..._errors import BackendUnavailableError
 
-__all__ = ["INSIDE_PATH", "INSTALL_HINT", "args_file", "empty_netns", "find_bwrap", "hidden_argv", "interpreter_dirs",
+__all__ = ["INSIDE_PATH", "INSTALL_HINT", "args_file", "by_name", "empty_netns", "find_bwrap", "hidden_argv", "interpreter_dirs",
            "jail_args",
            "inside_environment", "jail_rlimits", "probe", "setns_net", "spawn_kept"]
 
@@ -111,6 +111,17 @@ def hidden_argv(bwrap: str, options: Sequence[str], command: Sequence[str]) -> t
     then ``command``; pass the fd to the child, then close it."""
     fd = args_file(options)
     return [bwrap, "--args", str(fd), "--", *command], fd
+
+
+def by_name(program: str, path: str) -> str:
+    """How the jail's command names ``program``: by its bare name when its
+    folder leads ``path`` (the PATH bwrap and the program find it by; an
+    interpreter then finds itself, its venv included, the same way), else by
+    its path. The argv of the jail's PID 1 and of the program, which any
+    block reads in /proc, then name no host folder (a venv in a home or a
+    checkout)."""
+    folder, name = os.path.split(program)
+    return name if path.split(":")[0] == folder else program
 
 
 def inside_environment(env: Mapping[str, str], bin_dir: str, extra: Mapping[str, str]) -> dict[str, str]:
