@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -34,6 +35,9 @@ from contextlib import contextmanager
 import httpx
 
 CODE = {"code": "print(1)"}
+TOKEN = secrets.token_urlsafe(16)  # the server's, as every client of it sends
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+KEY_HEADER = "X-Execbox-Session-Key"
 WARMUP = 5
 BATCH = 64
 BATCH_REPEATS = 3
@@ -85,7 +89,7 @@ def server(backend: str, max_concurrency: int) -> Iterator[str]:
     port = free_port()
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), "--backend", backend,
-                             "--max-concurrency", str(max_concurrency)],
+                             "--max-concurrency", str(max_concurrency), f"--token={TOKEN}"],
                             stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -96,7 +100,7 @@ def server(backend: str, max_concurrency: int) -> Iterator[str]:
                 tail = log.read().decode(errors="replace").strip().splitlines()
                 raise RuntimeError(f"execbox serve exited: {tail[-1] if tail else proc.returncode}")
             try:
-                if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/openapi.json", headers=AUTH, timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
@@ -127,14 +131,14 @@ def service_latencies(client: httpx.Client, iterations: int) -> dict:
 
     made = client.post("/v1/sessions", json={})
     made.raise_for_status()
-    sid = made.json()["id"]
+    sid, key = made.json()["id"], {KEY_HEADER: made.json()["key"]}
 
     def session_json() -> str:
-        return client.post(f"/v1/sessions/{sid}/executions", json=CODE).json()["result"]["stdout"]
+        return client.post(f"/v1/sessions/{sid}/executions", json=CODE, headers=key).json()["result"]["stdout"]
 
     def session_sse() -> str:
         with client.stream("POST", f"/v1/sessions/{sid}/executions", json=CODE,
-                           headers={"Accept": "text/event-stream"}) as response:
+                           headers={"Accept": "text/event-stream", **key}) as response:
             event = None
             for line in response.iter_lines():
                 if line.startswith("event: "):
@@ -147,7 +151,7 @@ def service_latencies(client: httpx.Client, iterations: int) -> dict:
         return {"run": latency(run, iterations), "session_json": latency(session_json, iterations),
                 "session_sse": latency(session_sse, iterations)}
     finally:
-        client.delete(f"/v1/sessions/{sid}")
+        client.delete(f"/v1/sessions/{sid}", headers=key)
 
 
 async def _throughput(url: str, clients: int, calls: int) -> dict:
@@ -155,7 +159,7 @@ async def _throughput(url: str, clients: int, calls: int) -> dict:
     counts = {"correct": 0, "busy": 0, "wrong": 0}
     first: list[str] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120, headers=AUTH) as client:
         async def one_client() -> None:
             while counts["correct"] < calls:
                 try:
@@ -228,7 +232,7 @@ def batch(client: httpx.Client, url: str, width: int) -> dict:
     def concurrent() -> int:
         async def go() -> int:
             limits = httpx.Limits(max_connections=width)
-            async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as aclient:
+            async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120, headers=AUTH) as aclient:
                 gate = asyncio.Semaphore(width)
 
                 async def one() -> bool:
@@ -263,7 +267,7 @@ def main() -> None:
         step = "library throughput"
         report["throughput_library"] = library_throughput(backend, calls)
         step = f"server (--max-concurrency {DEFAULT_CONCURRENCY})"
-        with server(backend, DEFAULT_CONCURRENCY) as url, httpx.Client(base_url=url, timeout=120) as client:
+        with server(backend, DEFAULT_CONCURRENCY) as url, httpx.Client(base_url=url, timeout=120, headers=AUTH) as client:
             step = "latency through the server"
             report.update(service_latencies(client, iterations))
             step = "throughput"

@@ -48,7 +48,7 @@ def remote_executor(workspace: Any, limits: Any) -> Any:
 
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     server = shared_server("--backend", "sandbox", "--max-concurrency", "16", "--max-sessions", "256")
-    return create_executor("remote", url=server.url, workspace=workspace, limits=limits)
+    return create_executor("remote", url=server.url, token=server.token, workspace=workspace, limits=limits)
 
 
 def process_alive(pid: int) -> bool:

@@ -91,7 +91,7 @@ def test_the_mcp_server_runs_on_it_unchanged(tmp_path):
     from mcp import Client, StdioServerParameters
 
     with running_server("--backend", "local") as server:
-        env = {"PYTHONPATH": os.pathsep.join(sys.path), "EXECBOX_URL": server.url}
+        env = {"PYTHONPATH": os.pathsep.join(sys.path), "EXECBOX_URL": server.url, "EXECBOX_TOKEN": server.token}
         params = StdioServerParameters(command=sys.executable, args=["-m", "execbox.cli", "mcp", "--backend", "remote"],
                                        env=env)
 

@@ -57,7 +57,7 @@ def page(browser: Any, server: Any) -> Iterator[Any]:
     opened.set_default_timeout(20_000)
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.goto(server.url + "/")
+    opened.goto(server.page_url)  # the link execbox serve prints: the page takes the token from it
     opened.locator("#session", has_text="Session s_").wait_for()
     try:
         yield opened

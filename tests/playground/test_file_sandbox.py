@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.server._http import open_session
+from tests.server._http import KEY_HEADER, open_session
 
 PAGE = """<html><body><script>
 document.title = 'ran';
@@ -29,7 +29,10 @@ def test_opening_a_block_written_file_runs_no_script(browser, server, name, text
         code = f"open({name!r}, 'w').write({text.replace('SID', sid)!r})"
         ran = client.post(f"/v1/sessions/{sid}/executions", json={"code": code})
         assert ran.status_code == 200 and ran.json()["status"] == "completed", ran.text
-        context = browser.new_context(accept_downloads=True)
+        # a browser that sends the token and the session's key with every request (so that the script,
+        # were it run, could use the API): only the file's own headers keep it from running
+        sent = {"Authorization": f"Bearer {server.token}", KEY_HEADER: server.keys[sid]}
+        context = browser.new_context(accept_downloads=True, extra_http_headers=sent)
         try:
             page = context.new_page()
             url = f"{server.url}/v1/sessions/{sid}/files/{name}"

@@ -1,24 +1,32 @@
 """Helpers of the server tests: a real ``execbox serve`` in a subprocess on
-a free loopback port, a real HTTP client (httpx), and the error shape."""
+a free loopback port (with a token the test knows), a real HTTP client
+(httpx) that carries it and the key of each session it opened, and the
+error shape."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import os
+import re
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+KEY_HEADER = "X-Execbox-Session-Key"
+SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)")
 
 
 def free_port() -> int:
@@ -33,15 +41,38 @@ class Server:
         self.url = url
         self.token = token
         self.log = log
+        self.link: str | None = None  # the link it printed, when it made its token
+        self.keys: dict[str, str] = {}  # session id: its key, learnt from POST /v1/sessions
+
+    @property
+    def page_url(self) -> str:
+        """The playground's link, with the token (as ``execbox serve`` prints it)."""
+        return f"{self.url}/?token={self.token}" if self.token else f"{self.url}/"
 
     def log_text(self) -> str:
         """What the server wrote on stderr (a server started with ``log=``)."""
         assert self.log is not None, "running_server(..., log=PATH) keeps the server's stderr"
         return self.log.read_text(errors="replace")
 
-    def client(self, **options) -> httpx.Client:  # type: ignore[no-untyped-def]
+    def client(self, *, session_keys: bool = True, **options) -> httpx.Client:  # type: ignore[no-untyped-def]
+        """A client with the token; ``session_keys``: it also sends the key of
+        every session a client of this server opened (as the Client does for
+        its own), so that tests of other things need not carry keys."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        if session_keys:
+            options["event_hooks"] = {"request": [self._send_key], "response": [self._learn_key]}
         return httpx.Client(base_url=self.url, headers=headers, timeout=options.pop("timeout", 30.0), **options)
+
+    def _send_key(self, request: httpx.Request) -> None:
+        found = SESSION_PATH.match(request.url.path)
+        if found and found[1] in self.keys and KEY_HEADER not in request.headers:
+            request.headers[KEY_HEADER] = self.keys[found[1]]
+
+    def _learn_key(self, response: httpx.Response) -> None:
+        if response.request.method == "POST" and response.request.url.path == "/v1/sessions" \
+                and response.status_code == 201:
+            made = response.read() and response.json()
+            self.keys[made["id"]] = made["key"]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
         if self.proc.poll() is None:
@@ -56,13 +87,21 @@ class Server:
 
 @contextmanager
 def running_server(*args: str, token: str | None = None, log: Path | None = None) -> Iterator[Server]:
-    """``execbox serve`` with ``args``; ``log``: a file that gets its stderr
-    (else a pipe, read only if it exits at the start: keep it quiet)."""
+    """``execbox serve`` with ``args`` and ``token`` (default: a random one
+    the test knows; ``""``: none given, the server makes one and the test
+    reads it from the link printed, as a person would; none when ``args``
+    say ``--no-token``); ``log``: a file that gets its stderr (else a pipe,
+    read only if it exits at the start: keep it quiet)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("EXECBOX_TOKEN", None)
+    printed = token == ""
+    if printed and log is None:
+        log = Path(tempfile.mkdtemp(prefix="execbox-serve-")) / "server.log"
+    if token is None and "--no-token" not in args:
+        token = secrets.token_urlsafe(16)
     argv = [sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), *args,
-            *(["--token", token] if token else [])]
+            *([f"--token={token}"] if token else [])]
     with contextlib.ExitStack() as files:
         stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.PIPE
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -83,6 +122,9 @@ def running_server(*args: str, token: str | None = None, log: Path | None = None
                 if time.monotonic() > deadline:
                     raise RuntimeError("the server did not answer within 30 s")
                 time.sleep(0.1)
+        if printed:
+            server.link = printed_link(server.log_text())
+            server.token = unquote(server.link.partition("?token=")[2])
         yield server
     finally:
         if proc.poll() is None:
@@ -92,6 +134,13 @@ def running_server(*args: str, token: str | None = None, log: Path | None = None
                 pass
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def printed_link(log: str) -> str:
+    """The playground's link with the token, as ``execbox serve`` printed it."""
+    found = re.findall(r"^execbox serve: (http://\S+/\?token=\S+)$", log, re.MULTILINE)
+    assert len(found) == 1, f"one link with a token is printed: {log!r}"
+    return found[0]
 
 
 _shared: dict[tuple[str, ...], Server] = {}

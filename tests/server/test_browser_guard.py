@@ -126,7 +126,8 @@ def test_a_large_body_being_parsed_does_not_stall_other_clients():
 def test_the_client_and_httpx_send_hosts_that_are_served(server):
     from execbox.client import Client
 
-    with Client(server.url) as made:
+    with Client(server.url, server.token) as made:
         assert made.info()
     with httpx.Client() as plain:
-        assert plain.get(server.url.replace("127.0.0.1", "localhost") + "/v1/info").status_code == 200
+        assert plain.get(server.url.replace("127.0.0.1", "localhost") + "/v1/info",
+                         headers={"Authorization": f"Bearer {server.token}"}).status_code == 200

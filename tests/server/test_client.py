@@ -25,7 +25,7 @@ NOT_UTF8 = b"\xff\xfe\x00binary\x80"
 
 @pytest.fixture
 def api(server):
-    with Client(server.url, timeout_s=30) as made:
+    with Client(server.url, server.token, timeout_s=30) as made:
         yield made
 
 
@@ -109,7 +109,7 @@ def test_batch_in_order_with_one_at_a_time(api):
 
 
 def test_a_run_longer_than_run_timeout_s_is_a_timeout_naming_it(server):
-    with Client(server.url, run_timeout_s=0.5) as impatient:
+    with Client(server.url, server.token, run_timeout_s=0.5) as impatient:
         with pytest.raises(ServiceError) as late:
             impatient.run("import time; time.sleep(3)")
         assert late.value.code == "timeout" and "run_timeout_s" in str(late.value) and not late.value.retryable
@@ -144,7 +144,7 @@ def test_a_wrong_or_missing_token_is_a_clear_error(monkeypatch):
 
 def test_a_full_server_is_service_busy_with_retry_after():
     with running_server("--backend", "local", "--max-sessions", "1", "--max-concurrency", "1") as server, \
-            Client(server.url) as client:
+            Client(server.url, server.token) as client:
         with client.session() as first:
             with pytest.raises(ServiceBusyError) as busy:
                 client.session()

@@ -24,7 +24,7 @@ FOREVER = "print('looping', flush=True)\nwhile True:\n    pass"
 
 @pytest.fixture
 def api(server):
-    with Client(server.url) as made:
+    with Client(server.url, server.token) as made:
         yield made
 
 
@@ -74,7 +74,7 @@ def test_events_carry_their_block(session):
 
 
 def test_a_stream_cut_for_real_resumes_from_the_last_id(server):
-    with Relay(server.url) as relay, Client(relay.url) as client, client.session() as session:
+    with Relay(server.url) as relay, Client(relay.url, server.token) as client, client.session() as session:
         events = []
         for event in session.stream(LOOP):
             events.append(event)
@@ -234,7 +234,7 @@ def test_410_with_its_reason_after_close_and_after_an_idle_ttl(api):
 def test_a_jupyter_session_keeps_state_resets_it_and_streams_displays():
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    with running_server("--backend", "jupyter") as server, Client(server.url, timeout_s=120) as client, \
+    with running_server("--backend", "jupyter") as server, Client(server.url, server.token, timeout_s=120) as client, \
             client.session() as session:
         session.run("x = 41")
         assert session.run("print(x + 1)").stdout == "42\n"

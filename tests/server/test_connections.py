@@ -45,7 +45,9 @@ def _logged(server: Server, text: str, timeout: float = 5.0) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     log = tmp_path_factory.mktemp("connections") / "server.log"
-    with running_server("--backend", "local", "--keep-alive", "5", "--log-level", "debug", log=log) as running:
+    # raw requests without a token: connections, not auth, are tested here
+    with running_server("--backend", "local", "--no-token", "--keep-alive", "5", "--log-level", "debug",
+                        log=log) as running:
         yield running
 
 

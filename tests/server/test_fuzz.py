@@ -47,7 +47,7 @@ from schemathesis.specs.openapi.checks import (negative_data_rejection,  # noqa:
                                                positive_data_acceptance)
 
 from execbox.server._openapi import openapi  # noqa: E402
-from tests.server._http import Server, error_of, running_server  # noqa: E402
+from tests.server._http import KEY_HEADER, Server, error_of, running_server  # noqa: E402
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -159,6 +159,9 @@ def test_served_document_is_the_fuzzed_one(fuzzed_server: Server) -> None:
 def test_api_answers_as_documented(case: Any, fuzzed_server: Server, ids: Ids) -> None:
     _real_ids(case, ids)
     headers = {**AUTH, "Accept": next(ACCEPTS)} if case.path in STREAMED else dict(AUTH)
+    sid = (case.path_parameters or {}).get("sid")
+    if sid in fuzzed_server.keys:  # the live session: its key (others': a documented 403)
+        headers[KEY_HEADER] = fuzzed_server.keys[sid]
     response = case.call(base_url=fuzzed_server.url, headers=headers, timeout=15)
     if response.status_code == 400 and response.content == b"Invalid HTTP request received.":
         return  # uvicorn's HTTP parser refused what was generated before execbox's app saw it

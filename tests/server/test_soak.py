@@ -116,8 +116,7 @@ def _client(server: Server, plain: bool, numbers: Any, tally: Tally, rnd: random
     from execbox import Client
 
     ask = _ask_httpx if plain else _ask_execbox
-    with (httpx.Client(base_url=server.url, timeout=60) if plain
-          else Client(server.url, token="", run_timeout_s=60)) as client:
+    with (server.client(timeout=60) if plain else Client(server.url, server.token, run_timeout_s=60)) as client:
         for gap in [*GAPS, None]:
             for _ in range(rnd.randint(1, BURST)):
                 n, kind = next(numbers), rnd.choices(["print", "timeout", "crash", "flood"], [7, 1, 1, 1])[0]
@@ -165,7 +164,7 @@ def _settle(server: Server, most: tuple[int, ...] | None = None, seconds: float 
 def _warm(server: Server) -> None:
     """Every slot busy at once, so that the server keeps ``SLOTS`` executors (as after the soak)."""
     code = {"code": "import time; time.sleep(1.5)"}
-    with httpx.Client(base_url=server.url, timeout=60, limits=httpx.Limits(max_connections=SLOTS)) as client:
+    with server.client(timeout=60, limits=httpx.Limits(max_connections=SLOTS)) as client:
         threads = [threading.Thread(target=client.post, args=("/v1/run",), kwargs={"json": code})
                    for _ in range(SLOTS)]
         for thread in threads:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import sys
 import threading
 import time
 import urllib.request
@@ -43,13 +42,14 @@ def free_port() -> int:
 
 
 def _open_when_up(url: str) -> None:
-    """Open the page once the server answers (at most 30 s of asking)."""
+    """Open the page (``url``, with its token) once the server answers (at most 30 s of asking)."""
     import webbrowser
 
+    page = url.split("?", 1)[0]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url + "/v1/info", timeout=2):
+            with urllib.request.urlopen(page, timeout=2):
                 break
         except OSError:
             time.sleep(0.2)
@@ -62,6 +62,7 @@ def _open_when_up(url: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         from ..server import ServerConfig, serve
+        from ..server._serve import page_url
     except ImportError as exc:
         raise ConfigurationError(f"execbox playground needs the server extra: pip install 'execbox[server]' "
                                  f"({exc})") from exc
@@ -69,10 +70,7 @@ def run(args: argparse.Namespace) -> int:
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip() and b.strip() != args.backend)
     config = ServerConfig(host="127.0.0.1", port=port, backend=args.backend, backends=backends,
                           default_limits=Limits(timeout_s=args.timeout), allow_network=args.allow_network)
-    url = f"http://127.0.0.1:{port}"
-    print(f"execbox playground: {url}/ (backend {config.backend}; loopback only; Ctrl-C stops)",
-          file=sys.stderr, flush=True)
     if not args.no_browser:
-        threading.Thread(target=_open_when_up, args=(url,), daemon=True).start()
-    serve(config)
+        threading.Thread(target=_open_when_up, args=(page_url(config),), daemon=True).start()
+    serve(config, name="execbox playground", what="; loopback only")  # prints the link, with its token
     return 0

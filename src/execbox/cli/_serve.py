@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from .._errors import ConfigurationError
 from .._models import Limits
@@ -19,14 +18,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Serve execbox over HTTP: /v1/run, /v1/batch, sessions with streamed executions and files; "
                     "the API is at /openapi.json. Needs: pip install 'execbox[server]'.")
     cmd.add_argument("--host", default="127.0.0.1",
-                     help="address to listen on (default: 127.0.0.1; any other needs a token)")
+                     help="address to listen on (default: 127.0.0.1)")
     cmd.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
     cmd.add_argument("--backend", default=DEFAULT_BACKEND,
                      help=f"where code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
     cmd.add_argument("--backends", default="", metavar="A,B",
                      help="other backends a request may ask for (default: --backend alone)")
     cmd.add_argument("--token", default=os.environ.get("EXECBOX_TOKEN") or None,
-                     help="bearer token every request must carry (default: $EXECBOX_TOKEN)")
+                     help="bearer token every API request must carry (default: $EXECBOX_TOKEN, else a random one "
+                          "made at start and printed once, in the playground's link)")
+    cmd.add_argument("--no-token", action="store_true",
+                     help="take no token (loopback only): every user and program on this machine may then run "
+                          "code as you")
     cmd.add_argument("--max-sessions", type=int, default=64, metavar="N", help="open sessions at most (default: 64)")
     cmd.add_argument("--max-concurrency", type=int, default=8, metavar="N",
                      help="executions running at once at most; past it, 429 (default: 8)")
@@ -71,16 +74,12 @@ def run(args: argparse.Namespace) -> int:
                                  f"({exc})") from exc
     config = ServerConfig(
         host=args.host, port=args.port, backend=args.backend,
-        backends=tuple(b.strip() for b in args.backends.split(",") if b.strip()), token=args.token,
+        backends=tuple(b.strip() for b in args.backends.split(",") if b.strip()), token=args.token, no_token=args.no_token,
         max_sessions=args.max_sessions, max_concurrency=args.max_concurrency,
         default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
         allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,
         session_ttl_s=args.session_ttl, session_idle_ttl_s=args.idle_ttl, max_session_ttl_s=args.max_session_ttl,
         keepalive_s=args.sse_keepalive, keep_alive_s=args.keep_alive, ray_address=args.ray,
         allow_hosts=tuple(args.allow_host), allow_origins=tuple(args.allow_origin))
-    auth = "bearer token required" if config.token else "no token: loopback only"
-    where = f" on the Ray cluster at {args.ray}" if args.ray else ""
-    print(f"execbox serve: http://{args.host}:{args.port} (backend {config.backend}{where}; {auth}; "
-          "API at /openapi.json; Ctrl-C stops)", file=sys.stderr, flush=True)
-    serve(config, log_level=args.log_level)
+    serve(config, log_level=args.log_level)  # prints where, with the token made for this run
     return 0

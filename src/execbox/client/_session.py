@@ -1,13 +1,19 @@
 """``Session``: an executor kept on the server between requests (a Jupyter
 kernel keeps its variables, every backend its workspace), until it is
-closed or expires. Made by ``Client.session()``."""
+closed or expires. Made by ``Client.session()``.
+
+A session belongs to whoever holds its key: the server answers it once,
+when the session is made, and every request on the session carries it
+(``X-Execbox-Session-Key``, through ``_Keyed``). The key is never shown
+(not in ``repr`` nor ``info()``); ``key`` gives it to code that must hand
+the session to another process."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .._errors import ServiceError, SessionGoneError
 from .._models import ExecutionResult
@@ -17,7 +23,32 @@ from ._http import Transport
 from ._stream import SSE, follow
 from ._wire import BlockLike, code_body, parse_time, quote_path, service_error
 
-__all__ = ["Session"]
+__all__ = ["KEY_HEADER", "Session"]
+
+KEY_HEADER = "X-Execbox-Session-Key"  # execbox.server._sessions.KEY_HEADER
+
+
+class _Keyed:
+    """A transport whose every request carries one session's key."""
+
+    def __init__(self, transport: Transport, key: str) -> None:
+        self._inner = transport
+        self._key = key
+
+    def _with_key(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**kwargs, "headers": {**(kwargs.get("headers") or {}), KEY_HEADER: self._key}}
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._inner.request(method, path, **self._with_key(kwargs))
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._inner.json(method, path, **self._with_key(kwargs))
+
+    def open(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._inner.open(method, path, **self._with_key(kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # reading a response, its errors: the transport's own
+        return getattr(self._inner, name)
 
 
 class Session:
@@ -28,7 +59,12 @@ class Session:
     ``SessionGoneError`` with the ``reason``."""
 
     def __init__(self, transport: Transport, info: dict[str, Any]) -> None:
-        self._transport = transport
+        key = info.pop("key", None) if isinstance(info, dict) else None
+        if not isinstance(key, str) or not key or not (key.isascii() and key.isprintable()):
+            raise ServiceError("POST /v1/sessions answered no usable session key (\"key\"): is this an execbox "
+                               "serve with per-session keys?", code="bad_answer")
+        self._key = key
+        self._transport = cast(Transport, _Keyed(transport, key))
         self._info = info
         self.id: str = check_id(info.get("id"), "POST /v1/sessions answered")  # goes into every URL
         self._path = f"/v1/sessions/{self.id}"
@@ -43,6 +79,12 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def key(self) -> str:
+        """The session's secret (``X-Execbox-Session-Key``): whoever holds it
+        (and the server's token) may drive, read and delete the session."""
+        return self._key
 
     @property
     def backend(self) -> str:

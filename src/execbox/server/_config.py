@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,13 @@ class ServerConfig:
 
     - ``backend``: what runs a request that names none (``--backend``);
       ``backends``: what a request may name (``--backends``; default: ``backend`` alone).
-    - ``token``: the bearer token (``--token`` / ``EXECBOX_TOKEN``); required off loopback.
+    - ``token``: the bearer token every API request carries (``--token`` /
+      ``EXECBOX_TOKEN``). None: a random one is made (``token_generated``
+      then says so; ``execbox serve`` prints it once in the page's link), as
+      Jupyter does, so that no server runs code for whoever can connect.
+      ``no_token``: serve with none, knowingly (``--no-token``): loopback
+      only, where every user and program of this machine may then run code
+      as the server's user.
     - ``max_sessions`` / ``max_concurrency``: past them, 429 with Retry-After.
     - ``default_limits``; ``max_timeout_s``, ``max_memory_mb``,
       ``max_output_bytes``: the most a request may ask; ``allow_network``:
@@ -54,7 +61,9 @@ class ServerConfig:
     port: int = 8000
     backend: str = DEFAULT_BACKEND
     backends: tuple[str, ...] = ()
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
+    no_token: bool = False
+    token_generated: bool = field(default=False, init=False)
     max_sessions: int = 64
     max_concurrency: int = 8
     default_limits: Limits = field(default_factory=Limits)
@@ -93,10 +102,7 @@ class ServerConfig:
             if name not in known:
                 raise ConfigurationError(f"unknown backend {name!r} (--backend/--backends): use one of "
                                          f"{', '.join(known)}")
-        if not is_loopback(self.host) and not self.token:
-            raise ConfigurationError(
-                f"refusing to listen on {self.host} without a token: whoever reaches it could run code here. "
-                "Set --token T (or EXECBOX_TOKEN), or listen on 127.0.0.1")
+        self._settle_token()
         if not 0 <= self.port < 65536:
             raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
         for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
@@ -111,6 +117,24 @@ class ServerConfig:
                 f"--keep-alive {self.keep_alive_s} is under {MIN_KEEP_ALIVE_S:g} s: a server that closes idle "
                 "connections sooner than its clients drop them (httpx: 5 s) races their next request, which is "
                 "then lost unanswered")
+
+    def _settle_token(self) -> None:
+        if self.no_token:
+            if self.token:
+                raise ConfigurationError("--no-token and --token (or EXECBOX_TOKEN) together: choose one")
+            if not is_loopback(self.host):
+                raise ConfigurationError(
+                    f"refusing to listen on {self.host} without a token (--no-token): whoever reaches it could "
+                    "run code here. Drop --no-token (a token is made and printed), or listen on 127.0.0.1")
+            return
+        if self.token is None:
+            object.__setattr__(self, "token", secrets.token_urlsafe(32))
+            object.__setattr__(self, "token_generated", True)
+        elif not isinstance(self.token, str) or not self.token.strip() or not self.token.isascii() \
+                or any(c.isspace() or not c.isprintable() for c in self.token):
+            raise ConfigurationError("--token (EXECBOX_TOKEN) must be non-empty printable ASCII without spaces "
+                                     "(it is sent as Authorization: Bearer <token>); for none at all, say "
+                                     "--no-token")
 
     def limits(self, asked: Any) -> Limits:
         """The limits of a request: its ``limits`` object over the defaults,

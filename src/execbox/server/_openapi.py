@@ -28,7 +28,8 @@ SID = {"name": "sid", "in": "path", "required": True, "schema": {"type": "string
 EID = {"name": "eid", "in": "path", "required": True, "schema": {"type": "string"}}
 PATH = {"name": "path", "in": "path", "required": True, "schema": {"type": "string"},
         "description": "a path inside the session's workspace"}
-SESSION_ERRORS = {"401": ERROR, "404": ERROR, "410": GONE}
+SESSION_ERRORS = {"401": ERROR, "404": ERROR, "410": GONE}  # 403 (every op): no or another session's key
+KEYED = [{"bearer": [], "sessionKey": []}]  # a session's routes: the server's token and the session's key
 
 
 def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None, body_required: bool = True,
@@ -83,7 +84,10 @@ SCHEMAS: dict[str, Any] = {
         "id": {"type": "string"}, "state": {"enum": ["open", "deleted"]}, "backend": {"type": "string"},
         "expires_at": {"type": "string", "format": "date-time"},
         "idle_expires_at": {"type": "string", "format": "date-time"},
-        "running_execution": {"type": ["string", "null"]}}},
+        "running_execution": {"type": ["string", "null"]},
+        "key": {"type": "string", "description": "the session's secret, in the answer of POST /v1/sessions only: "
+                                                 "send it as X-Execbox-Session-Key on every request on the "
+                                                 "session (else 403 session_key_required)"}}},
     "ExecutionRequest": {"type": "object", "properties": CODE},
     "Execution": {"type": "object", "description": "also the data of the SSE end event", "properties": {
         "id": {"type": "string"}, "session_id": {"type": "string"},
@@ -121,6 +125,15 @@ BATCH_LINE = {"allOf": [{"type": "object", "required": ["index"], "properties": 
 
 
 def openapi() -> dict[str, Any]:
+    document = _document()
+    for path, ops in document["paths"].items():
+        if path.startswith("/v1/sessions/{sid}"):
+            for op in ops.values():
+                op["security"] = KEYED
+    return document
+
+
+def _document() -> dict[str, Any]:
     session_ok = _json(_ref("Session"))
     return {
         "openapi": "3.1.0",
@@ -128,12 +141,18 @@ def openapi() -> dict[str, Any]:
                  "description": "Run code written by language models. Errors: {error: {code, message, retryable}}."},
         "components": {"schemas": SCHEMAS,
                        "responses": {"Error": _json(_ref("Error"), "An error (see error.code)")},
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+                       "securitySchemes": {
+                           "bearer": {"type": "http", "scheme": "bearer", "description":
+                                      "the server's token (--token, EXECBOX_TOKEN, or made at start and printed "
+                                      "in the playground's link)"},
+                           "sessionKey": {"type": "apiKey", "in": "header", "name": "X-Execbox-Session-Key",
+                                          "description": "a session's key, answered once by POST /v1/sessions"}}},
         "security": [{"bearer": []}],
         "paths": {
             "/openapi.json": {"get": _op("This document", {"200": _json({"type": "object"})})},
             "/": {"get": {"summary": "The playground: a page to run a model's reply and watch it (no token needed "
-                                     "for the page; its API calls send the one typed in it)", "security": [],
+                                     "for the page; its API calls send the one of its link, ?token=, or the one "
+                                     "typed in it)", "security": [],
                           "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}}}},
             "/playground/{name}": {"get": {
                 "summary": "The playground's script, style and icon", "security": [],

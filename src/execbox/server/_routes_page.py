@@ -6,7 +6,10 @@ that the page and ``execbox run`` agree on what a reply holds.
 
 The page and its files are served without the bearer token (they are the
 same for everyone and hold no secret); every ``/v1/`` call the page makes
-carries the token the person typed, when the server asks for one."""
+carries the token of its link (``/?token=...``, as ``execbox serve``
+prints it: kept for the tab, taken out of the address bar) or the one the
+person typed, and each session's key. The page is served with
+``Referrer-Policy: no-referrer``, so the link's token is sent nowhere."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ async def page(request: Request) -> Response:
     policy = ("default-src 'self'; img-src 'self' blob: data:; frame-src 'self' blob:; "
               "style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'")
     return FileResponse(STATIC / "index.html", media_type="text/html",
-                        headers={**HEADERS, "Content-Security-Policy": policy})
+                        headers={**HEADERS, "Content-Security-Policy": policy, "Referrer-Policy": "no-referrer"})
 
 
 async def static(request: Request) -> Response:

@@ -1,6 +1,8 @@
 """Sessions and their executions: create, look at, keep alive, reset,
 delete; run code (JSON, or server-sent events as it prints), replay a
-stream, cancel."""
+stream, cancel. Creating one answers its key, once; every other route
+here and in ``_routes_files`` takes the session through ``session_of``,
+which asks for that key (``X-Execbox-Session-Key``, see ``_sessions``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from starlette.routing import Route
 from .._errors import ExecboxError
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
-from ._sessions import Session
+from ._sessions import KEY_HEADER, Session, new_key
 from ._state import ServerState, state_of
 from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, field_of, limits_of, read_json, sse
 
@@ -24,7 +26,8 @@ __all__ = ["ROUTES", "session_of"]
 
 
 def session_of(request: Request) -> Session:
-    return state_of(request).sessions.get(request.path_params["sid"])
+    """The session of the path, for a request that carries its key (403 without)."""
+    return state_of(request).sessions.get(request.path_params["sid"], request.headers.get(KEY_HEADER))
 
 
 def _seconds(data: dict[str, Any], name: str, default: float, most: float) -> float:
@@ -60,15 +63,18 @@ async def create(request: Request) -> Response:
         options["env"] = env
     state.sessions.reserve()
     session = None
+    key = new_key()
     try:
-        session = await _open(state, backend, limits, options, files, ttl_s, idle_ttl_s)
+        session = await _open(state, backend, limits, options, files, ttl_s, idle_ttl_s, key)
     finally:
         state.sessions.add(session)
-    return JSONResponse(session.info(), status_code=201, headers={"Location": f"/v1/sessions/{session.id}"})
+    # the key is answered here only, never again (the server keeps its hash)
+    return JSONResponse({**session.info(), "key": key}, status_code=201,
+                        headers={"Location": f"/v1/sessions/{session.id}", "Cache-Control": "no-store"})
 
 
 async def _open(state: ServerState, backend: str, limits: Any, options: dict[str, Any], files: dict[str, bytes],
-                ttl_s: float, idle_ttl_s: float) -> Session:
+                ttl_s: float, idle_ttl_s: float, key: str) -> Session:
     """A started executor, its files written before it starts (so that a
     sandbox hands them to its jail with the workspace)."""
     try:
@@ -86,7 +92,7 @@ async def _open(state: ServerState, backend: str, limits: Any, options: dict[str
     except BaseException:
         await executor.aclose()
         raise
-    return Session(executor, backend=backend, limits=limits, ttl_s=ttl_s, idle_ttl_s=idle_ttl_s)
+    return Session(executor, key=key, backend=backend, limits=limits, ttl_s=ttl_s, idle_ttl_s=idle_ttl_s)
 
 
 async def show(request: Request) -> Response:
@@ -172,7 +178,7 @@ async def _claim(state: ServerState, session: Session, queue: bool) -> None:
                 await session.running.wait()
             finally:
                 state.load.queued -= 1
-            state.sessions.get(session.id)  # 410 if it ended meanwhile
+            state.sessions.still_open(session.id)  # 410 if it ended meanwhile
             continue
         if queue:
             await state.load.acquire()
@@ -180,7 +186,7 @@ async def _claim(state: ServerState, session: Session, queue: bool) -> None:
             state.load.admit()
         if session.running is None:
             try:
-                state.sessions.get(session.id)
+                state.sessions.still_open(session.id)
             except ApiError:
                 state.load.release()
                 raise

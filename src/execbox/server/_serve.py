@@ -4,6 +4,11 @@ that follows a long execution would otherwise hold the shutdown forever),
 then the lifespan closes every session's executor and every kept one, so
 that no process, jail or kernel is left behind.
 
+The socket is bound first, then one line on stderr says where the server
+is, as Jupyter does: the playground's URL carrying a token made for this
+run (``/?token=...``: the page keeps it for its tab and takes it out of
+the address bar), or which token it takes, or a warning that it takes none.
+
 Connections: uvicorn's h11 protocol with execbox's keep-alive
 (``_connections``: idle ones kept ``ServerConfig.keep_alive_s``), its log
 lines (``execbox.server.*``) beside uvicorn's on stderr, at ``log_level``."""
@@ -11,13 +16,15 @@ lines (``execbox.server.*``) beside uvicorn's on stderr, at ``log_level``."""
 from __future__ import annotations
 
 import copy
-from typing import Any
+import sys
+from typing import Any, TextIO
+from urllib.parse import quote
 
 from ._app import create_app
 from ._config import ServerConfig
 from ._connections import protocol_class
 
-__all__ = ["SHUTDOWN_GRACE_S", "log_config", "serve"]
+__all__ = ["SHUTDOWN_GRACE_S", "announcement", "log_config", "page_url", "serve"]
 
 SHUTDOWN_GRACE_S = 5
 
@@ -35,9 +42,55 @@ def log_config(log_level: str) -> dict[str, Any]:
     return config
 
 
-def serve(config: ServerConfig, *, log_level: str = "warning") -> None:
+def page_url(config: ServerConfig, port: int | None = None, *, with_token: bool = True) -> str:
+    """The playground's URL on this machine (a wildcard ``--host`` reached
+    on loopback), with ``?token=`` when ``with_token`` and a token is set."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    url = f"http://{host}:{config.port if port is None else port}/"
+    return url + f"?token={quote(config.token, safe='')}" if with_token and config.token else url
+
+
+def announcement(config: ServerConfig, port: int, name: str = "execbox serve", what: str = "") -> list[str]:
+    """The lines printed once the socket is bound: where, and how to authenticate."""
+    where = f" on the Ray cluster at {config.ray_address}" if config.ray_address else ""
+    about = f"backend {config.backend}{where}"
+    if config.token_generated:
+        lines = [f"{name}: {page_url(config, port)}",
+                 f"  ({about}; open the link above for the playground{what}; API clients send "
+                 "Authorization: Bearer <the token in it>, or set EXECBOX_TOKEN to it; the token is made for "
+                 "this run and printed only here; API at /openapi.json; Ctrl-C stops)"]
+    elif config.token:
+        lines = [f"{name}: {page_url(config, port, with_token=False)} ({about}; bearer token required: the one "
+                 f"given by --token / EXECBOX_TOKEN{what}; API at /openapi.json; Ctrl-C stops)"]
+    else:
+        lines = [f"{name}: {page_url(config, port)} ({about}; no token{what}; API at /openapi.json; Ctrl-C stops)",
+                 f"{name}: WARNING: --no-token: every user and program on this machine can run code through this "
+                 "server (with --backend local, as its user, unjailed); web pages still cannot (Host and Origin "
+                 "are checked), and a session stays its key's. Drop --no-token to require a token"]
+    return lines
+
+
+def serve(config: ServerConfig, *, log_level: str = "warning", name: str = "execbox serve", what: str = "",
+          stream: TextIO | None = None) -> None:
+    """Bind, print the ``announcement`` on ``stream`` (stderr), serve until
+    SIGTERM or SIGINT."""
     import uvicorn
 
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=log_level,
-                log_config=log_config(log_level), http=protocol_class(), timeout_keep_alive=config.keep_alive_s,
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_S, lifespan="on")
+    settings = uvicorn.Config(create_app(config), host=config.host, port=config.port, log_level=log_level,
+                              log_config=log_config(log_level), http=protocol_class(),
+                              timeout_keep_alive=config.keep_alive_s, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                              lifespan="on")
+    sock = settings.bind_socket()  # exits with uvicorn's message when the port is taken
+    port = sock.getsockname()[1]
+    print("\n".join(announcement(config, port, name, what)), file=stream or sys.stderr, flush=True)
+    server = uvicorn.Server(settings)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the lifespan failed (said on stderr)

@@ -6,11 +6,22 @@ Each session has a hard ``ttl_s`` (from its creation) and an ``idle_ttl_s``
 reaper closes what expired; an id that ended answers 410 with why
 (``ttl``, ``idle``, ``deleted``), an id never seen 404. Ended ids are
 remembered (the last ``REMEMBERED``) for that answer.
+
+A session belongs to whoever holds its key (``new_key``, answered once by
+``POST /v1/sessions``), not to whoever knows its id: ids are not secrets
+(they are in ``Location`` headers, logs, ``/v1/info``). Every request on a
+session carries the key in ``X-Execbox-Session-Key`` (``KEY_HEADER``);
+the store keeps only its SHA-256 and compares in constant time. A missing
+or wrong key is 403 naming the header, for an open or an ended session
+alike (404 would hide nothing: ids are 96 random bits, known only to whom
+they were shown, and a 403 tells the caller what to fix).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import math
 import secrets
 import time
@@ -24,10 +35,32 @@ from ._errors import ApiError
 from ._executions import Execution
 from ._load import busy
 
-__all__ = ["Session", "SessionStore"]
+__all__ = ["KEY_HEADER", "Session", "SessionStore", "new_key"]
 
 REMEMBERED = 10_000
 KEPT_EXECUTIONS = 16  # per session, for replay
+KEY_HEADER = "X-Execbox-Session-Key"
+
+
+def new_key() -> str:
+    """A session's secret: 256 random bits, URL-safe."""
+    return "sk_" + secrets.token_urlsafe(32)
+
+
+def key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _check_key(sid: str, digest: bytes, given: str | None) -> None:
+    """403 unless ``given`` is the session's key (compared in constant time)."""
+    if given is None:
+        raise ApiError(403, "session_key_required",
+                       f"session {sid} needs its key: send it as the header {KEY_HEADER} (the \"key\" that "
+                       "POST /v1/sessions answered once)")
+    if not hmac.compare_digest(key_digest(given), digest):
+        raise ApiError(403, "session_key_required",
+                       f"the {KEY_HEADER} sent is not the key of session {sid}: send the \"key\" that "
+                       "POST /v1/sessions answered when it was made")
 
 
 def iso(when: float) -> str:
@@ -35,8 +68,10 @@ def iso(when: float) -> str:
 
 
 class Session:
-    def __init__(self, executor: Executor, *, backend: str, limits: Limits, ttl_s: float, idle_ttl_s: float) -> None:
+    def __init__(self, executor: Executor, *, key: str, backend: str, limits: Limits, ttl_s: float,
+                 idle_ttl_s: float) -> None:
         self.id = "s_" + secrets.token_hex(12)
+        self.key_digest = key_digest(key)
         self.executor = executor
         self.backend = backend
         self.limits = limits
@@ -96,7 +131,7 @@ class SessionStore:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self._open: dict[str, Session] = {}
-        self._ended: OrderedDict[str, str] = OrderedDict()
+        self._ended: OrderedDict[str, tuple[str, bytes]] = OrderedDict()  # id: (reason, key digest)
         self._reserved = 0
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -121,16 +156,29 @@ class SessionStore:
         if session is not None:
             self._open[session.id] = session
 
-    def get(self, sid: str) -> Session:
+    def get(self, sid: str, key: str | None) -> Session:
+        """The open session ``sid`` for a request that sent ``key``: 403
+        without its key, 404 for an id never made here, 410 once it ended."""
+        session = self._open.get(sid)
+        if session is not None:
+            _check_key(sid, session.key_digest, key)
+        elif sid in self._ended:
+            _check_key(sid, self._ended[sid][1], key)
+        else:
+            raise ApiError(404, "not_found", f"no session {sid!r} (never created here)")
+        return self.still_open(sid)
+
+    def still_open(self, sid: str) -> Session:
+        """The session ``sid`` (its key already checked), or 410 once it ended."""
         session = self._open.get(sid)
         if session is not None:
             reason = session.expired(time.time())
             if reason is None:
                 return session
             self._end(session, reason)
-        reason = self._ended.get(sid)
-        if reason is None:
+        if sid not in self._ended:
             raise ApiError(404, "not_found", f"no session {sid!r} (never created here)")
+        reason = self._ended[sid][0]
         why = {"ttl": "its ttl_s passed", "idle": "it was idle longer than its idle_ttl_s",
                "deleted": "it was deleted", "node_lost": "the Ray node it was pinned to was lost (its files and "
                "state with it): open a new session"}[reason]
@@ -147,7 +195,7 @@ class SessionStore:
         expired answers at once; the close goes on behind)."""
         if self._open.pop(session.id, None) is None:
             return None
-        self._ended[session.id] = reason
+        self._ended[session.id] = (reason, session.key_digest)
         while len(self._ended) > REMEMBERED:
             self._ended.popitem(last=False)
         task = asyncio.get_running_loop().create_task(_close(session))

@@ -9,11 +9,27 @@ const IMAGE = /\.(png|jpe?g|gif|webp|svg)$/i;
 const HIDDEN = /^\.execbox(\/|$)/; // the blocks' own code files
 const state = { info: null, session: null, execution: null, runs: 0, languages: [] };
 
-// ---- the API: the token typed in this tab (if the server asks for one) ----
+// ---- the API: the token of this tab (from the link execbox serve printed, or typed), the keys of its sessions ----
 
-function headers(extra) {
+const keys = new Map(); // session id -> its key (answered once, when made; kept in this page only)
+const SESSION_PATH = /^\/v1\/sessions\/([^/]+)/;
+
+function headers(path, extra) {
   const token = sessionStorage.getItem("execbox-token");
-  return Object.assign(token ? { Authorization: "Bearer " + token } : {}, extra || {});
+  const sent = token ? { Authorization: "Bearer " + token } : {};
+  const session = SESSION_PATH.exec(path);
+  if (session && keys.has(session[1])) sent["X-Execbox-Session-Key"] = keys.get(session[1]);
+  return Object.assign(sent, extra || {});
+}
+
+// The link's ?token= is kept for this tab and taken out of the address bar (history, bookmarks, screen shares).
+function tokenFromLink() {
+  const params = new URLSearchParams(location.search);
+  if (!params.has("token")) return;
+  sessionStorage.setItem("execbox-token", params.get("token"));
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
 }
 
 class ApiError extends Error {
@@ -27,7 +43,7 @@ class ApiError extends Error {
 }
 
 async function api(method, path, body, extra) {
-  const init = { method, headers: headers(extra) };
+  const init = { method, headers: headers(path, extra) };
   if (body !== undefined) {
     init.body = typeof body === "string" || body instanceof Blob ? body : JSON.stringify(body);
     if (!(body instanceof Blob)) init.headers["Content-Type"] = "application/json";
@@ -115,7 +131,10 @@ async function newSession() {
   showSession();
   if (old) api("DELETE", "/v1/sessions/" + old.id).catch(() => {}); // it may have ended already
   try {
-    state.session = await json("POST", "/v1/sessions", { backend: $("backend").value, limits: limitsAsked() });
+    const made = await json("POST", "/v1/sessions", { backend: $("backend").value, limits: limitsAsked() });
+    keys.set(made.id, made.key);
+    delete made.key;
+    state.session = made;
     state.runs = 0;
     status("new session on " + state.session.backend, "");
   } catch (exc) {
@@ -435,6 +454,7 @@ async function upload(event) {
 // ---- wiring ----
 
 document.addEventListener("DOMContentLoaded", () => {
+  tokenFromLink();
   $("auth-form").addEventListener("submit", (event) => {
     event.preventDefault();
     sessionStorage.setItem("execbox-token", $("token").value);
