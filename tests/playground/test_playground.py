@@ -138,7 +138,7 @@ def test_controls_have_accessible_names_and_fit_a_phone(browser, server, shot):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     try:
-        page.goto(server.url + "/")
+        page.goto(server.page_url)
         expect(page.locator("#session")).to_contain_text("Session s_")
         for role, name in [("button", "Run"), ("button", "Stop"), ("button", "New session"),
                            ("button", "Reset session"), ("button", "Refresh"), ("combobox", "Backend"),
@@ -166,5 +166,31 @@ def test_a_token_is_asked_for_and_sent(browser):
             expect(page.locator("#session")).to_contain_text("Session s_")
             run_code(page, "print('with a token')")
             expect(finished(page).locator(".out")).to_have_text("with a token\n")
+        finally:
+            context.close()
+
+
+def test_the_printed_link_opens_a_working_page_and_leaves_the_address_bar(browser):
+    """``execbox serve`` with no token makes one and prints the page's link
+    with it: the page keeps it for the tab, takes it out of the address bar,
+    and sends it and its session's key with every call (uploads, files too)."""
+    with running_server("--backend", "local", token="") as made:
+        context = browser.new_context()
+        page = context.new_page()
+        sent: list[dict[str, str]] = []
+        page.on("request", lambda request: sent.append(request.headers) if "/files/" in request.url else None)
+        try:
+            page.goto(made.link)
+            expect(page.locator("#session")).to_contain_text("Session s_")
+            assert "token" not in page.url and page.url == made.url + "/"
+            assert page.evaluate("sessionStorage.getItem('execbox-token')") == made.token
+            expect(page.get_by_label("Bearer token")).to_be_hidden()
+            run_code(page, "open('made.txt', 'w').write('from the link')\nprint('from the link')")
+            expect(finished(page).locator(".out")).to_have_text("from the link\n")
+            expect(page.locator("#files")).to_contain_text("made.txt")
+            with page.expect_download() as download:
+                page.get_by_role("button", name="Download made.txt").click()
+            assert open(download.value.path()).read() == "from the link"
+            assert sent and all(h.get("x-execbox-session-key", "").startswith("sk_") for h in sent)
         finally:
             context.close()

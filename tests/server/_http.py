@@ -72,7 +72,8 @@ class Server:
         if response.request.method == "POST" and response.request.url.path == "/v1/sessions" \
                 and response.status_code == 201:
             made = response.read() and response.json()
-            self.keys[made["id"]] = made["key"]
+            if isinstance(made, dict) and "key" in made:
+                self.keys[made["id"]] = made["key"]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
         if self.proc.poll() is None:
