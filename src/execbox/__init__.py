@@ -26,14 +26,21 @@ from ._errors import (
     WeakerIsolationWarning,
     WorkspaceError,
 )
-from .backends import executor_from_config
 from ._extract import extract_code_blocks, extract_from_messages, infer_language
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
-from ._run_events import (BlockEndEvent, BlockStartEvent, DisplayEvent, EndEvent, OutputEvent, RunEvent, StartEvent,
-                          TruncatedEvent)
+from ._run_events import (
+    BlockEndEvent,
+    BlockStartEvent,
+    DisplayEvent,
+    EndEvent,
+    OutputEvent,
+    RunEvent,
+    StartEvent,
+    TruncatedEvent,
+)
+from ._version import __version__
 from ._workspace import FileInfo, Workspace
-from .client import Client
 from .backends import (
     Capabilities,
     Executor,
@@ -41,42 +48,33 @@ from .backends import (
     backend_names,
     create_executor,
     default_executor,
+    executor_from_config,
     get_backend,
 )
 from .backends.docker import DockerExecutor
-from .backends.local import LocalExecutor
 from .backends.jupyter import DockerJupyterServer, JupyterConnectionInfo, JupyterExecutor, LocalJupyterServer
+from .backends.local import LocalExecutor
 from .backends.sandbox import SandboxExecutor
+from .client import Client
 from .environments import DockerPython, Environment, SystemPython, Venv
 
-from ._version import __version__
-
 __all__ = [
-    "BlockEndEvent",
-    "BlockStartEvent",
-    "DisplayEvent",
-    "EndEvent",
-    "OutputEvent",
-    "RunEvent",
-    "StartEvent",
-    "TruncatedEvent",
     "LANGUAGES",
     "BackendUnavailableError",
+    "BlockEndEvent",
+    "BlockResult",
+    "BlockStartEvent",
+    "Capabilities",
     "Client",
     "ClusterBusyError",
-    "NodeLostError",
-    "ServiceBusyError",
-    "ServiceError",
-    "SessionGoneError",
-    "StallError",
-    "BlockResult",
-    "Capabilities",
     "CodeBlock",
     "ConfigurationError",
     "Display",
+    "DisplayEvent",
     "DockerExecutor",
     "DockerJupyterServer",
     "DockerPython",
+    "EndEvent",
     "Environment",
     "EnvironmentSetupError",
     "ErrorInfo",
@@ -86,16 +84,25 @@ __all__ = [
     "ExecutorClosedError",
     "FileInfo",
     "ImageMissingError",
+    "JupyterConnectionInfo",
+    "JupyterExecutor",
     "Language",
     "Limits",
     "LocalExecutor",
-    "NoCodeBlocksError",
-    "PathEscapeError",
-    "SandboxExecutor",
-    "JupyterConnectionInfo",
-    "JupyterExecutor",
     "LocalJupyterServer",
+    "NoCodeBlocksError",
+    "NodeLostError",
+    "OutputEvent",
+    "PathEscapeError",
+    "RunEvent",
+    "SandboxExecutor",
+    "ServiceBusyError",
+    "ServiceError",
+    "SessionGoneError",
+    "StallError",
+    "StartEvent",
     "SystemPython",
+    "TruncatedEvent",
     "UnenforcedLimitWarning",
     "Venv",
     "WeakerIsolationWarning",

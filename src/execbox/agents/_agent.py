@@ -14,7 +14,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from .._errors import ConfigurationError
 from ._bridge import Bridge, stream_in_thread
@@ -81,7 +81,7 @@ class Agent(ABC):
         Path(path).write_text(json.dumps(self.to_config(), indent=2) + "\n")
 
     @classmethod
-    def load(cls: type[A], path: str | Path, *, api_key: str | None = None, approval: Any = None) -> A:
+    def load(cls, path: str | Path, *, api_key: str | None = None, approval: Any = None) -> Self:
         try:
             config = json.loads(Path(path).read_text())
         except ValueError as exc:

@@ -24,16 +24,24 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._errors import ConfigurationError
-from ._approval import ApprovalRequest, check_approver, decide, refusal_text
+from ..tools._function_tool import tool_text
 from ._agent import Agent
+from ._approval import ApprovalRequest, check_approver, decide, refusal_text
 from ._bridge import Bridge
 from ._context import bound, context_policy, describe, from_description
-from ._events import (ApprovalEvent, Event, Response, StreamChunkEvent, TextMessage, ThoughtEvent, ToolCallEvent,
-                      ToolResultEvent)
+from ._events import (
+    ApprovalEvent,
+    Event,
+    Response,
+    StreamChunkEvent,
+    TextMessage,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from ._providers import ChatModel, model_from_config
 from ._reply import ModelReply, ToolCall, assistant_message
 from ._toolbox import Toolbox
-from ..tools._function_tool import tool_text
 
 __all__ = ["AssistantAgent"]
 

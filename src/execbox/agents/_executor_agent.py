@@ -19,17 +19,26 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-from ..backends import executor_from_config
 from .._errors import ConfigurationError, ModelError
 from .._extract import extract_code_blocks
 from .._models import CodeBlock, ExecutionResult
+from ..backends import executor_from_config
 from ..backends._base import Executor
-from ._approval import ApprovalRequest, check_approver, decide, refusal_text
 from ._agent import Agent
+from ._approval import ApprovalRequest, check_approver, decide, refusal_text
 from ._bridge import Bridge
 from ._context import bound, context_policy, describe, from_description
-from ._events import (ApprovalEvent, CodeExecutionEvent, CodeGenerationEvent, Event, Response, RetryDecisionEvent,
-                      StreamChunkEvent, TextMessage, ThoughtEvent)
+from ._events import (
+    ApprovalEvent,
+    CodeExecutionEvent,
+    CodeGenerationEvent,
+    Event,
+    Response,
+    RetryDecisionEvent,
+    StreamChunkEvent,
+    TextMessage,
+    ThoughtEvent,
+)
 from ._providers import ChatModel, model_from_config
 from ._reply import ModelReply
 

@@ -12,7 +12,7 @@ from .._errors import ConfigurationError
 from ._anthropic import AnthropicClient
 from ._model import ModelClient
 
-__all__ = ["ChatModel", "PROVIDERS", "model_client", "model_from_config"]
+__all__ = ["PROVIDERS", "ChatModel", "model_client", "model_from_config"]
 
 ChatModel = Union[ModelClient, AnthropicClient]
 PROVIDERS = {"openai": ModelClient, "anthropic": AnthropicClient}

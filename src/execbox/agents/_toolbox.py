@@ -9,8 +9,8 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..backends import executor_from_config
 from .._errors import ConfigurationError
+from ..backends import executor_from_config
 from ..backends._base import Executor
 from ..tools._files import file_tools
 from ..tools._function_tool import FunctionTool

@@ -14,8 +14,8 @@ from .._errors import ConfigurationError
 from ._base import Capabilities, Executor, UnenforcedLimitWarning
 
 __all__ = [
-    "Capabilities",
     "DEFAULT_BACKEND",
+    "Capabilities",
     "Executor",
     "UnenforcedLimitWarning",
     "backend_names",

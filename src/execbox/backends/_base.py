@@ -39,12 +39,12 @@ from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
+from .._workspace import INTERNAL_DIR, Workspace
+from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
 from ._process import Cancellation, OutputCallback
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
-from .._workspace import INTERNAL_DIR, Workspace
-from ..environments._base import Environment, Progress
 
 __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
 

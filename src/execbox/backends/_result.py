@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._failures import explain_failure
 from .._models import BlockResult, Display, ErrorInfo, Limits
+from ._failures import explain_failure
 from ._process import ProcessOutcome
 
 __all__ = ["Outcome", "outcome_to_result"]

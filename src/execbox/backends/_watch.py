@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ._output import Capture
 from .._models import Display
 from .._run_events import EventSink
+from ._output import Capture
 
 __all__ = ["DRAIN_GRACE_S", "Cancellation", "FdWaiter", "Output", "OutputCallback", "Source", "watch_loop"]
 

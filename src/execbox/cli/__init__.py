@@ -8,11 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _chat, _doctor, _explore, _images, _languages, _run
-from . import _mcp
-from . import _papers
-from . import _playground
-from . import _serve
+from . import _chat, _doctor, _explore, _images, _languages, _mcp, _papers, _playground, _run, _serve
 
 __all__ = ["build_parser", "main"]
 

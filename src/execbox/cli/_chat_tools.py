@@ -17,8 +17,15 @@ SHOWN_RESULT = 2000
 
 
 def run_tool_chat(args: argparse.Namespace, model: Any, executor: Any) -> int:
-    from ..agents import (ApprovalEvent, AssistantAgent, Response, StreamChunkEvent, ThoughtEvent, ToolCallEvent,
-                          ToolResultEvent)
+    from ..agents import (
+        ApprovalEvent,
+        AssistantAgent,
+        Response,
+        StreamChunkEvent,
+        ThoughtEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+    )
     from ..tools import PythonTool, ShellTool, file_tools
 
     tools = [PythonTool(executor), ShellTool(executor), *file_tools(executor)]

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._errors import ConfigurationError
 
-__all__ = ["BASE_RECIPE", "BASE_ALIAS", "ImageSpec", "base_tag", "LABEL_KIND", "LABEL_SPEC"]
+__all__ = ["BASE_ALIAS", "BASE_RECIPE", "LABEL_KIND", "LABEL_SPEC", "ImageSpec", "base_tag"]
 
 # The base image: a Debian root file system made by debootstrap (no registry
 # needed), with Python, pip and venv. Changing the recipe changes the tag.

@@ -33,13 +33,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from pydantic import BaseModel, Field
 
-from ..backends import executor_from_config
 from .._errors import ConfigurationError, ExecutorClosedError
 from .._models import ExecutionResult
-from ..backends import Executor
+from ..backends import Executor, executor_from_config
 from ._common import as_execbox_block, code_file, make_executor, output_files
 
-__all__ = ["AutoGenCodeExecutor", "AutoGenCodeExecutorConfig", "AutoGenCodeResult", "CANCELLED_EXIT_CODE"]
+__all__ = ["CANCELLED_EXIT_CODE", "AutoGenCodeExecutor", "AutoGenCodeExecutorConfig", "AutoGenCodeResult"]
 
 # 128 + SIGINT, as execbox reports a block cancelled before it ran.
 CANCELLED_EXIT_CODE = 130

@@ -180,9 +180,9 @@ class PaperExecutor(DockerExecutor):
                 f"the image {name} of paper {asset.arxiv_id} is not on this machine and cannot be pulled here; "
                 "the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) or "
                 f"`execbox explore {asset.arxiv_id} --build`")
-        from ..images import ImageSpec, build_image
-
         from docker.utils import parse_repository_tag  # type: ignore[import-untyped]
+
+        from ..images import ImageSpec, build_image
 
         with tempfile.TemporaryDirectory(prefix="execbox-paper-") as folder:
             dockerfile = Path(folder) / "Dockerfile"

@@ -7,8 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..agents import (ChatResult, CodeExecutorAgent, Conversation, ModelClient, TextMessage, WriterAgent,
-                      format_chat_result, writer_system_message)
+from ..agents import (
+    ChatResult,
+    CodeExecutorAgent,
+    Conversation,
+    ModelClient,
+    TextMessage,
+    WriterAgent,
+    format_chat_result,
+    writer_system_message,
+)
 from ..agents._conversation import format_message
 
 # A PaperExecutor; named so because this module is what PaperExecutor.explore()

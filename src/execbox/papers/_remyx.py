@@ -138,7 +138,7 @@ class RemyxCatalog(Catalog):
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, path) from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise CatalogError(f"the Remyx API at {self.base_url} did not answer within {self.timeout_s:g} s "
                                "(RemyxCatalog(timeout_s=...)): try again later or raise the timeout") from None
         except (urllib.error.URLError, OSError) as exc:

@@ -22,8 +22,16 @@ from .._models import CodeBlock
 from ..backends import Executor
 from ..environments._packages import PROBE_SOURCE  # run where the code runs (see its docstring)
 
-__all__ = ["Gate", "Libraries", "PROBE_MARK", "PROBE_SOURCE", "Rejected", "probe_code", "requirement_key",
-           "requirements"]
+__all__ = [
+    "PROBE_MARK",
+    "PROBE_SOURCE",
+    "Gate",
+    "Libraries",
+    "Rejected",
+    "probe_code",
+    "requirement_key",
+    "requirements",
+]
 
 _OP = r"(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
 _REQUIREMENT = re.compile(

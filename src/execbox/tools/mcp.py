@@ -34,15 +34,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from .._version import __version__
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
+from .._version import __version__
 from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
 from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_at_most, read_bytes, write_text
 from ._files import image_type as _image_type
-from ._progress import run_reporting
 from ._files import size_text as _size
+from ._progress import run_reporting
 
 
 def _missing_sdk(exc: ImportError) -> ImportError:

@@ -30,30 +30,30 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..sandbox._cgroups import cgroup_support
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
-from .._ownership import hand_over
-from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
 from .._host_python import HostPython
 from .._output import Capture
+from .._ownership import hand_over
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
+from .._result import Outcome
+from ..local import child_environment
+from ..sandbox._cgroups import cgroup_support
+from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
 from ._channels import ChannelStalled, execute
-from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
-from ._servers import LocalJupyterServer
-from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
+from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._kernel import LocalKernel
 from ._kernel_setup import setup_code, shell_code
-from .._result import Outcome
 from ._sandboxed import JailSettings, SandboxKernel
+from ._servers import LocalJupyterServer
 from ._warm import warm_pool
-from ..local import child_environment
 
 __all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "LocalJupyterServer"]
 

@@ -74,7 +74,7 @@ class JupyterConnectionInfo:
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                      headers={**self.headers(), "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as answer:  # noqa: S310 - http(s) only
+            with urllib.request.urlopen(req, timeout=timeout) as answer:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:300].decode("utf-8", "replace")
@@ -112,7 +112,7 @@ class WebSocketChannels:
         try:
             self._ws = websocket.create_connection(url, header=info.headers(), sockopt=options, sslopt=sslopt,
                                                    timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - refused, handshake, TLS: one message
+        except Exception as exc:
             raise BackendUnavailableError("jupyter", f"cannot open the kernel's WebSocket at {url}: {exc}") from exc
         self._quickack()
 
@@ -126,7 +126,7 @@ class WebSocketChannels:
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
         msg_id = uuid.uuid4().hex
         header = {"msg_id": msg_id, "msg_type": msg_type, "username": "execbox", "session": self.session,
-                  "version": "5.3", "date": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+                  "version": "5.3", "date": datetime.datetime.now(datetime.UTC).isoformat()}
         message = {"header": header, "parent_header": {}, "metadata": {}, "content": content,
                    "channel": channel, "buffers": []}
         try:

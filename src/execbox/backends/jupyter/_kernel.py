@@ -63,7 +63,7 @@ class LocalKernel:
         manager.ip = os.path.join(self._runtime, "ipc")
         try:
             manager.start_kernel(cwd=self.cwd, env=dict(self.env), independent=False)
-        except Exception as exc:  # noqa: BLE001 - any launch failure is the same news
+        except Exception as exc:
             raise BackendUnavailableError(
                 "jupyter", f"the kernel did not start ({exc}): is ipykernel installed for "
                            f"{self.python}? {INSTALL_HINT}") from exc

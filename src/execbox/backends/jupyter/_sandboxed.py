@@ -35,15 +35,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sandbox._cgroups import BlockCgroup, CgroupSupport
 from ..._errors import BackendUnavailableError
-from .._ownership import hand_over, reown_tree
-from ..sandbox._seccomp import filter_fd
 from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
-from ._channels import ZmqChannels, wait_ready
+from .._ownership import hand_over, reown_tree
+from ..sandbox._cgroups import BlockCgroup, CgroupSupport
 from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
-from ..sandbox._jail import INSTALL_HINT, by_name, find_bwrap, hidden_argv, interpreter_dirs, jail_args, spawn_kept
+from ..sandbox._jail import (
+    INSTALL_HINT,
+    by_name,
+    find_bwrap,
+    hidden_argv,
+    interpreter_dirs,
+    jail_args,
+    spawn_kept,
+)
+from ..sandbox._seccomp import filter_fd
+from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
 

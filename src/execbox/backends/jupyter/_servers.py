@@ -26,8 +26,8 @@ import weakref
 from collections.abc import Sequence
 
 from ..._errors import BackendUnavailableError, ExecboxError
-from ._gateway import JupyterConnectionInfo
 from ..sandbox._jail import spawn_kept
+from ._gateway import JupyterConnectionInfo
 
 __all__ = ["LocalJupyterServer"]
 

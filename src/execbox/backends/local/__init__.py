@@ -14,16 +14,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._errors import ConfigurationError
-from ._functions import FunctionSet
 from ..._languages import PYTHON, Language, Policy, resolve_program, runnable_languages
 from ..._models import Limits
-from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress, SystemPython, Venv
 from ...environments._packages import require_packages, with_packages
 from .._base import Capabilities, Executor
 from .._host_python import HostPython
+from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from .._result import Outcome, outcome_to_result
+from ._functions import FunctionSet
 
 __all__ = ["LocalExecutor", "child_environment"]
 

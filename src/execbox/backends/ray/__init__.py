@@ -40,8 +40,8 @@ from ..._languages import Language, Policy
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import DisplayEvent, EndEvent, EventSink, OutputEvent, RunEvent, StartEvent
 from ..._workspace import Workspace
-from .._file_sync import WorkspaceCopies
 from .._base import Capabilities, Executor
+from .._file_sync import WorkspaceCopies
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._agent import RunEnd

@@ -24,7 +24,7 @@ import random
 import time
 from typing import Any
 
-__all__ = ["Admission", "NODES_TTL_S"]
+__all__ = ["NODES_TTL_S", "Admission"]
 
 NODES_TTL_S = 1.0
 # The slowest a refused caller is told to come back, and the quickest.

@@ -33,27 +33,39 @@ import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._languages import Language, runnable_languages
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
-from .._ownership import hand_over, reown_tree
-from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._seccomp import ZYGOTE_ALLOWED, filter_fd, filter_program, supported as seccomp_supported
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from .._base import Capabilities
+from .._ownership import hand_over, reown_tree
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from .._result import Outcome
+from ..local import LocalExecutor
+from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
+from ._jail import (
+    CLONE_NEWNET,
+    INSIDE_PATH,
+    INSTALL_HINT,
+    by_name,
+    empty_netns,
+    find_bwrap,
+    hidden_argv,
+    inside_environment,
+    interpreter_dirs,
+    jail_args,
+    jail_rlimits,
+    probe,
+    setns_net,
+)
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
-from .._result import Outcome
-from ._jail import (CLONE_NEWNET, INSIDE_PATH, INSTALL_HINT,
-                    by_name, empty_netns, find_bwrap, hidden_argv, inside_environment, interpreter_dirs, jail_args,
-                    jail_rlimits,
-                    probe, setns_net)
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
+from ._seccomp import ZYGOTE_ALLOWED, filter_fd, filter_program
+from ._seccomp import supported as seccomp_supported
 from ._stateful import StatefulBlocks
-from ..local import LocalExecutor
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 

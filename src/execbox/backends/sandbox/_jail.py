@@ -26,9 +26,22 @@ from typing import Any
 
 from ..._errors import BackendUnavailableError
 
-__all__ = ["INSIDE_PATH", "INSTALL_HINT", "args_file", "by_name", "empty_netns", "find_bwrap", "hidden_argv", "interpreter_dirs",
-           "jail_args",
-           "inside_environment", "jail_rlimits", "probe", "setns_net", "spawn_kept"]
+__all__ = [
+    "INSIDE_PATH",
+    "INSTALL_HINT",
+    "args_file",
+    "by_name",
+    "empty_netns",
+    "find_bwrap",
+    "hidden_argv",
+    "inside_environment",
+    "interpreter_dirs",
+    "jail_args",
+    "jail_rlimits",
+    "probe",
+    "setns_net",
+    "spawn_kept",
+]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (

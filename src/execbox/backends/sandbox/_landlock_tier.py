@@ -104,13 +104,15 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import execbox.backends.sandbox._landlock as ll
-from ._cgroups import BlockCgroup
+
 from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program, supported as seccomp_supported
+from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe, reachable
-from ._reach import Reach, check, private_mounts, reach_supported
 from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
+from ._reach import Reach, check, private_mounts, reach_supported
+from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program
+from ._seccomp import supported as seccomp_supported
 
 __all__ = ["LandlockTier", "landlock_problem", "warn_weaker"]
 

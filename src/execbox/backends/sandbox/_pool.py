@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._cgroups import BlockCgroup
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe
 from ._jail import hidden_argv, spawn_kept
 from ._sockets import receive_within, recv_fds_now, send_fds_now, send_within

@@ -36,13 +36,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._cgroups import BlockCgroup
 from ..._errors import WorkspaceError
 from ..._models import Display, ErrorInfo, Limits
 from ..._run_events import EventSink
 from ..._workspace import Workspace
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from .._result import Outcome, outcome_to_result
+from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
 from ._sockets import recv_fds_now, send_fds_now

@@ -33,8 +33,8 @@ import sys
 # Started with `python -I` (no PYTHON* variable, no user site, no script folder on the path) and
 # an environment built from nothing: what a caller sets reaches the units only (apply_block_env).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_file import run_python_file  # beside this file  # noqa: E402
-from session import serve_session  # beside this file  # noqa: E402
+from run_file import run_python_file  # beside this file
+from session import serve_session  # beside this file
 
 del sys.modules["run_file"], sys.modules["session"]  # a block's own modules of those names are not shadowed
 # sys.path[0] stays: the script's folder, which each block's own takes (run_file)
