@@ -267,7 +267,8 @@ def main() -> None:
         step = "library throughput"
         report["throughput_library"] = library_throughput(backend, calls)
         step = f"server (--max-concurrency {DEFAULT_CONCURRENCY})"
-        with server(backend, DEFAULT_CONCURRENCY) as url, httpx.Client(base_url=url, timeout=120, headers=AUTH) as client:
+        with server(backend, DEFAULT_CONCURRENCY) as url, \
+                httpx.Client(base_url=url, timeout=120, headers=AUTH) as client:
             step = "latency through the server"
             report.update(service_latencies(client, iterations))
             step = "throughput"

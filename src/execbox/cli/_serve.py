@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                                  f"({exc})") from exc
     config = ServerConfig(
         host=args.host, port=args.port, backend=args.backend,
-        backends=tuple(b.strip() for b in args.backends.split(",") if b.strip()), token=args.token, no_token=args.no_token,
+        backends=tuple(b.strip() for b in args.backends.split(",") if b.strip()),
+        token=args.token, no_token=args.no_token,
         max_sessions=args.max_sessions, max_concurrency=args.max_concurrency,
         default_limits=Limits(timeout_s=args.timeout), max_timeout_s=args.max_timeout,
         allow_network=args.allow_network, max_upload_bytes=args.max_upload_mb << 20,

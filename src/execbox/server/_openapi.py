@@ -29,7 +29,7 @@ EID = {"name": "eid", "in": "path", "required": True, "schema": {"type": "string
 PATH = {"name": "path", "in": "path", "required": True, "schema": {"type": "string"},
         "description": "a path inside the session's workspace"}
 SESSION_ERRORS = {"401": ERROR, "404": ERROR, "410": GONE}  # 403 (every op): no or another session's key
-KEYED = [{"bearer": [], "sessionKey": []}]  # a session's routes: the server's token and the session's key
+KEYED: list[dict[str, list[str]]] = [{"bearer": [], "sessionKey": []}]  # a session's routes: the server's token and the session's key
 
 
 def _op(summary: str, responses: dict[str, Any], *, body: dict[str, Any] | None = None, body_required: bool = True,

@@ -78,10 +78,10 @@ def serve(config: ServerConfig, *, log_level: str = "warning", name: str = "exec
     SIGTERM or SIGINT."""
     import uvicorn
 
+    keep_alive: Any = config.keep_alive_s  # typed int by uvicorn, used as seconds (call_later): a float works
     settings = uvicorn.Config(create_app(config), host=config.host, port=config.port, log_level=log_level,
-                              log_config=log_config(log_level), http=protocol_class(),
-                              timeout_keep_alive=config.keep_alive_s, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                              lifespan="on")
+                              log_config=log_config(log_level), http=protocol_class(), timeout_keep_alive=keep_alive,
+                              timeout_graceful_shutdown=SHUTDOWN_GRACE_S, lifespan="on")
     sock = settings.bind_socket()  # exits with uvicorn's message when the port is taken
     port = sock.getsockname()[1]
     print("\n".join(announcement(config, port, name, what)), file=stream or sys.stderr, flush=True)
