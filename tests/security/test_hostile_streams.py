@@ -19,8 +19,17 @@ import pytest
 from execbox import CodeBlock, ExecboxError, Limits, ServiceError, Workspace
 from execbox.backends._file_sync import MAX_PULLED_FILES
 from execbox.backends.remote import RemoteExecutor
-from tests.security._hostile_server import (EXECUTION, EXECUTIONS, SESSION, SESSIONS, HostileServer, Reply, result,
-                                            run_events, hostile_server)
+from tests.security._hostile_server import (
+    EXECUTION,
+    EXECUTIONS,
+    SESSION,
+    SESSIONS,
+    HostileServer,
+    Reply,
+    hostile_server,
+    result,
+    run_events,
+)
 from tests.security.test_hostile_server import TOKEN, client, refused, within
 
 pytest.importorskip("httpx")
@@ -192,7 +201,7 @@ def test_file_names_that_climb_out_are_never_written_outside_the_workspace(serve
 
 
 def test_a_name_with_a_newline_stays_a_file_inside_the_workspace(server, tmp_path):
-    outcome, executor = run_writing(server, tmp_path, ["a\nb.txt"], lambda r: r.json({"fine": True}))
+    outcome, _ = run_writing(server, tmp_path, ["a\nb.txt"], lambda r: r.json({"fine": True}))
     assert not isinstance(outcome, BaseException), outcome
     assert everything_under(tmp_path) == {"ws", "ws/a\nb.txt"}
 

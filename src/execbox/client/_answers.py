@@ -56,7 +56,8 @@ def _int(value: Any) -> bool:
 
 
 def _seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0
 
 
 def _strings(value: Any) -> bool:
@@ -64,8 +65,10 @@ def _strings(value: Any) -> bool:
 
 
 def _error(value: Any) -> bool:
-    return value is None or isinstance(value, Mapping) and all(isinstance(value.get(key, ""), str) for key in
-                                                                 ("name", "value", "traceback"))
+    if value is None:
+        return True
+    return isinstance(value, Mapping) and all(isinstance(value.get(key, ""), str)
+                                              for key in ("name", "value", "traceback"))
 
 
 def _text_or_none(value: Any) -> bool:
@@ -74,8 +77,8 @@ def _text_or_none(value: Any) -> bool:
 
 def _displays(value: Any) -> bool:
     return isinstance(value, list) and all(
-        isinstance(item, Mapping) and isinstance(item.get("mime_type"), str) and _text_or_none(item.get("path"))
-        and _text_or_none(item.get("data")) for item in value)
+        isinstance(item, Mapping) and isinstance(item.get("mime_type"), str)
+        and _text_or_none(item.get("path")) and _text_or_none(item.get("data")) for item in value)
 
 
 # Each field a result may carry, and what it must be (a field left out takes its default).
@@ -85,24 +88,28 @@ _RESULT = {"exit_code": (_int, "an integer"), "output": (str, "a string"), "stdo
            "files_truncated": (bool, "true or false"), "code_files": (_strings, "a list of paths"),
            "duration_s": (_seconds, "a number of seconds, 0 or more"), "timed_out": (bool, "true or false"),
            "truncated": (bool, "true or false"), "backend": (str, "a string"), "node": (str, "a string")}
-_BLOCK = {**_RESULT, "index": (_int, "an integer"), "language": (str, "a string"), "status": (str, "a string"),
+_BLOCK = {**_RESULT, "index": (_int, "an integer"), "language": (str, "a string"),
+          "status": (str, "a string"),
           "language_inferred": (bool, "true or false"),
           "code_file": (_text_or_none, "null or a path")}
 
-_EVENTS = {"start": {"blocks": (_int, "an integer"), "execution_id": (_text_or_none, "a string")},
+_EVENTS: dict[str, dict[str, tuple[Any, str]]] = {
+           "start": {"blocks": (_int, "an integer"), "execution_id": (_text_or_none, "a string")},
            "stdout": {"text": (str, "a string"), "block": (_int, "an integer")},
            "block_start": {"index": (_int, "an integer"), "language": (str, "a string")},
            "block_end": {"index": (_int, "an integer"), "exit_code": (_int, "an integer"),
                          "status": (str, "a string"), "error": (_error, "null or {name, value, traceback}")},
            "display": {"mime_type": (str, "a string"), "block": (_int, "an integer"),
-                       "path": (_text_or_none, "null or a path"), "data": (_text_or_none, "null or a string")},
+                       "path": (_text_or_none, "null or a path"),
+                       "data": (_text_or_none, "null or a string")},
            "end": {"status": (str, "a string"), "result": (lambda v: v is None or isinstance(v, Mapping),
                                                            "null or a result object")}}
 _EVENTS["stderr"] = _EVENTS["stdout"]
 _EVENTS["truncated"] = {"after_bytes": (_int, "an integer"), "note": (str, "a string")}
 
 
-def _check(data: Any, fields: Mapping[str, tuple[Any, str]], what: str, required: tuple[str, ...] = ()) -> None:
+def _check(data: Any, fields: Mapping[str, tuple[Any, str]], what: str,
+           required: tuple[str, ...] = ()) -> None:
     if not isinstance(data, Mapping):
         raise bad_answer(what, f"it is {type(data).__name__}, not a JSON object")
     for name in required:

@@ -124,7 +124,8 @@ class Client:
                     continue
                 item = parse_json(line, what)
                 index = item.get("index") if isinstance(item, dict) else None
-                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(body["requests"]):
+                count = len(body["requests"])
+                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
                     raise bad_answer(what, f"it is not an object with the index of a request: {line[:200]!r}")
                 if "exit_code" in item:
                     yield index, RunResult.from_dict(item)

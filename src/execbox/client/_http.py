@@ -99,7 +99,8 @@ class Transport:
         """The answer (read whole, bounded) to a request; ServiceError unless 2xx."""
         deadline = self.deadline(slow)
         with self._no_answer(method, path, slow):
-            request = self._client.build_request(method, path, timeout=self._timeout(slow, deadline), **kwargs)
+            timeout = self._timeout(slow, deadline)
+            request = self._client.build_request(method, path, timeout=timeout, **kwargs)
             response = self._client.send(request, stream=True)
             try:
                 body = self._read(response, method, path, slow, deadline)
@@ -113,7 +114,8 @@ class Transport:
         """A streamed response with its body as read (decoded already), for _check and the callers."""
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return self._httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+        return self._httpx.Response(response.status_code, headers=headers, content=body,
+                                    request=response.request)
 
     def _read(self, response: Any, method: str, path: str, slow: bool, deadline: float | None) -> bytes:
         """The body, refused past ``max_answer_bytes`` (announced or read) or ``deadline``."""
@@ -139,7 +141,8 @@ class Transport:
     def check_deadline(self, deadline: float | None, method: str, path: str, setting: str) -> None:
         if deadline is not None and time.monotonic() > deadline:
             raise ServiceError(f"{method} {self.base_url}{path}: the answer did not end in time (its bytes "
-                               f"came, too slowly or without end): raise {setting} if the server is that slow",
+                               f"came, too slowly or without end): raise {setting} if the server is that "
+                               "slow",
                                code="timeout", retryable=method != "POST")
 
     def json(self, method: str, path: str, *, slow: bool = False, **kwargs: Any) -> Any:
@@ -158,7 +161,8 @@ class Transport:
         """A streamed answer (its status checked, its body not yet read), closed on exit;
         no read waits past ``deadline``."""
         with self._no_answer(method, path, slow):
-            request = self._client.build_request(method, path, timeout=self._timeout(slow, deadline), **kwargs)
+            timeout = self._timeout(slow, deadline)
+            request = self._client.build_request(method, path, timeout=timeout, **kwargs)
             response = self._client.send(request, stream=True)
         try:
             if not 200 <= response.status_code < 300:
@@ -169,8 +173,8 @@ class Transport:
         finally:
             response.close()
 
-    def chunks(self, response: Any, method: str, path: str, *, slow: bool = False, deadline: float | None = None,
-               setting: str = "Client(run_timeout_s=...)") -> Iterator[str]:
+    def chunks(self, response: Any, method: str, path: str, *, slow: bool = False,
+               deadline: float | None = None, setting: str = "Client(run_timeout_s=...)") -> Iterator[str]:
         """A streamed answer's text as it comes, until ``deadline`` (``time.monotonic()``;
         ``setting`` names what sets it)."""
         with self._no_answer(method, path, slow):
@@ -216,7 +220,8 @@ def _check(response: Any) -> None:
     if 300 <= response.status_code < 400:  # never followed: the token and the body would go along
         error = {"code": "redirect",
                  "message": f"{response.request.method} {response.request.url} answered {response.status_code} "
-                            f"{response.reason_phrase}, a redirect to {response.headers.get('location')!r:.200}: "
+                            f"{response.reason_phrase}, a redirect to "
+                            f"{response.headers.get('location')!r:.200}: "
                             "this client follows no redirect (the token would go with it); pass "
                             "Client(base_url=...) the URL of execbox serve itself"}
     elif not isinstance(error, dict):  # not the server's shape: a proxy's page, another service

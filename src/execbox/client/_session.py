@@ -149,7 +149,8 @@ class Session:
             "POST", f"{self._path}/executions", json=body, headers=SSE, params={"queue": 1} if queue else None,
             slow=queue, deadline=deadline))
 
-    def events(self, execution_id: str, *, after: int = 0, timeout_s: float | None = None) -> Iterator[RunEvent]:
+    def events(self, execution_id: str, *, after: int = 0,
+               timeout_s: float | None = None) -> Iterator[RunEvent]:
         """The events of one of the session's last executions after event
         number ``after`` (0: all of them), as they come until its end
         (``timeout_s``: as for ``stream``)."""
@@ -166,8 +167,8 @@ class Session:
             self._running = execution_id
 
         try:
-            yield from follow(self._transport, f"{self._path}/executions", on_execution=running, deadline=deadline,
-                              **how)
+            yield from follow(self._transport, f"{self._path}/executions", on_execution=running,
+                              deadline=deadline, **how)
         finally:
             self._running = None
 
@@ -199,7 +200,8 @@ class Session:
         params = {"path": path} if path is not None else None
         listing = self._transport.json("GET", f"{self._path}/files", params=params).get("files")
         if not isinstance(listing, list) or not all(isinstance(item, dict) for item in listing):
-            raise bad_answer("GET .../files answered", f"its 'files' is not a list of objects: {listing!r:.200}")
+            raise bad_answer("GET .../files answered",
+                             f"its 'files' is not a list of objects: {listing!r:.200}")
         return listing
 
     def delete(self, path: str) -> None:

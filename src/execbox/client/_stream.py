@@ -59,7 +59,8 @@ def follow(transport: Transport, executions: str, *, start: Callable[[], Abstrac
                 what = f"{method} {transport.base_url}{path}"
                 kind = response.headers.get("content-type", "")
                 if kind.split(";")[0].strip().lower() != "text/event-stream":
-                    raise bad_answer(what, f"it answered {kind or 'no Content-Type'!r:.80}, not text/event-stream")
+                    raise bad_answer(what, f"it answered {kind or 'no Content-Type'!r:.80}, "
+                                           "not text/event-stream")
                 if execution_id is None and response.headers.get("x-execution-id") is not None:
                     execution_id = check_id(response.headers["x-execution-id"], f"{what} (X-Execution-Id)")
                 if execution_id is not None and on_execution is not None:

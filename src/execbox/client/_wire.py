@@ -13,8 +13,9 @@ from typing import Any, Union
 from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
 from .._models import CodeBlock, Limits
 
-__all__ = ["BlockLike", "MAX_MESSAGE_CHARS", "MAX_RETRY_AFTER_S", "STATUS_OF_CODE", "batch_item", "code_body", "decode_file", "encode_file", "files_body",
-           "limits_body", "parse_time", "quote_path", "run_body", "service_error"]
+__all__ = ["MAX_MESSAGE_CHARS", "MAX_RETRY_AFTER_S", "STATUS_OF_CODE", "BlockLike", "batch_item", "code_body",
+           "decode_file", "encode_file", "files_body", "limits_body", "parse_time", "quote_path", "run_body",
+           "service_error"]
 
 BlockLike = Union[CodeBlock, Mapping[str, Any]]
 
@@ -147,7 +148,8 @@ def service_error(error: Any, *, status: int | None = None, retry_after: float |
     if status is None:
         status = STATUS_OF_CODE.get(code)
     if status == 410 or code == "session_expired":
-        return SessionGoneError(message, reason=_short(error.get("reason")), status=status, code=code, retryable=retryable)
+        return SessionGoneError(message, reason=_short(error.get("reason")), status=status, code=code,
+                                retryable=retryable)
     if status == 429 or code == "busy":
         return ServiceBusyError(message, retry_after=retry_after, status=status, code=code or "busy")
     return ServiceError(message, status=status, code=code, retryable=retryable, retry_after=retry_after)

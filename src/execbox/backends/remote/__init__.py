@@ -70,7 +70,8 @@ class RemoteExecutor(Executor):
 
     def __init__(self, url: str | None = None, *, token: str | None = None, backend: str | None = None,
                  env: Mapping[str, str] | None = None, ttl_s: float | None = None,
-                 idle_ttl_s: float | None = None, timeout_s: float = 60.0, start_timeout_s: float = START_TIMEOUT_S,
+                 idle_ttl_s: float | None = None, timeout_s: float = 60.0,
+                 start_timeout_s: float = START_TIMEOUT_S,
                  max_answer_bytes: int | None = None,
                  workspace: Workspace | str | None = None, limits: Limits | None = None, **options: Any) -> None:
         super().__init__(workspace=workspace, limits=limits, **options)
@@ -144,8 +145,8 @@ class RemoteExecutor(Executor):
             if exc.code != "timeout":
                 raise
             raise ServiceError(f"{exc.message.split(': raise ')[0]}: the session did not open within "
-                               f"RemoteExecutor(start_timeout_s=...); raise it if the backend there starts that "
-                               f"slowly", code="timeout", retryable=exc.retryable) from None
+                               "RemoteExecutor(start_timeout_s=...); raise it if the backend there starts "
+                               "that slowly", code="timeout", retryable=exc.retryable) from None
         self._mirror.reset()
 
     def _stop(self) -> None:
@@ -214,7 +215,7 @@ class RemoteExecutor(Executor):
                                            f"{(event.error or {}).get('message', 'no reason given')}")
                 sink.emit(event)
         except ServiceError:
-            if started and result is None:  # given up on (past its deadline, a bad answer): not left running there
+            if started and result is None:  # given up on (its deadline, a bad answer): not left running there
                 try:
                     session.cancel(started[0] or None)
                 except ExecboxError:
