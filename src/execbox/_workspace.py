@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from ._errors import PathEscapeError, WorkspaceError
 from ._nofollow import DIR_FLAGS, open_folders, read_under, write_under
@@ -90,7 +91,7 @@ class Workspace:
         kind = "temporary" if self._owned else "given"
         return f"Workspace({str(self._root)!r}, {kind})"
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

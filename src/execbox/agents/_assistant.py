@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Self
 
 from .._errors import ConfigurationError
 from ..tools._function_tool import tool_text
@@ -108,7 +108,7 @@ class AssistantAgent(Agent):
         """Close the tools this agent built from a saved config."""
         self.toolbox.close()
 
-    def __enter__(self) -> AssistantAgent:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,7 +198,7 @@ class AssistantAgent(Agent):
     def _call(self, bridge: Bridge, call: ToolCall, tool: Any) -> ToolResultEvent:
         try:
             value = bridge.call_tool(tool, call.arguments)
-        except Exception as exc:  # a tool that raises: the model reads why
+        except Exception as exc:  # noqa: BLE001 (a tool that raises: the model reads why)
             return ToolResultEvent(self.name, call.id, call.name,
                                    f"Error: the tool {call.name} failed: {type(exc).__name__}: {exc}", True)
         failed = isinstance(value, dict) and (value.get("success") is False or bool(value.get("error")))

@@ -104,7 +104,7 @@ async def stream_in_thread(produce: Callable[[Bridge], Iterator[T]]) -> AsyncIte
                 put(item)
         except AgentCancelled:
             pass
-        except BaseException as exc:  # handed to the reader
+        except BaseException as exc:  # noqa: BLE001 (handed to the reader, raised there)
             put(exc)
         put(done)
 

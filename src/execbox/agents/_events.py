@@ -4,7 +4,7 @@ response. Plain frozen data, so a stream can be printed, logged or sent."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .._models import CodeBlock, ExecutionResult
 from ._approval import ApprovalRequest
@@ -136,5 +136,5 @@ class ApprovalEvent:
     reason: str = ""
 
 
-Event = Union[ThoughtEvent, StreamChunkEvent, CodeGenerationEvent, CodeExecutionEvent, RetryDecisionEvent,
-              ToolCallEvent, ToolResultEvent, ApprovalEvent]
+Event = (ThoughtEvent | StreamChunkEvent | CodeGenerationEvent | CodeExecutionEvent | RetryDecisionEvent
+         | ToolCallEvent | ToolResultEvent | ApprovalEvent)

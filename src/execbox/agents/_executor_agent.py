@@ -247,7 +247,7 @@ class CodeExecutorAgent(Agent):
             f"The last run failed:\n{output}\n\nShould we try to fix it? Answer with 'retry' (true or false) "
             "and 'reason': what went wrong, why you decide so, and what you would change."
         )
-        prompt = self._prompt() + [{"role": "user", "content": question}]
+        prompt = [*self._prompt(), {"role": "user", "content": question}]
         try:
             decision = model.create_json(prompt, RETRY_SCHEMA)
         except ModelError as exc:

@@ -284,7 +284,7 @@ def _split_thought(text: str, reasoning: str | None) -> tuple[str, str | None]:
 
 
 def _ask_for_json(messages: list[Message], schema: dict[str, Any]) -> list[Message]:
-    return messages + [{"role": "user", "content": (
+    return [*messages, {"role": "user", "content": (
         "Answer with one JSON object and nothing else. It must fit this JSON schema:\n"
         + json.dumps(schema))}]
 

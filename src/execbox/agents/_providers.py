@@ -6,7 +6,7 @@ or Anthropic's Messages API. Both have one interface: ``create``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 from .._errors import ConfigurationError
 from ._anthropic import AnthropicClient
@@ -14,7 +14,7 @@ from ._model import ModelClient
 
 __all__ = ["PROVIDERS", "ChatModel", "model_client", "model_from_config"]
 
-ChatModel = Union[ModelClient, AnthropicClient]
+ChatModel = ModelClient | AnthropicClient
 PROVIDERS = {"openai": ModelClient, "anthropic": AnthropicClient}
 
 

@@ -31,7 +31,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from .._codec import VERSION, encode_options
 from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
@@ -78,7 +78,7 @@ class Executor(ABC):
     name: ClassVar[str] = "base"
     _environment: Environment | None = None
 
-    def __new__(cls, *args: Any, **options: Any) -> Executor:
+    def __new__(cls, *args: Any, **options: Any) -> Self:
         refuse_foreign(cls, options, EXECUTOR_HINTS)  # AG2's timeout=, work_dir=...: name ours
         # The options it was made with, so that to_config() can save them.
         self = super().__new__(cls)
@@ -117,10 +117,10 @@ class Executor(ABC):
     @abstractmethod
     def capabilities(self) -> Capabilities: ...
 
-    def _start(self) -> None:
+    def _start(self) -> None:  # noqa: B027 (a hook: a backend with nothing to acquire leaves it)
         """Acquire what runs need (environments, containers...)."""
 
-    def _stop(self) -> None:
+    def _stop(self) -> None:  # noqa: B027 (a hook, like _start)
         """Release what ``_start`` acquired."""
 
     @abstractmethod
@@ -226,14 +226,14 @@ class Executor(ABC):
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
-    def __enter__(self) -> Executor:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> Executor:
+    async def __aenter__(self) -> Self:
         await asyncio.to_thread(self.start)
         return self
 

@@ -23,7 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from ._output import Capture
 from ._watch import DRAIN_GRACE_S, Cancellation, FdWaiter, Output, OutputCallback, watch_loop
@@ -172,7 +172,7 @@ class _Pipes:
             self._waiter.remove(fd)
             self.ended = True
 
-    def __enter__(self) -> _Pipes:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -37,7 +37,7 @@ async def arun_blocks(executor: Executor, blocks: list[CodeBlock], sink: EventSi
     def work() -> None:
         try:
             result = executor._run_blocks(blocks, cancel, sink)
-        except BaseException as exc:  # handed to the awaiting task
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task)
             loop.call_soon_threadsafe(_settle, future, None, exc)
         else:
             loop.call_soon_threadsafe(_settle, future, result, None)
@@ -52,7 +52,7 @@ async def arun_blocks(executor: Executor, blocks: list[CodeBlock], sink: EventSi
                 await asyncio.shield(future)
             except asyncio.CancelledError:
                 continue
-            except BaseException:
+            except BaseException:  # noqa: BLE001 (the run ended, however: stop waiting)
                 break
         raise
     finally:
@@ -68,7 +68,7 @@ def stream_events(executor: Executor, blocks: list[CodeBlock]) -> Iterator[RunEv
     def work() -> None:
         try:
             executor._run_blocks(blocks, cancel, EventSink(events.put))
-        except BaseException as exc:  # raised to the iterating caller
+        except BaseException as exc:  # noqa: BLE001 (raised to the iterating caller)
             failure.append(exc)
         finally:
             events.put(_DONE)

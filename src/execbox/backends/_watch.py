@@ -31,7 +31,7 @@ import selectors
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, Self
 
 from .._models import Display
 from .._run_events import EventSink
@@ -202,7 +202,7 @@ class FdWaiter:
     def close(self) -> None:
         self._selector.close()
 
-    def __enter__(self) -> FdWaiter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from .._foreign import ENVIRONMENT_HINTS, refuse_foreign
 
@@ -26,11 +26,11 @@ class Environment(ABC):
     interpreter is the user's.
     """
 
-    def __new__(cls, *args: Any, **options: Any) -> Environment:
+    def __new__(cls, *args: Any, **options: Any) -> Self:
         refuse_foreign(cls, options, ENVIRONMENT_HINTS)  # AG2's python_version=, venv_path=...: name ours
         return super().__new__(cls)
 
-    def __enter__(self) -> Environment:
+    def __enter__(self) -> Self:
         self.prepare()
         return self
 

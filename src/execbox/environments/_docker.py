@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from .._errors import ConfigurationError
 from ._base import Environment, Progress
@@ -78,7 +78,7 @@ class DockerPython(Environment):
         ensure_image(docker_client(), self.image)
         return self.image
 
-    def __enter__(self) -> DockerPython:
+    def __enter__(self) -> Self:
         self.build()
         return self
 

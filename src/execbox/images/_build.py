@@ -159,7 +159,7 @@ def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: Ima
                                       network_mode="none", pull=False, labels=labels, decode=True,
                                       buildargs=dict(spec.build_args) or None):
             if "error" in chunk:
-                detail = "\n".join(tail[-10:] + [str(chunk["error"]).strip()])
+                detail = "\n".join([*tail[-10:], str(chunk["error"]).strip()])
                 hint = ""
                 steps = [line for line in tail if line.startswith("Step ")]
                 if steps and " : FROM " in steps[-1]:
@@ -168,7 +168,7 @@ def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: Ima
                 raise EnvironmentSetupError(f"docker build of {tag} failed{hint}:\n{detail}")
             line = _ANSI.sub("", str(chunk.get("stream", ""))).strip()
             if line:
-                tail = (tail + [line])[-15:]
+                tail = [*tail, line][-15:]
                 if line.startswith("Step "):
                     show(line)
 

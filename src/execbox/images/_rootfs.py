@@ -95,7 +95,7 @@ def _run_showing(argv: list[str], progress: Callable[[str], None]) -> None:
     for line in proc.stdout:
         line = line.rstrip()
         if line:
-            tail = (tail + [line])[-15:]
+            tail = [*tail, line][-15:]
             # one line per step; a line per package retrieved or validated is noise
             if line.startswith("I: ") and not line.startswith(("I: Retrieving ", "I: Validating ")):
                 progress(line[3:])

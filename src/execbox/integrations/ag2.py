@@ -16,7 +16,7 @@ extractor: language aliases, ``~~~`` fences, ``# filename:`` comments and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 try:
     from autogen.coding import CodeBlock as _AG2CodeBlock
@@ -123,7 +123,7 @@ class AG2CodeExecutor(_AG2CodeExecutor):
         """Close the execbox executor (a temporary workspace is removed)."""
         self.executor.close()
 
-    def __enter__(self) -> AG2CodeExecutor:
+    def __enter__(self) -> Self:
         self.executor.start()
         return self
 

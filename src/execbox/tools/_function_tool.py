@@ -81,7 +81,7 @@ class FunctionTool:
             value = self.function(**kwargs)
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
-        except Exception as exc:  # the model reads it and can try again
+        except Exception as exc:  # noqa: BLE001 (the model reads it and can try again)
             return f"Error: {self.name} raised {type(exc).__name__}: {exc}"
         return tool_text(value)
 
@@ -94,7 +94,7 @@ class FunctionTool:
                 value = await self.function(**kwargs)
             else:
                 value = await asyncio.to_thread(self.function, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (as in __call__)
             return f"Error: {self.name} raised {type(exc).__name__}: {exc}"
         return tool_text(value)
 
@@ -145,7 +145,7 @@ def json_schema_of(function: Callable[..., Any], helps: Mapping[str, str] | None
     signature = inspect.signature(function)
     try:
         hints = typing.get_type_hints(function)
-    except Exception:  # an annotation that cannot be resolved: described as any value
+    except Exception:  # noqa: BLE001 (an annotation that cannot be resolved: described as any value)
         hints = {}
     properties: dict[str, Any] = {}
     required: list[str] = []

@@ -35,7 +35,7 @@ import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal, Self, overload
 
 from .._errors import ConfigurationError
 from .._models import CodeBlock, ExecutionResult, Limits
@@ -279,14 +279,14 @@ class PythonTool:
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
-    def __enter__(self) -> PythonTool:
+    def __enter__(self) -> Self:
         self._executor.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> PythonTool:
+    async def __aenter__(self) -> Self:
         await asyncio.to_thread(self._executor.start)
         return self
 

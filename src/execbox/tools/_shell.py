@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from .._errors import ConfigurationError
 from .._models import CodeBlock, ExecutionResult, Limits
@@ -92,7 +92,7 @@ class ShellTool:
         if self._owns_executor:
             self.executor.close()
 
-    def __enter__(self) -> ShellTool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

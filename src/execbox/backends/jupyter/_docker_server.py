@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from ..._docker_engine import docker_client, engine_errors, ensure_image
 from ..._errors import BackendUnavailableError, ExecboxError
@@ -197,7 +197,7 @@ class DockerJupyterServer:
 
     close = stop
 
-    def __enter__(self) -> DockerJupyterServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -24,6 +24,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Sequence
+from typing import Self
 
 from ..._errors import BackendUnavailableError, ExecboxError
 from ..sandbox._jail import spawn_kept
@@ -135,7 +136,7 @@ class LocalJupyterServer:
 
     close = stop
 
-    def __enter__(self) -> LocalJupyterServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

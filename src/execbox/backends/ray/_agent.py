@@ -93,7 +93,7 @@ class NodeAgent:
         def work() -> None:
             try:
                 outcome.append(executor._run_blocks(blocks, cancel, EventSink(events.put)))
-            except BaseException as exc:  # sent to the driver, raised there
+            except BaseException as exc:  # noqa: BLE001 (sent to the driver, raised there)
                 outcome.append(exc)
             finally:
                 events.put(_DONE)

@@ -249,7 +249,7 @@ def spawn_kept(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
     def keep() -> None:
         try:
             box["proc"] = subprocess.Popen(argv, **options)
-        except BaseException as exc:  # handed to the caller
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller, raised there)
             box["error"] = exc
         finally:
             spawned.set()

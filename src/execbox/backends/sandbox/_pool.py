@@ -104,7 +104,7 @@ class ZygotePool:
 
     def _start_locked(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (bwrap's log for the pool's life; closed in _stop_locked)
         setenv: list[str] = []
         for key, value in self.env.items():
             setenv += ["--setenv", key, value]
@@ -180,7 +180,7 @@ class ZygotePool:
             try:
                 group = self.make_cgroup()  # the slow part, outside the lock
                 made = True
-            except Exception:  # a cgroup the host refused now: a block's own take() says why
+            except Exception:  # noqa: BLE001 (a cgroup the host refused now: a block's own take() says why)
                 pass
             with self._lock:
                 self._making -= 1

@@ -111,7 +111,7 @@ class Reach:
             except FileExistsError:
                 pass
             os.chmod(folder, 0o755)
-        for (path, is_dir), fd in zip(self.paths, trees):
+        for (path, is_dir), fd in zip(self.paths, trees, strict=True):
             if is_dir:
                 os.mkdir(path, 0o755)
             else:

@@ -39,10 +39,7 @@ def run_python_file(path, argv):
     except BaseException as exc:
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # without this runner's frame
-        if isinstance(exc, KeyboardInterrupt):
-            code = -signal.SIGINT
-        else:
-            code = 1
+        code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
     try:
         threading._shutdown()
     except BaseException:

@@ -115,7 +115,8 @@ class Session:
         for name, fd in (("stdout", 1), ("stderr", 2)):
             stream = getattr(sys, name)
             if stream is None or stream.closed:  # an earlier block closed it
-                setattr(sys, name, open(fd, "w", closefd=False, errors="backslashreplace"))
+                # the block's stream from now on, the fd stays ours
+                setattr(sys, name, open(fd, "w", closefd=False, errors="backslashreplace"))  # noqa: SIM115
         self.displays = []
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)
