@@ -168,8 +168,9 @@ def test_api_answers_as_documented(case: Any, fuzzed_server: Server, ids: Ids) -
     case.validate_response(response, additional_checks=[error_shape, ndjson_lines], excluded_checks=EXCLUDED,
                            headers=headers)
     if case.method == "POST" and case.path == "/v1/sessions" and response.status_code == 201:
+        made = response.json()
         with fuzzed_server.client() as client:  # free the slot for the next cases
-            client.delete(f"/v1/sessions/{response.json()['id']}")
+            client.delete(f"/v1/sessions/{made['id']}", headers={KEY_HEADER: made["key"]})
 
 
 # (method, path under /v1 ({sid}, {eid}: the live session's), body, status, error code). Found by
