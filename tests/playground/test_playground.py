@@ -194,3 +194,26 @@ def test_the_printed_link_opens_a_working_page_and_leaves_the_address_bar(browse
             assert sent and all(h.get("x-execbox-session-key", "").startswith("sk_") for h in sent)
         finally:
             context.close()
+
+
+def test_execbox_playground_opens_the_browser_on_a_private_file_not_on_the_token(browser):
+    """The browser is started with a file's path (its command line is every
+    local user's to read), a file only this user may read, which leads on
+    to the link with the token."""
+    import os
+    import stat
+
+    from execbox.cli._playground import _redirect_file
+
+    with running_server("--backend", "local", token="") as made:
+        opened = _redirect_file(made.link)
+        assert made.token not in opened and opened.startswith("file:///")
+        assert stat.S_IMODE(os.stat(opened[7:]).st_mode) == 0o600
+        context = browser.new_context()
+        page = context.new_page()
+        try:
+            page.goto(opened)
+            expect(page.locator("#session")).to_contain_text("Session s_")
+            assert page.url == made.url + "/"
+        finally:
+            context.close()

@@ -1,11 +1,18 @@
 """``execbox playground``: ``execbox serve`` on a free loopback port with
 the web playground at ``/``, opened in the browser (Python's
-``webbrowser``, when one is found); the URL is printed either way."""
+``webbrowser``, when one is found, through a private file that leads on
+to the link, so that the token is in no command line); the link, with the
+token made for this run, is printed either way."""
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import html
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import urllib.request
@@ -54,9 +61,24 @@ def _open_when_up(url: str) -> None:
         except OSError:
             time.sleep(0.2)
     try:
-        webbrowser.open(url)
-    except webbrowser.Error:
+        webbrowser.open(_redirect_file(url))
+    except (webbrowser.Error, OSError):
         pass  # no browser here: the URL is printed
+
+
+def _redirect_file(url: str) -> str:
+    """A page only this user may read that sends the browser on to ``url``:
+    the browser is started with its path, not with the token, which every
+    user of the machine could read in its command line (``/proc/PID/cmdline``;
+    Jupyter opens such a file too). Removed when this process exits."""
+    folder = tempfile.mkdtemp(prefix="execbox-playground-")  # mode 0700
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "open.html")
+    escaped = html.escape(url, quote=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(f'<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+                  f'<meta http-equiv="refresh" content="0;url={escaped}"><a href="{escaped}">execbox playground</a>')
+    return "file://" + path
 
 
 def run(args: argparse.Namespace) -> int:
