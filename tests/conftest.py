@@ -47,8 +47,20 @@ def remote_executor(workspace: Any, limits: Any) -> Any:
     from tests.server._http import shared_server
 
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    server = shared_server("--backend", "sandbox", "--max-concurrency", "16", "--max-sessions", "256")
+    server = shared_server(*REMOTE_SERVER)
     return create_executor("remote", url=server.url, token=server.token, workspace=workspace, limits=limits)
+
+
+REMOTE_SERVER = ("--backend", "sandbox", "--max-concurrency", "16", "--max-sessions", "256")
+
+
+def remote_token() -> str:
+    """The token of the server ``remote_executor`` runs on (a remote
+    executor's saved config never holds it: one loaded from it reads
+    ``EXECBOX_TOKEN``, as a user's would)."""
+    from tests.server._http import shared_server
+
+    return str(shared_server(*REMOTE_SERVER).token)
 
 
 def process_alive(pid: int) -> bool:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from execbox import ConfigurationError, ExecutorClosedError, JupyterExecutor, Limits, LocalExecutor
-from tests.conftest import import_error_without, make_executor, require, wait_dead
+from tests.conftest import import_error_without, make_executor, remote_token, require, wait_dead
 
 try:
     from autogen_agentchat.agents import CodeExecutorAgent
@@ -172,9 +172,11 @@ def test_start_stop_restart(tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_dump_and_load_component_gives_a_working_executor(kind, tmp_path):
+def test_dump_and_load_component_gives_a_working_executor(kind, tmp_path, monkeypatch):
     limits = Limits(timeout_s=17, max_output_bytes=4096)
     original = AutoGenCodeExecutor(make(kind, tmp_path / "ws", limits))
+    if kind == "remote":  # the token is never saved with the config: the loaded one reads it as a user's would
+        monkeypatch.setenv("EXECBOX_TOKEN", remote_token())
     dumped = original.dump_component()
     assert dumped.provider == "execbox.integrations.autogen.AutoGenCodeExecutor"
     assert dumped.component_type == "code_executor"
