@@ -238,6 +238,7 @@ class SandboxExecutor(LocalExecutor):
             if why is not None or self.isolation == "landlock":
                 self._start_landlock(readonly, why)
                 return
+            assert bwrap is not None  # else why is set ("auto"), or _start raised ("namespaces")
             self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
             if self._netns is not None:  # one-shot jails join one empty network namespace
                 self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
@@ -277,8 +278,8 @@ class SandboxExecutor(LocalExecutor):
             local = "or run unisolated with backend='local' (CLI: --backend local)"
             cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
             raise BackendUnavailableError(self.name, (
-                f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). Landlock: "
-                f"{problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
+                f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). "
+                f"Landlock: {problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
                 f"{LANDLOCK_HINT}") + f"; {local}. `execbox doctor` checks this host and names each fix")
         self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
                                       network=bool(self.limits.network), rlimits=self._block_rlimits(),

@@ -68,10 +68,12 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
               sealed: Sequence[str] = (), source: Callable[[str], str] = str) -> list[str]:
     """bwrap's options (without the command). ``extra_readonly``: (host path,
     path inside) pairs bound read-only; ``writable``: (host path, path inside)
-    pairs bound read-write (a kernel's socket folder, under a neutral name). ``joined_netns``: bwrap starts inside
-    an empty network namespace already (``empty_netns``) instead of making one. ``source``:
-    where bwrap finds a host path it binds (``Jailer.source``: a staged copy it can reach). ``sealed``:
-    folders in the workspace (relative) bound read-only over themselves: the block reads them only."""
+    pairs bound read-write (a kernel's socket folder, under a neutral name).
+    ``joined_netns``: bwrap starts inside an empty network namespace already
+    (``empty_netns``) instead of making one. ``source``: where bwrap finds a
+    host path it binds (``Jailer.source``: a staged copy it can reach).
+    ``sealed``: folders in the workspace (relative) bound read-only over
+    themselves: the block reads them only."""
     args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
     if network or joined_netns:

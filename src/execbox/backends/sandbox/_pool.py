@@ -129,7 +129,8 @@ class ZygotePool:
         except OSError as exc:
             hello, why = b"", f"{exc}: "
             if exc.errno == errno.EMSGSIZE:  # one socket message: the environment is most of it
-                why = f"its settings ({exc}) are too large for one message: pass a smaller env= to the executor; "
+                why = (f"its settings ({exc}) are too large for one message: "
+                       "pass a smaller env= to the executor; ")
         if hello != b"ready":
             tail = self._tail()
             self._stop_locked(stuck=True)

@@ -73,8 +73,8 @@ class Reach:
                 self.tops = [t for t in self.tops if not os.fsdecode(t).startswith(top + "/")]
                 self.tops.append(os.fsencode(top))
             self.paths.append((os.fsencode(path), os.path.isdir(path)))
-        for path, _ in self.paths:
-            folder = Path(os.fsdecode(path)).parent
+        for shown_path, _ in self.paths:
+            folder = Path(os.fsdecode(shown_path)).parent
             chain = []
             while os.fsencode(str(folder)) not in self.tops and str(folder) != "/":
                 chain.append(os.fsencode(str(folder)))
@@ -120,15 +120,6 @@ class Reach:
                    "bind " + os.fsdecode(path))
             os.close(fd)
         os.chdir(self.workspace)
-
-
-def _searchable(folder: str, lease: Lease) -> bool:
-    try:
-        st = os.stat(folder)
-    except OSError:
-        return False
-    bit = 0o100 if st.st_uid == lease.uid else 0o010 if st.st_gid == lease.gid else 0o001
-    return bool(st.st_mode & bit)
 
 
 def _searchable(folder: str, lease: Lease) -> bool:

@@ -20,8 +20,8 @@ def run_python_file(path, argv):
     sys.path[0] = os.path.dirname(full)
     main = types.ModuleType("__main__")
     main.__file__ = full
-    main.__builtins__ = builtins
-    main.__cached__ = None
+    main.__dict__["__builtins__"] = builtins
+    main.__dict__["__cached__"] = None
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", full)
     sys.modules["__main__"] = main
     code = 0
@@ -41,7 +41,7 @@ def run_python_file(path, argv):
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # without this runner's frame
         code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
     try:
-        threading._shutdown()
+        threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter calls at exit
     except BaseException:
         pass
     atexit._run_exitfuncs()

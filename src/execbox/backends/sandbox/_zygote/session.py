@@ -47,7 +47,7 @@ class Session:
     def __init__(self, sock):
         self.sock = sock
         self.main = types.ModuleType("__main__")
-        self.main.__builtins__ = builtins
+        self.main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = self.main
         self.displays = []
         self.null = os.open("/dev/null", os.O_WRONLY)

@@ -17,4 +17,4 @@ class C:
 
 
 json.loads('{"argv": ["/x", "y.py"], "inproc": true}')
-print(f"{f(1)!r}", file=OUT)  # noqa: F821 - given by the zygote
+print(f"{f(1)!r}", file=OUT)  # type: ignore[name-defined]  # noqa: F821 - given by the zygote

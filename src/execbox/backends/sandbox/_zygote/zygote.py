@@ -132,7 +132,7 @@ class Privileges:
         self.capset = SYS_CAPSET[os.uname().machine]
         program = bytes.fromhex(config["seccomp"])
         self.filter = ctypes.create_string_buffer(program) if program else None
-        self.fprog = SockFprog(len(program) // 8, ctypes.addressof(self.filter)) if program else None
+        self.fprog = SockFprog(len(program) // 8, ctypes.addressof(self.filter)) if self.filter is not None else None
 
     def drop(self):
         for limit, value in self.rlimits:
@@ -148,7 +148,7 @@ class Privileges:
 
 # The sample warm_up compiles and runs, beside this file; its text, read once.
 WARM_UP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_up.py")
-warm_up_source = []
+warm_up_source = []  # type: list[str]
 
 
 def warm_up():
@@ -179,7 +179,7 @@ def stdio_as_started(env):
     encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
     for stream in (sys.stdout, sys.stderr):
         if stream is not None and (encoding or errors):
-            stream.reconfigure(encoding=encoding or None, errors=errors or None)
+            stream.reconfigure(encoding=encoding or None, errors=errors or None)  # type: ignore[union-attr]
 
 
 def load_filter(program_hex):
@@ -275,8 +275,9 @@ def init_main(unit, code_sock, cgroup_fds, config):
         os._exit(0)  # the pool is closing
     status = socket.socket(fileno=fds[0])
     exit_fd = os.pidfd_open(pid)
+    watched = [status, exit_fd]  # type: list[socket.socket | int]
     while True:
-        ready, _, _ = select.select([status, exit_fd], [], [])
+        ready, _, _ = select.select(watched, [], [])
         if exit_fd in ready:
             _, wait_status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(wait_status)

@@ -14,7 +14,7 @@ from matplotlib._pylab_helpers import Gcf
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 FigureCanvas = FigureCanvasAgg
-shown = []
+shown = []  # type: list[bytes]
 
 
 def show(*args, **kwargs):
