@@ -45,7 +45,7 @@ from ..local import child_environment
 from ..sandbox._cgroups import cgroup_support
 from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
-from ._channels import ChannelStalled, execute
+from ._channels import Channels, ChannelStalled, execute
 from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
 from ._gateway import GatewayKernel, JupyterConnectionInfo
@@ -98,6 +98,7 @@ class JupyterExecutor(HostPython, Executor):
     """
 
     name = "jupyter"
+    _environment: Environment  # always one (HostPython's), never Executor's None
 
     def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
                  limits: Limits | None = None, environment: Environment | None = None,
@@ -175,7 +176,7 @@ class JupyterExecutor(HostPython, Executor):
         self._child_env = env
         kernel = self._new_kernel(python)
         kernel.start()
-        execute(kernel.channels, self._setup_code(kernel), silent=True)
+        execute(_channels(kernel), self._setup_code(kernel), silent=True)
         self._kernel = kernel
 
     def _setup_code(self, kernel: Kernel) -> str:
@@ -236,8 +237,9 @@ class JupyterExecutor(HostPython, Executor):
         with self._cell_lock:
             kernel = self._kernel
             if kernel is None:  # a restart stopped the kernel after this block's cancel check
-                return Outcome("cancelled", 130, "Cancelled: the executor was restarted.\n", "", "", 0.0,
-                               ErrorInfo("Cancelled", "the executor was restarted before the block ran"))
+                return Outcome(status="cancelled", exit_code=130, output="Cancelled: the executor was restarted.\n",
+                               stdout="", stderr="", duration_s=0.0,
+                               error=ErrorInfo("Cancelled", "the executor was restarted before the block ran"))
             if not code_path.startswith(INTERNAL_DIR + "/"):
                 # a named block's folders, made by execbox (root), are the jail's to write in
                 self._give(kernel, [code_path])
@@ -260,13 +262,14 @@ class JupyterExecutor(HostPython, Executor):
 
     def _cell(self, kernel: Kernel, code: str, code_path: str, expressions: dict[str, str], cancel: Cancellation,
               on_output: OutputCallback | None) -> CellOutcome:
-        """The cell run (after a restart, the kernel's set-up first); a send the kernel does not take: stalled."""
+        """The cell run (after a restart, the kernel's set-up first); a send
+        the kernel does not take: stalled."""
         try:
             if kernel.restarted:
-                execute(kernel.channels, self._setup_code(kernel), silent=True)
+                execute(_channels(kernel), self._setup_code(kernel), silent=True)
                 kernel.restarted = False
             if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
-                execute(kernel.channels, f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
+                execute(_channels(kernel), f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
             return run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
                             output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
                             save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
@@ -351,3 +354,9 @@ def _sandbox_unavailable() -> str | None:
     except BackendUnavailableError as exc:
         return str(exc)
     return None
+
+
+def _channels(kernel: Kernel) -> Channels:
+    """A started kernel's channels (a stopped one has none)."""
+    assert kernel.channels is not None, "the kernel is not started"
+    return kernel.channels

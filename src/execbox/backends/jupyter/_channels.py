@@ -52,7 +52,7 @@ class ZmqChannels:
         self.session = Session(key=key.encode() if isinstance(key, str) else key,
                                signature_scheme=info.get("signature_scheme", "hmac-sha256"))
         self._zmq = zmq
-        context = zmq.Context.instance()
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         transport, ip = info.get("transport", "tcp"), info["ip"]
 
         def url(port: int) -> str:

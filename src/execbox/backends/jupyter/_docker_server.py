@@ -106,7 +106,7 @@ class DockerJupyterServer:
     def container_id(self) -> str | None:
         return None if self._container is None else self._container.id
 
-    def start(self) -> DockerJupyterServer:
+    def start(self) -> Self:
         if self._container is not None:
             return self
         client = docker_client()
@@ -165,7 +165,8 @@ class DockerJupyterServer:
         self.stop()
         raise BackendUnavailableError(
             "docker", f"the Kernel Gateway in the container did not answer ({last or 'it exited'}); does the "
-            f"image meet DockerJupyterServer's contract (kernel gateway on port {PORT}, TOKEN)? Its log:\n{logs}")
+            f"image meet DockerJupyterServer's contract (kernel gateway on port {PORT}, TOKEN)? "
+            f"Its log:\n{logs}")
 
     def _logs(self) -> str:
         if self._container is None:

@@ -118,8 +118,11 @@ class WebSocketChannels:
 
     def _quickack(self) -> None:
         if TCP_QUICKACK is not None:
+            sock = self._ws.sock
+            if sock is None:
+                return
             try:
-                self._ws.sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
+                sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
             except (OSError, AttributeError):
                 pass
 

@@ -51,12 +51,13 @@ def __execbox_setup(limit, cwd=None):
     history = getattr(shell, "history_manager", None)
     if history is not None and hasattr(history, "outputs"):
         history.outputs = Forget()
-    state = {"used": 0, "tails": []}
+    state: dict = {"used": 0, "tails": []}
 
     def wrap(*_):  # each cell: IPython swaps stream.write in and out around every cell
         state["used"], state["tails"] = 0, []
         for stream in (sys.stdout, sys.stderr):
-            inner, tail, size = stream.write, collections.deque(), [0]
+            inner, size = stream.write, [0]
+            tail: collections.deque = collections.deque()
             state["tails"].append((inner, tail))
 
             def capped(text, _inner=inner, _tail=tail, _size=size):
@@ -68,7 +69,7 @@ def __execbox_setup(limit, cwd=None):
                 while len(_tail) > 1 and _size[0] - len(_tail[0]) >= limit:
                     _size[0] -= len(_tail.popleft())
                 return len(text)
-            stream.write = capped
+            stream.write = capped  # type: ignore[method-assign]  # the cap, undone by IPython after the cell
 
     def flush_tails(*_):  # the end of the output, as every backend keeps it
         for inner, tail in state["tails"]:
@@ -93,6 +94,7 @@ def __execbox_shell(argv):
 
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None  # both PIPE
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, sys.stdout)
         sel.register(proc.stderr, selectors.EVENT_READ, sys.stderr)

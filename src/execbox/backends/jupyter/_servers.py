@@ -67,7 +67,7 @@ class LocalJupyterServer:
         assert self.port is not None
         return JupyterConnectionInfo(self.ip, self.port, token=self.token, shared_files=True)
 
-    def start(self) -> LocalJupyterServer:
+    def start(self) -> Self:
         if self._proc is not None and self._proc.poll() is None:
             return self
         self._dir = tempfile.mkdtemp(prefix="execbox-gateway-")
