@@ -56,7 +56,7 @@ def _encode(value: Any, option: str) -> Any:
         return str(value)
     if isinstance(value, (SystemPython, Venv, DockerPython)):
         return _encode_environment(value)
-    if dataclasses.is_dataclass(value) and type(value) in _NAMES:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value) in _NAMES:
         return {"type": _NAMES[type(value)], **dataclasses.asdict(value)}
     if isinstance(value, Mapping):
         return {str(k): _encode(v, f"{option}[{k!r}]") for k, v in value.items()}

@@ -59,7 +59,7 @@ def docker_client() -> Any:
         if client is not None:
             return client
         try:
-            import docker  # type: ignore[import-untyped]
+            import docker
         except ImportError:
             raise BackendUnavailableError(
                 "docker", "the Docker SDK is not installed: pip install 'execbox[docker]'"
@@ -93,7 +93,7 @@ def engine_errors(doing: str, *, image: str | None = None, gone: Callable[[str],
     except ExecboxError:
         raise
     except Exception as exc:
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         if not _from_engine(exc):
             raise
@@ -110,7 +110,7 @@ def engine_errors(doing: str, *, image: str | None = None, gone: Callable[[str],
 def is_gone(exc: BaseException) -> bool:
     """The engine said that what a call named (a container, an exec, an
     image) is not there (404), or not running (409)."""
-    import docker  # type: ignore[import-untyped]
+    import docker
 
     if not isinstance(exc, docker.errors.APIError):
         return False
@@ -143,14 +143,14 @@ def kill_container(client: Any, container_id: str, wait_s: float = 30.0) -> None
 def _from_engine(exc: BaseException) -> bool:
     """An exception of the Docker SDK, or of the HTTP client under it (a
     refused or dropped connection, a read timeout)."""
-    import docker  # type: ignore[import-untyped]
+    import docker
     import requests
 
     return isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException))
 
 
 def image_exists(client: Any, image: str) -> bool:
-    import docker  # type: ignore[import-untyped]
+    import docker
 
     try:
         client.images.get(image)
@@ -162,7 +162,7 @@ def image_exists(client: Any, image: str) -> bool:
 def ensure_image(client: Any, image: str) -> None:
     """Make sure ``image`` is in the engine's store: pull it if it is not
     (which fails without a registry, and then says how to build it)."""
-    import docker  # type: ignore[import-untyped]
+    import docker
 
     if not isinstance(image, str) or not image.strip():
         raise ConfigurationError(f"image must be an image name such as 'execbox/base:latest', got {image!r}")

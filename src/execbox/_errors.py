@@ -20,7 +20,8 @@ calls::
      │    └── ServiceBusyError     429: the server is full (``retry_after`` seconds)
      ├── NodeLostError             a Ray node died under a run, or holds a pinned executor no more (retryable)
      ├── ClusterBusyError          the Ray cluster runs as much as it may (``retry_after`` seconds, retryable)
-     ├── StallError                a part of a backend stopped answering past its deadline (also a TimeoutError)
+     ├── StallError                a part of a backend stopped answering past its deadline
+     │                             (also a TimeoutError)
      └── ExecutorClosedError       the executor was used after close()
 
 Every message names what to change. The Docker SDK's exceptions never reach

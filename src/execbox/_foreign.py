@@ -38,7 +38,8 @@ EXECUTOR_HINTS: Mapping[str, str] = {
     "delete_tmp_files": _CODE_FILES,
     "bind_dir": "the workspace is the folder the container sees: use workspace=...",
     "extra_volumes": "use volumes=... (DockerExecutor)",
-    "jupyter_server": "use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() (JupyterExecutor)",
+    "jupyter_server": ("use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() "
+                       "(JupyterExecutor)"),
 }
 
 # Options of AG2's create_virtual_env / venv helpers → Venv's spelling.

@@ -23,7 +23,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ._models import BlockResult, Display, ErrorInfo, ExecutionResult
 
@@ -67,7 +67,7 @@ class OutputEvent(RunEvent):
     block: int = 0
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> str:  # type: ignore[override]  # read like the others' class attribute
         return self.stream
 
 
@@ -139,7 +139,7 @@ def event_to_dict(event: RunEvent) -> dict[str, Any]:
                 "truncated": event.truncated,
                 "error": None if error is None else {"name": error.name, "value": error.value,
                                                      "traceback": error.traceback}}
-    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(cast(Any, event))}  # each is a dataclass
 
 
 def event_from_dict(kind: str, data: dict[str, Any]) -> RunEvent:
@@ -170,7 +170,7 @@ class EventSink:
     text)``, plus ``display`` and ``emit``; it knows the block that runs.
     Called from the thread that runs the blocks."""
 
-    def __init__(self, on_event: Callable[[RunEvent], None] | None,
+    def __init__(self, on_event: Callable[[RunEvent], object] | None,
                  on_output: Callable[[str, str], None] | None = None) -> None:
         self._on_event = on_event
         self._on_output = on_output

@@ -19,6 +19,7 @@ while the whole folder was listed before the cap applied).
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import stat
@@ -232,10 +233,11 @@ class Workspace:
         the last."""
         found = Snapshot()
         walks: list[tuple[tuple[str, ...], Snapshot]] = [((), found)]
-        if clear_setid and internal is True:
-            walks.append(((INTERNAL_DIR,), Snapshot()))
-        elif clear_setid and internal:
-            walks += [((INTERNAL_DIR, folder), Snapshot()) for folder in internal]
+        if clear_setid:
+            if internal is True:
+                walks.append(((INTERNAL_DIR,), Snapshot()))
+            elif internal:
+                walks += [((INTERNAL_DIR, folder), Snapshot()) for folder in internal]
         for parts, report in walks:  # .execbox/ walked apart (its own cap), not reported
             try:
                 top = open_folders(self._root, parts, "/".join(parts) or ".", create=False, repair=False)
@@ -250,7 +252,7 @@ class Workspace:
         return found
 
     @staticmethod
-    def changes(before: Snapshot, after: Snapshot) -> list[str]:
+    def changes(before: Snapshot, after: Snapshot) -> builtins.list[str]:  # list: the method above
         """Paths created or changed between two snapshots."""
         return sorted(path for path, ident in after.items() if before.get(path) != ident)
 

@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -77,6 +77,7 @@ class Executor(ABC):
 
     name: ClassVar[str] = "base"
     _environment: Environment | None = None
+    _init_options: dict[str, Any]  # set by __new__
 
     def __new__(cls, *args: Any, **options: Any) -> Self:
         refuse_foreign(cls, options, EXECUTOR_HINTS)  # AG2's timeout=, work_dir=...: name ours
@@ -263,7 +264,7 @@ class Executor(ABC):
         """``run`` for asyncio. Cancelling the task kills what the block started."""
         return await arun_blocks(self, as_blocks(blocks), EventSink(on_event, on_output))
 
-    def stream(self, blocks: CodeBlock | Sequence[CodeBlock]) -> Iterator[RunEvent]:
+    def stream(self, blocks: CodeBlock | Sequence[CodeBlock]) -> Generator[RunEvent, None, None]:
         """Run blocks and yield the run's events as they happen, the last an
         ``EndEvent`` with the result. Closing the iterator early kills the run."""
         return stream_events(self, as_blocks(blocks))

@@ -288,7 +288,7 @@ def _last_pid() -> int:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 16)
         if not chunk:

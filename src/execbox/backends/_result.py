@@ -12,9 +12,9 @@ to swap by position.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from .._models import BlockResult, Display, ErrorInfo, Limits
+from .._models import BlockResult, BlockStatus, Display, ErrorInfo, Limits
 from ._failures import explain_failure
 from ._process import ProcessOutcome
 
@@ -37,7 +37,7 @@ class Outcome:
     displays: tuple[Display, ...] = field(default=())
 
     def to_block(self, common: dict[str, Any]) -> BlockResult:
-        return BlockResult(**common, status=self.status, exit_code=self.exit_code,  # type: ignore[arg-type]
+        return BlockResult(**common, status=cast(BlockStatus, self.status), exit_code=self.exit_code,
                            output=self.output, stdout=self.stdout, stderr=self.stderr, error=self.error,
                            displays=self.displays, duration_s=self.duration_s, timed_out=self.timed_out,
                            truncated=self.truncated)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any, Protocol
 
 from .._models import CodeBlock, ExecutionResult
@@ -60,7 +60,7 @@ async def arun_blocks(executor: Executor, blocks: list[CodeBlock], sink: EventSi
             cancel.close()
 
 
-def stream_events(executor: Executor, blocks: list[CodeBlock]) -> Iterator[RunEvent]:
+def stream_events(executor: Executor, blocks: list[CodeBlock]) -> Generator[RunEvent, None, None]:
     events: queue.Queue[Any] = queue.Queue()
     cancel = Cancellation()
     failure: list[BaseException] = []

@@ -51,6 +51,7 @@ class LocalExecutor(HostPython, Executor):
     """
 
     name = "local"
+    _environment: Environment  # always one (HostPython's), never Executor's None
 
     def __init__(
         self,
@@ -94,7 +95,8 @@ class LocalExecutor(HostPython, Executor):
                     "them there.")
         if isinstance(env, SystemPython):
             return "the executor runs a shared system Python, which execbox never installs into."
-        return f"the executor's environment ({env!r}) is not a Venv of execbox's cache, the only one it installs into."
+        return (f"the executor's environment ({env!r}) is not a Venv of execbox's cache, "
+                "the only one it installs into.")
 
     def _grown(self, packages: Sequence[str]) -> Environment:
         """The environment (a cached Venv) with ``packages`` added, not yet made."""

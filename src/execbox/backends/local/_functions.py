@@ -20,7 +20,7 @@ import inspect
 import keyword
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from ..._errors import ConfigurationError
 
@@ -119,7 +119,13 @@ def _signature(source: str, name: str) -> str:
     return f"{prefix} {name}({ast.unparse(node.args)}){returns}:"
 
 
-def _has_requirements(item: Any) -> bool:
+class _WithRequirements(Protocol):
+    func: Callable[..., object] | str
+    python_packages: Any
+    global_imports: Any
+
+
+def _has_requirements(item: Any) -> TypeGuard[_WithRequirements]:
     """AG2's or AutoGen's FunctionWithRequirements / FunctionWithRequirementsStr."""
     return all(hasattr(item, a) for a in ("func", "python_packages", "global_imports")) and (
         isinstance(item.func, str) or inspect.isfunction(item.func))

@@ -11,7 +11,8 @@ as a Ray generator, in batches: what the run reported within
 costs about 0.6 ms here, so ``print(1)``'s five events go in one or two).
 The last item ends with a ``RunEnd``: the result and the files the run
 created or changed (at most ``_file_sync.MAX_PULLED_FILES`` / ``MAX_PULLED_BYTES``; the
-rest named as skipped), after the run's last events (one item fewer). A threaded actor: runs, cancels and closes come concurrently.
+rest named as skipped), after the run's last events (one item fewer). A
+threaded actor: runs, cancels and closes come concurrently.
 """
 
 from __future__ import annotations
