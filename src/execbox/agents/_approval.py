@@ -15,9 +15,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError
+
+if TYPE_CHECKING:  # _events imports this module
+    from ._events import ApprovalEvent
 from .._models import CodeBlock
 
 __all__ = ["Approval", "ApprovalRequest", "refusal_text"]
@@ -68,7 +71,7 @@ def decide(approval: Approver | None, request: ApprovalRequest, awaiter: Callabl
     raise ConfigurationError(f"approval= must return True, False or an Approval, not {answer!r}")
 
 
-def refusal_text(decision: Approval) -> str:
+def refusal_text(decision: Approval | ApprovalEvent) -> str:
     """What the model is told when the run was refused."""
     reason = decision.reason.strip().rstrip(".")
     return "The user refused to run this" + (f": {reason}." if reason else ".") + " Nothing was run."

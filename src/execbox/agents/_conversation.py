@@ -133,8 +133,9 @@ class Conversation:
         """Send the task to the writer and go on until done.
 
         ``max_turns``: the most writer messages (None: until TERMINATE or
-        the person stops; unattended, at most ``UNATTENDED_MAX_TURNS``). ``summary_method``: the writer's last words, or
-        a summary the model writes from the chat (``reflection``)."""
+        the person stops; unattended, at most ``UNATTENDED_MAX_TURNS``).
+        ``summary_method``: the writer's last words, or a summary the model
+        writes from the chat (``reflection``)."""
         if max_turns is not None and (not isinstance(max_turns, int) or max_turns < 1):
             raise ConfigurationError(f"max_turns must be a whole number >= 1 or None, got {max_turns!r}")
         if max_turns is None and self.human_input_mode == "NEVER":

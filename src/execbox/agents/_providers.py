@@ -15,7 +15,7 @@ from ._model import ModelClient
 __all__ = ["PROVIDERS", "ChatModel", "model_client", "model_from_config"]
 
 ChatModel = ModelClient | AnthropicClient
-PROVIDERS = {"openai": ModelClient, "anthropic": AnthropicClient}
+PROVIDERS: dict[str, type[ModelClient | AnthropicClient]] = {"openai": ModelClient, "anthropic": AnthropicClient}
 
 
 def provider_of(model: str, provider: str | None) -> str:

@@ -77,7 +77,7 @@ def _languages(available: tuple[str, ...]) -> list[str]:
     return preferred + [name for name in available if name not in preferred]
 
 
-def _show(message) -> None:  # type: ignore[no-untyped-def]
+def _show(message) -> None:
     from ..agents._conversation import format_message
 
     print(format_message(message), flush=True)

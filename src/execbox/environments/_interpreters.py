@@ -55,7 +55,7 @@ def find_uv() -> str | None:
     if found:
         return found
     try:
-        from uv import find_uv_bin  # type: ignore[import-not-found]
+        from uv import find_uv_bin
     except ImportError:
         return None
     try:

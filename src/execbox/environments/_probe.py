@@ -23,7 +23,9 @@ def __execbox_probe(wanted, mark):
 
     missing = []
     for req in wanted:
-        name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
+        match = re.match(r"[A-Za-z0-9._-]+", req)
+        assert match is not None, req  # the caller passes checked requirements
+        name = match.group(0)
         spec = re.sub(r"^\[[^\]]*\]", "", req[len(name):]).strip()  # extras are not checked
         try:
             have = md.version(name)

@@ -44,7 +44,8 @@ class PaperAsset:
         """An asset from the API's JSON or a catalog file; unknown fields are
         kept in ``extra``, lists may be given as one comma-separated string."""
         if not isinstance(data, Mapping) or not data.get("arxiv_id"):
-            raise ConfigurationError(f"a paper needs at least an 'arxiv_id': got {dict(data) if isinstance(data, Mapping) else data!r}")
+            got = dict(data) if isinstance(data, Mapping) else data
+            raise ConfigurationError(f"a paper needs at least an 'arxiv_id': got {got!r}")
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         values: dict[str, Any] = {}
         for key, value in data.items():

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._languages import Policy
 from .._models import Limits
 from ..backends.docker import DockerExecutor
 from ..environments import DockerPython
@@ -33,7 +34,7 @@ __all__ = ["PAPER_POLICIES", "PaperExecutor"]
 
 # What runs in a paper's environment: Python and shells; web languages are
 # saved to the workspace, not run.
-PAPER_POLICIES: dict[str, str] = {"python": "execute", "bash": "execute", "sh": "execute", "pwsh": "execute",
+PAPER_POLICIES: dict[str, Policy] = {"python": "execute", "bash": "execute", "sh": "execute", "pwsh": "execute",
                                   "javascript": "save", "html": "save", "css": "save"}
 
 
@@ -177,10 +178,10 @@ class PaperExecutor(DockerExecutor):
                                   "but the catalog has its Dockerfile. Build it now?")
         if not build:
             raise ConfigurationError(
-                f"the image {name} of paper {asset.arxiv_id} is not on this machine and cannot be pulled here; "
-                "the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) or "
+                f"the image {name} of paper {asset.arxiv_id} is not on this machine and cannot be pulled "
+                "here; the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) or "
                 f"`execbox explore {asset.arxiv_id} --build`")
-        from docker.utils import parse_repository_tag  # type: ignore[import-untyped]
+        from docker.utils import parse_repository_tag
 
         from ..images import ImageSpec, build_image
 

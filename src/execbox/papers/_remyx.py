@@ -45,6 +45,7 @@ class RemyxCatalog(Catalog):
     """
 
     def __init__(self, api_key: str | None = None, *, base_url: str | None = None, timeout_s: float = 30) -> None:
+        self._api_key: str | None
         if api_key is not None:
             self._api_key, self.key_source = api_key, "RemyxCatalog(api_key=...)"
         else:
@@ -67,7 +68,8 @@ class RemyxCatalog(Catalog):
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "missing"
-        return f"RemyxCatalog(base_url={self.base_url!r}, key={key} from {self.key_source}, timeout_s={self.timeout_s})"
+        return (f"RemyxCatalog(base_url={self.base_url!r}, key={key} from {self.key_source}, "
+                f"timeout_s={self.timeout_s})")
 
     # -- the four questions -------------------------------------------------
 

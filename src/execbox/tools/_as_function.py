@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, cast
 
 __all__ = ["tool_function"]
 
@@ -32,8 +32,9 @@ class RunsPython(Protocol):
     """What the function needs of the tool (a ``PythonTool``)."""
 
     name: str
-    description: str
 
+    @property
+    def description(self) -> str: ...
     def parameters(self) -> dict[str, Any]: ...
     def __call__(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
     async def arun(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
@@ -69,10 +70,10 @@ def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
 
     function: Callable[..., Any]
     if asynchronous:
-        async def function(code, libraries=None):  # type: ignore[no-untyped-def]
+        async def function(code, libraries=None):
             return await tool.arun(code, libraries)
     else:
-        def function(code, libraries=None):  # type: ignore[no-untyped-def]
+        def function(code, libraries=None):
             return tool(code, libraries)
 
     own = _Own()
@@ -82,7 +83,7 @@ def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
     function.__doc__ = (f"{tool.description}\n\nArgs:\n    code: {code_help}\n    libraries: {libraries_help}\n\n"
                         f"Returns:\n    {_RETURNS}\n")
     function.__annotations__ = {"code": code_type, "libraries": libraries_type, "return": dict[str, Any]}
-    function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    cast(Any, function).__signature__ = inspect.Signature(
         [inspect.Parameter("code", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=code_type),
          inspect.Parameter("libraries", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
                            annotation=libraries_type)],

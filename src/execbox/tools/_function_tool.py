@@ -51,7 +51,7 @@ class FunctionTool:
         if not callable(function) or isinstance(function, type):
             raise ConfigurationError(f"FunctionTool takes a function, not {function!r}")
         self.function = function
-        self.name = name or getattr(function, "__name__", "")
+        self.name: str = name if name else getattr(function, "__name__", "")
         if not _NAME.match(self.name):
             raise ConfigurationError(f"tool name {self.name!r}: use 1 to 64 letters, digits, '_' or '-' (name=...)")
         summary, helps = _docstring(inspect.getdoc(function) or "")
