@@ -176,7 +176,7 @@ class JupyterExecutor(HostPython, Executor):
         self._child_env = env
         kernel = self._new_kernel(python)
         kernel.start()
-        execute(_channels(kernel), self._setup_code(kernel), silent=True)
+        execute(_started_channels(kernel), self._setup_code(kernel), silent=True)
         self._kernel = kernel
 
     def _setup_code(self, kernel: Kernel) -> str:
@@ -266,10 +266,10 @@ class JupyterExecutor(HostPython, Executor):
         the kernel does not take: stalled."""
         try:
             if kernel.restarted:
-                execute(_channels(kernel), self._setup_code(kernel), silent=True)
+                execute(_started_channels(kernel), self._setup_code(kernel), silent=True)
                 kernel.restarted = False
             if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
-                execute(_channels(kernel), f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
+                execute(_started_channels(kernel), f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
             return run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
                             output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
                             save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
@@ -356,7 +356,7 @@ def _sandbox_unavailable() -> str | None:
     return None
 
 
-def _channels(kernel: Kernel) -> Channels:
+def _started_channels(kernel: Kernel) -> Channels:
     """A started kernel's channels (a stopped one has none)."""
     assert kernel.channels is not None, "the kernel is not started"
     return kernel.channels
