@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 

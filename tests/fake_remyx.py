@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 PREFIX = "/api/v1.0"
 
@@ -64,7 +64,7 @@ class FakeRemyx:
         """The Authorization header of each request, in order."""
         return [r.authorization for r in self.requests]
 
-    def __enter__(self) -> FakeRemyx:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

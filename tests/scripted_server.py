@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 Reply = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"]
 S = TypeVar("S", bound="ScriptedServer")
@@ -29,7 +29,7 @@ class ScriptedServer:
     def root_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self: S) -> S:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -86,7 +86,7 @@ def test_jupyter_connection_round_trips():
 def test_an_option_that_is_not_data_names_itself():
     ex = execbox.LocalExecutor(progress=print)
     try:
-        with pytest.raises(ConfigurationError, match="option progress=.*cannot be saved"):
+        with pytest.raises(ConfigurationError, match=r"option progress=.*cannot be saved"):
             ex.to_config()
     finally:
         ex.close()

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from execbox import extract_code_blocks
-
 from fake_llm import FakeModel
+
+from execbox import extract_code_blocks
 from tests.server._http import running_server
 
 ROOT = Path(__file__).resolve().parents[1]

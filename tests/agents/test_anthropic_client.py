@@ -5,13 +5,11 @@ errors, usage and config."""
 from __future__ import annotations
 
 import pytest
+from fake_anthropic import FakeAnthropic
 
 from execbox import ConfigurationError
-from execbox.agents import ModelError
-from execbox.agents import AnthropicClient, ModelClient, model_client
+from execbox.agents import AnthropicClient, ModelClient, ModelError, model_client
 from execbox.agents._providers import model_from_config
-
-from fake_anthropic import FakeAnthropic
 
 
 def client(fake: FakeAnthropic, **options) -> AnthropicClient:
@@ -60,7 +58,7 @@ def test_errors_name_what_to_change(monkeypatch):
     with FakeAnthropic([{"status": 401, "error": "invalid x-api-key"}]) as fake:
         with pytest.raises(ModelError, match=r"refused the API key \(the api_key given\): 401"):
             client(fake, max_retries=0).create([{"role": "user", "content": "hi"}])
-    with pytest.raises(ModelError, match="cannot reach the model server at http://127.0.0.1:9"):
+    with pytest.raises(ModelError, match=r"cannot reach the model server at http://127.0.0.1:9"):
         AnthropicClient("claude-x", base_url="http://127.0.0.1:9", api_key="k", max_retries=0).create(
             [{"role": "user", "content": "hi"}])
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

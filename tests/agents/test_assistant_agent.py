@@ -9,16 +9,25 @@ import time
 from typing import Literal
 
 import pytest
+from fake_anthropic import FakeAnthropic
+from fake_llm import FakeModel
 
 import execbox
 from execbox import ConfigurationError
-from execbox.agents import (AnthropicClient, Approval, ApprovalEvent, AssistantAgent, BufferedContext,
-                            ModelClient, Response, StreamChunkEvent, ThoughtEvent, ToolCallEvent,
-                            ToolResultEvent)
+from execbox.agents import (
+    AnthropicClient,
+    Approval,
+    ApprovalEvent,
+    AssistantAgent,
+    BufferedContext,
+    ModelClient,
+    Response,
+    StreamChunkEvent,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from execbox.tools import FunctionTool, PythonTool, ShellTool, file_tools
-
-from fake_anthropic import FakeAnthropic
-from fake_llm import FakeModel
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:

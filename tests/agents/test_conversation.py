@@ -4,13 +4,18 @@ against the scripted model server and real executors."""
 from __future__ import annotations
 
 import pytest
+from fake_llm import FakeModel
 
 import execbox
 from execbox import ConfigurationError
-from execbox.agents import (Approval, Conversation, ModelClient, WriterAgent, format_chat_result,
-                            writer_system_message)
-
-from fake_llm import FakeModel
+from execbox.agents import (
+    Approval,
+    Conversation,
+    ModelClient,
+    WriterAgent,
+    format_chat_result,
+    writer_system_message,
+)
 
 BROKEN = "First try:\n```python\n# filename: fib.py\nprint(fib(10))\n```"
 FIXED = ("Define it first:\n```python\n# filename: fib.py\ndef fib(n):\n    a, b = 0, 1\n"

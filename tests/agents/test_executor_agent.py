@@ -8,13 +8,23 @@ import json
 import time
 
 import pytest
+from fake_llm import FakeModel
 
 import execbox
 from execbox import ConfigurationError
-from execbox.agents import (Approval, CodeExecutionEvent, CodeExecutorAgent, CodeGenerationEvent, ModelClient, Response,
-                            RetryDecisionEvent, StreamChunkEvent, TextMessage, ThoughtEvent, TokenLimitedContext)
-
-from fake_llm import FakeModel
+from execbox.agents import (
+    Approval,
+    CodeExecutionEvent,
+    CodeExecutorAgent,
+    CodeGenerationEvent,
+    ModelClient,
+    Response,
+    RetryDecisionEvent,
+    StreamChunkEvent,
+    TextMessage,
+    ThoughtEvent,
+    TokenLimitedContext,
+)
 
 FAILING = "Let me compute it.\n```python\nprint(undefined_name)\n```"
 FIXED = "Fixed the name.\n```python\nvalue = 6 * 7\nprint('value', value)\n```"

@@ -4,12 +4,11 @@ chat-completions protocol (tests/fake_llm.py)."""
 from __future__ import annotations
 
 import pytest
+from fake_llm import FakeModel
 
 from execbox import ConfigurationError
 from execbox.agents import ModelClient, ModelError, Usage, register_price
 from execbox.agents._usage import PRICES, price_of
-
-from fake_llm import FakeModel
 
 SCHEMA = {"type": "object", "properties": {"retry": {"type": "boolean"}, "reason": {"type": "string"}},
           "required": ["retry", "reason"]}

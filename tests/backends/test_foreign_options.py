@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from execbox import (DockerExecutor, JupyterExecutor, LocalExecutor, SandboxExecutor, SystemPython, Venv,
-                     create_executor)
+from execbox import (
+    DockerExecutor,
+    JupyterExecutor,
+    LocalExecutor,
+    SandboxExecutor,
+    SystemPython,
+    Venv,
+    create_executor,
+)
 from execbox._foreign import EXECUTOR_HINTS
 
 EXECUTORS = [LocalExecutor, SandboxExecutor, DockerExecutor, JupyterExecutor]

@@ -44,8 +44,9 @@ def test_both_frameworks_functions_run_with_their_imports(tmp_path):
 
 
 def test_the_ag2_adapter_takes_them():
-    from execbox.integrations.ag2 import AG2CodeExecutor
     from autogen.coding import CodeBlock as AG2Block
+
+    from execbox.integrations.ag2 import AG2CodeExecutor
 
     with AG2CodeExecutor(backend="local", functions=ALL) as runner:
         result = runner.execute_code_blocks([AG2Block(code=USE, language="python")])
@@ -55,6 +56,7 @@ def test_the_ag2_adapter_takes_them():
 def test_the_autogen_adapter_takes_them():
     from autogen_core import CancellationToken
     from autogen_core.code_executor import CodeBlock as AutoGenBlock
+
     from execbox.integrations.autogen import AutoGenCodeExecutor
 
     async def scenario():

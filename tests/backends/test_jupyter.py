@@ -5,14 +5,13 @@ clean shutdown, and the jail's isolation and limits."""
 from __future__ import annotations
 
 import importlib.util
-
-import pytest
-
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from execbox import CodeBlock, JupyterExecutor, Limits
 from execbox.backends.sandbox import find_bwrap
@@ -221,7 +220,7 @@ def test_a_daemon_started_by_a_cell_is_killed_when_the_cell_ends(jailed):
                "def state(p):\n"
                "    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
                "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and state(p) != 'Z'))")
-    pids = eval(jailed.run(py(listing)).output)  # noqa: S307 - our own printed list
+    pids = eval(jailed.run(py(listing)).output)
     assert len(pids) == 2, f"only the jail's init and the kernel should be left (zombies aside): {pids}"
 
 

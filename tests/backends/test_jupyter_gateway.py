@@ -13,8 +13,14 @@ import textwrap
 
 import pytest
 
-from execbox import BackendUnavailableError, CodeBlock, JupyterConnectionInfo, JupyterExecutor, Limits
-from execbox import LocalJupyterServer
+from execbox import (
+    BackendUnavailableError,
+    CodeBlock,
+    JupyterConnectionInfo,
+    JupyterExecutor,
+    Limits,
+    LocalJupyterServer,
+)
 from tests.conftest import process_alive, require, wait_dead
 
 

@@ -216,7 +216,7 @@ def test_the_requirement_probe_finds_what_is_missing_by_name_and_version():
 
 def test_the_requirement_probe_as_a_tool_sends_it_deletes_its_function(capsys):
     namespace: dict[str, object] = {}
-    exec(probe_code(["pytest", "surely-not-installed-execbox"]), namespace)  # noqa: S102 - as a kernel would
+    exec(probe_code(["pytest", "surely-not-installed-execbox"]), namespace)
     assert capsys.readouterr().out == PROBE_MARK + json.dumps(["surely-not-installed-execbox"]) + "\n"
     assert "__execbox_probe" not in namespace
 
@@ -258,6 +258,6 @@ def test_the_warm_up_sample_compiles_and_prints_where_it_is_told(capsys):
 
     out = io.StringIO()
     source = (ZYGOTE_SOURCE / "warm_up.py").read_text(encoding="utf-8")
-    exec(compile(source, "<warm-up>", "exec", dont_inherit=True), {"OUT": out})  # noqa: S102 - as the zygote does
+    exec(compile(source, "<warm-up>", "exec", dont_inherit=True), {"OUT": out})
     assert out.getvalue().startswith("(['01', '11', '21'], {'a': 1.5}, ())")
     assert capsys.readouterr().out == ""

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from execbox import CodeBlock, Limits, OutputEvent, Workspace
+from execbox.backends._file_sync import WorkspaceCopies
 from execbox.backends.ray._admission import Admission
 from execbox.backends.ray._agent import NodeAgent, RunEnd
-from execbox.backends._file_sync import WorkspaceCopies
 
 SPEC = {"backend": "local", "options": {"limits": Limits(timeout_s=10)}, "keep_code_files": True}
 
@@ -31,7 +31,7 @@ def test_the_agent_runs_with_the_files_sent_and_sends_back_what_the_run_wrote():
         assert end.error is None and end.result.output == "sent\n"
         assert end.files == {"out.txt": b"o"} and end.skipped == []
         assert "".join(e.text for e in events if isinstance(e, OutputEvent)) == "sent\n"
-        assert [type(e).__name__ for e in events][0] == "BlockStartEvent"  # its StartEvent is the driver's
+        assert type(events[0]).__name__ == "BlockStartEvent"  # its StartEvent is the driver's
         events, end = _run(agent, [CodeBlock("python", "import os; print(os.path.exists('in.txt'))")],
                            removed=["in.txt"])
         assert end.result.output == "False\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor
-from execbox.backends.sandbox._cgroups import cgroup_support
 from execbox.backends.sandbox import find_bwrap
+from execbox.backends.sandbox._cgroups import cgroup_support
 from tests.conftest import require
 
 MODES = ["pool", "oneshot"]

@@ -8,8 +8,15 @@ import time
 
 import pytest
 
-from execbox import (BackendUnavailableError, CodeBlock, ConfigurationError, Limits, SandboxExecutor, Workspace,
-                     executor_from_config)
+from execbox import (
+    BackendUnavailableError,
+    CodeBlock,
+    ConfigurationError,
+    Limits,
+    SandboxExecutor,
+    Workspace,
+    executor_from_config,
+)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require
 

@@ -6,14 +6,21 @@ A backend joins by adding one entry to ``BACKENDS``: a name and a factory
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 import pytest
 
-import importlib.util
-
-from execbox import (DockerExecutor, Executor, JupyterExecutor, Limits, LocalExecutor, LocalJupyterServer, SandboxExecutor,
-                     Workspace)
+from execbox import (
+    DockerExecutor,
+    Executor,
+    JupyterExecutor,
+    Limits,
+    LocalExecutor,
+    LocalJupyterServer,
+    SandboxExecutor,
+    Workspace,
+)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import remote_executor, require, require_docker
 

@@ -7,7 +7,7 @@ import asyncio
 import time
 import uuid
 
-from execbox import (BlockEndEvent, BlockStartEvent, CodeBlock, EndEvent, OutputEvent, RunEvent, StartEvent)
+from execbox import BlockEndEvent, BlockStartEvent, CodeBlock, EndEvent, OutputEvent, RunEvent, StartEvent
 from tests.conftest import marked, wait_dead
 
 # Prints, then waits for the test to answer through a file: output that only

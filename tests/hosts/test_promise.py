@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, Executor, Limits, SandboxExecutor, Workspace
-from execbox.backends.sandbox._landlock_tier import landlock_problem
 from execbox.backends.sandbox import find_bwrap
+from execbox.backends.sandbox._landlock_tier import landlock_problem
 from tests.conftest import marked, require
 
 pytestmark = [pytest.mark.as_user, pytest.mark.filterwarnings("ignore::execbox.WeakerIsolationWarning")]

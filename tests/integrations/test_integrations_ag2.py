@@ -4,7 +4,6 @@ executors."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from execbox import ConfigurationError, Limits, LocalExecutor, Workspace

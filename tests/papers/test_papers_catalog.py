@@ -203,7 +203,7 @@ def test_an_answer_of_the_wrong_shape(remyx, monkeypatch):
 
 def test_a_wrong_base_path_is_not_a_missing_paper_on_list(remyx):
     wrong = remyx.base_url.replace("/api/v1.0", "/v2")
-    with pytest.raises(CatalogError, match="should end in /api/v1.0"):
+    with pytest.raises(CatalogError, match=r"should end in /api/v1.0"):
         RemyxCatalog("test-key", base_url=wrong).list()
 
 
@@ -348,7 +348,7 @@ def test_chain_get_skips_a_failing_catalog_and_reports_it(remyx, toml_file):
     assert not isinstance(caught.value, PaperNotFoundError)  # it may exist where the API failed
     with pytest.raises(CatalogError, match="answered 503"):
         chain.search("image")
-    with pytest.raises(CatalogError, match="cannot look paper 'x' up: .*answered 503"):
+    with pytest.raises(CatalogError, match=r"cannot look paper 'x' up: .*answered 503"):
         ChainedCatalog(RemyxCatalog("test-key", base_url=remyx.base_url)).get("x")
 
 

@@ -19,8 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from execbox import (CodeBlock, DockerExecutor, ExecutionResult, Executor, JupyterExecutor, Limits, SandboxExecutor,
-                     Workspace)
+from execbox import (
+    CodeBlock,
+    DockerExecutor,
+    ExecutionResult,
+    Executor,
+    JupyterExecutor,
+    Limits,
+    SandboxExecutor,
+    Workspace,
+)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import remote_executor, require, require_docker
 
@@ -87,7 +95,7 @@ TIMING_OUT = LIMITS.replace(timeout_s=2)
 # host files, the network and the kernel's surface; those on processes and
 # resources run under runc (mode docker).
 GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host",
-                            "test_host_side"})
+                            "test_docker_frames", "test_host_side"})
 # The modules the remote mode runs: what crosses HTTP and the mirror (files,
 # the host's side, tenants, processes and floods); the jail behind it is the
 # pool mode's, attacked there.

@@ -100,7 +100,7 @@ def test_the_default_sandbox_keeps_its_promise_in_a_container_with_the_engines_d
         require("the image's Python", False, f"{out.strip()} in the image, {version} here: pytest cannot be bound in")
     host = next((line.split()[1:] for line in out.splitlines() if line.startswith("HOST ")), None)
     assert host is not None, out[-3000:]
-    fields = dict(zip(host[::2], host[1::2]))
+    fields = dict(zip(host[::2], host[1::2], strict=False))
     assert fields["uid"] != "0" and fields["bwrap"] == "None" and fields["seccomp"] == "2", host  # the host class
     assert "DEFAULT landlock '42\\n'" in out, out[-3000:]
     assert status == 0, out[-3000:]

@@ -225,7 +225,7 @@ def test_host_does_not_write_through_a_planted_directory_link(mode, hostile, tmp
 
 
 def test_hardlinks_to_host_files_fail(hostile, secret):
-    secret_path, token = secret
+    secret_path, _ = secret
     code = ("import os\nfor n, src in enumerate([" + repr(str(secret_path)) +
             ", '/etc/ld.so.cache', '/usr/bin/env', '/proc/1/root" + str(secret_path) + "']):\n"
             "    try:\n        os.link(src, f'hl{n}')\n        print('LINKED', src)\n"

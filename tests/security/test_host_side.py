@@ -64,7 +64,7 @@ def run_in_thread(executor: Executor, block: CodeBlock) -> tuple[threading.Threa
     def work() -> None:
         try:
             done.append(executor.run(block))
-        except BaseException as exc:  # handed to the test
+        except BaseException as exc:  # noqa: BLE001 (handed to the test, which raises it)
             done.append(exc)
 
     thread = threading.Thread(target=work, daemon=True)

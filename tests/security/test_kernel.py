@@ -220,7 +220,7 @@ def test_kernel_knobs_are_not_writable(mode, make_hostile, path, data):
                                        "the host's OOM killer sees the sandbox as a whole, never the block")
     hostile = make_hostile()
     before = {p: _read(p) for p in GLOBAL_SYSCTLS}
-    value = "open(%r, 'rb').read()" % path if data is None else repr(data.encode())
+    value = f"open({path!r}, 'rb').read()" if data is None else repr(data.encode())
     # unbuffered, no O_CREAT: a knob is written or refused, never created as a plain file
     code = (f"import os\ntry:\n    data = {value}\n    fd = os.open({path!r}, os.O_WRONLY)\n"
             f"    os.write(fd, data)\n    os.close(fd)\n    print('WROTE')\n"

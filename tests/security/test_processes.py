@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import process_alive, wait_dead
-from tests.conftest import marked
+from tests.conftest import marked, process_alive, wait_dead
 from tests.security.conftest import DOCKER_MODES, not_for, run_then_healthy
 
 

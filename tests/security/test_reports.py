@@ -26,7 +26,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from execbox import CodeBlock, DockerExecutor, JupyterExecutor, Limits, LocalExecutor, SandboxExecutor, Workspace
+from execbox import (
+    CodeBlock,
+    DockerExecutor,
+    JupyterExecutor,
+    Limits,
+    LocalExecutor,
+    SandboxExecutor,
+    Workspace,
+)
 from execbox.backends.sandbox import find_bwrap
 from tests.conftest import require, require_docker
 

@@ -10,8 +10,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import wait_dead
-from tests.conftest import marked
+from tests.conftest import marked, wait_dead
 from tests.security.conftest import LIMITS, run_then_healthy
 
 pytestmark = pytest.mark.timeout(180)

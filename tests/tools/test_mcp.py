@@ -328,7 +328,7 @@ def test_create_server_checks_its_options(tmp_path):
         create_server(backend="nope")
     with pytest.raises(ConfigurationError, match="executor_factory or backend, timeout_s, not both"):
         create_server(executor_factory=LocalExecutor, backend="local", timeout_s=5)
-    with pytest.raises(ConfigurationError, match="Limits.timeout_s"):
+    with pytest.raises(ConfigurationError, match=r"Limits.timeout_s"):
         create_server(backend="local", timeout_s=0)
     done = subprocess.run([sys.executable, "-m", "execbox.cli", "mcp", "--backend", "nope"], capture_output=True,
                           text=True, timeout=60)

@@ -9,8 +9,17 @@ import threading
 
 import pytest
 
-from execbox import (CodeBlock, ConfigurationError, DockerExecutor, DockerPython, JupyterExecutor, Limits,
-                     LocalExecutor, SystemPython, Venv)
+from execbox import (
+    CodeBlock,
+    ConfigurationError,
+    DockerExecutor,
+    DockerPython,
+    JupyterExecutor,
+    Limits,
+    LocalExecutor,
+    SystemPython,
+    Venv,
+)
 from execbox.backends.sandbox import find_bwrap
 from execbox.tools import PythonTool
 from tests.conftest import require, require_docker
@@ -235,7 +244,7 @@ def test_executors_say_whether_they_can_add_libraries(tmp_path, monkeypatch):
     jupyter = JupyterExecutor(workspace=tmp_path / "e", kernel="local")
     try:
         assert "shared system Python" in system.can_add_libraries()
-        with pytest.raises(ConfigurationError, match="cannot add six to this local executor: .*system Python"):
+        with pytest.raises(ConfigurationError, match=r"cannot add six to this local executor: .*system Python"):
             system.with_libraries(["six"])
         assert owned.can_add_libraries() is None and docker.can_add_libraries() is None
         assert "path of its own" in users.can_add_libraries()

@@ -13,11 +13,11 @@ import time
 import typing
 
 import pytest
+from fake_llm import FakeModel
 
 from execbox import ConfigurationError
 from execbox.backends.sandbox import find_bwrap
 from execbox.tools import PythonTool
-from fake_llm import FakeModel
 from tests.conftest import require, wait_dead
 
 try:
