@@ -179,8 +179,8 @@ class PaperExecutor(DockerExecutor):
         if not build:
             raise ConfigurationError(
                 f"the image {name} of paper {asset.arxiv_id} is not on this machine and cannot be pulled "
-                "here; the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) or "
-                f"`execbox explore {asset.arxiv_id} --build`")
+                "here; the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) "
+                f"or `execbox explore {asset.arxiv_id} --build`")
         from docker.utils import parse_repository_tag
 
         from ..images import ImageSpec, build_image
