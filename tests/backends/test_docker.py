@@ -165,7 +165,7 @@ def test_container_of_a_killed_host_is_reaped(tmp_path, client):
     _docker_container._reaped.clear()  # a new process would reap on its first start
     with DockerExecutor(workspace=tmp_path / "ws"):
         pass
-    with pytest.raises(Exception, match="No such container|404"):
+    with pytest.raises(Exception, match=r"No such container|404"):
         client.api.inspect_container(container_id)
 
 

@@ -16,11 +16,11 @@ import pytest
 
 pytest.importorskip("docker")
 
-import docker  # noqa: E402
+import docker
 
-from execbox import BackendUnavailableError, CodeBlock, DockerExecutor, ImageMissingError  # noqa: E402
-from execbox._docker_engine import engine_errors, kill_container  # noqa: E402
-from tests.conftest import require_docker  # noqa: E402
+from execbox import BackendUnavailableError, CodeBlock, DockerExecutor, ImageMissingError
+from execbox._docker_engine import engine_errors, kill_container
+from tests.conftest import require_docker
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -74,9 +74,8 @@ def test_a_wrong_token_is_refused(server):
 
 def test_custom_image_that_breaks_the_contract(tmp_path):
     require_docker()
-    from execbox.images import BASE_ALIAS
-
     from execbox import BackendUnavailableError
+    from execbox.images import BASE_ALIAS
 
     with pytest.raises(BackendUnavailableError, match="contract"):
         DockerJupyterServer(custom_image_name=BASE_ALIAS).start()  # bash, no gateway: exits

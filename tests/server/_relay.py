@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from typing import Self
 from urllib.parse import urlsplit
 
 __all__ = ["Relay"]
@@ -78,7 +79,7 @@ class Relay:
         self._listener.close()
         self.sever()
 
-    def __enter__(self) -> Relay:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

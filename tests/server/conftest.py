@@ -4,9 +4,8 @@ through httpx-sse). Helpers: ``_http.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import importlib.util
+from collections.abc import Iterator
 
 import httpx
 import pytest

@@ -13,11 +13,19 @@ import time
 
 import pytest
 
-from execbox import (Client, CodeBlock, ConfigurationError, ExecboxError, Limits, ServiceBusyError, ServiceError,
-                     SessionGoneError)
+from execbox import (
+    Client,
+    CodeBlock,
+    ConfigurationError,
+    ExecboxError,
+    Limits,
+    ServiceBusyError,
+    ServiceError,
+    SessionGoneError,
+)
+from execbox._run_events import OutputEvent
 from execbox.client import RunResult
 from execbox.client._sse import Frame, frames, run_event
-from execbox._run_events import OutputEvent
 from tests.server._http import SRC, free_port, running_server
 
 NOT_UTF8 = b"\xff\xfe\x00binary\x80"

@@ -12,8 +12,18 @@ import time
 
 import pytest
 
-from execbox import (BlockEndEvent, BlockStartEvent, Client, DisplayEvent, EndEvent, ExecutionResult, OutputEvent,
-                     ServiceError, SessionGoneError, StartEvent)
+from execbox import (
+    BlockEndEvent,
+    BlockStartEvent,
+    Client,
+    DisplayEvent,
+    EndEvent,
+    ExecutionResult,
+    OutputEvent,
+    ServiceError,
+    SessionGoneError,
+    StartEvent,
+)
 from tests.conftest import require
 from tests.server._http import running_server
 from tests.server._relay import Relay

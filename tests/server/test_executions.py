@@ -9,6 +9,7 @@ import threading
 import time
 
 from httpx_sse import connect_sse
+
 from tests.server._http import error_of, open_session
 
 TWO_BLOCKS = {"blocks": [{"language": "python", "code": "print('one')"},

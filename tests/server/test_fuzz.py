@@ -22,13 +22,12 @@ What the generator never makes (lone surrogates, ``NaN``, deep nesting,
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
 from collections.abc import Iterator
 from typing import Any
-
-import importlib.util
 
 import httpx
 import pytest
@@ -38,16 +37,13 @@ from tests.conftest import REQUIRE_ALL
 if importlib.util.find_spec("schemathesis") is None and not REQUIRE_ALL:  # under EXECBOX_REQUIRE=all: the import fails
     pytest.skip("schemathesis is not installed: pip install -e '.[dev]' (./dev.sh does)", allow_module_level=True)
 
-from hypothesis import HealthCheck, settings  # noqa: E402 - after the skip
+import jsonschema_rs
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-import schemathesis  # noqa: E402
-
-import jsonschema_rs  # noqa: E402 - schemathesis' own validator, after the skip
-from schemathesis.specs.openapi.checks import (negative_data_rejection,  # noqa: E402
-                                               positive_data_acceptance)
-
-from execbox.server._openapi import openapi  # noqa: E402
-from tests.server._http import KEY_HEADER, Server, error_of, running_server  # noqa: E402
+from execbox.server._openapi import openapi
+from tests.server._http import KEY_HEADER, Server, error_of, running_server
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import process_alive, require, wait_dead
 from tests.server._http import SRC, descendants, error_of, open_session, running_server
 
-
 SLOW = {"code": "import time; time.sleep(2); print('slow')"}
 
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 from httpx_sse import connect_sse
-from tests.server._http import error_of, open_session
 
+from tests.server._http import error_of, open_session
 
 LOOP = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
 

@@ -155,7 +155,7 @@ def _settle(server: Server, most: tuple[int, ...] | None = None, seconds: float 
     while time.monotonic() < deadline:
         time.sleep(0.2)
         now = _held(server)
-        if (now == last and now[2] == 0) if most is None else all(a <= b for a, b in zip(now, most)):
+        if (now == last and now[2] == 0) if most is None else all(a <= b for a, b in zip(now, most, strict=True)):
             return now
         last = now
     return last

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from .._errors import ConfigurationError, ServiceError
 from .._models import Limits
@@ -69,7 +69,7 @@ class Client:
     def __repr__(self) -> str:
         return f"<Client {self.base_url} token={'set' if self._transport.token else 'none'}>"
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from .._errors import ServiceError, SessionGoneError
 from .._models import ExecutionResult
@@ -74,7 +74,7 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self.id} backend={self.backend!r} expires_at={self._info.get('expires_at')}>"
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

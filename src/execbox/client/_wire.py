@@ -5,10 +5,10 @@ server's errors and times read back. No I/O here."""
 from __future__ import annotations
 
 import base64
-from urllib.parse import quote
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Union
+from typing import Any
+from urllib.parse import quote
 
 from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
 from .._models import CodeBlock, Limits
@@ -17,7 +17,7 @@ __all__ = ["MAX_MESSAGE_CHARS", "MAX_RETRY_AFTER_S", "STATUS_OF_CODE", "BlockLik
            "decode_file", "encode_file", "files_body", "limits_body", "parse_time", "quote_path", "run_body",
            "service_error"]
 
-BlockLike = Union[CodeBlock, Mapping[str, Any]]
+BlockLike = CodeBlock | Mapping[str, Any]
 
 # The HTTP status of each error code the server documents (server/_errors.py):
 # a batch line or a stream's end carries the code alone.

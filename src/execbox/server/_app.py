@@ -18,15 +18,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._routes_files import ROUTES as FILE_ROUTES
-from ._routes_page import PUBLIC_PATHS, ROUTES as PAGE_ROUTES
-from ._routes_run import ROUTES as RUN_ROUTES
-from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._config import ServerConfig
 from ._connections import ConnectionGuard
 from ._errors import ApiError, error_response
 from ._guard import RequestGuard
 from ._openapi import openapi
+from ._routes_files import ROUTES as FILE_ROUTES
+from ._routes_page import PUBLIC_PATHS
+from ._routes_page import ROUTES as PAGE_ROUTES
+from ._routes_run import ROUTES as RUN_ROUTES
+from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._state import ServerState
 
 __all__ = ["create_app"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
-from .._models import MiB, Limits, default_memory_mb
+from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
 
 __all__ = ["MIN_KEEP_ALIVE_S", "ServerConfig", "is_loopback"]

@@ -135,9 +135,9 @@ def protocol_class() -> Any:
         return _protocol
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class KeepAliveProtocol(H11Protocol):  # type: ignore[misc]
+    class KeepAliveProtocol(H11Protocol):
         def _peer(self) -> str:
-            return "%s:%d" % self.client if self.client else "?"
+            return f"{self.client[0]}:{self.client[1]}" if self.client else "?"
 
         def _answering(self) -> bool:
             return self.cycle is not None and not self.cycle.response_complete

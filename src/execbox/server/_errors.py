@@ -30,8 +30,16 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from .._errors import (BackendUnavailableError, ClusterBusyError, ConfigurationError, ExecboxError,
-                       ExecutorClosedError, NodeLostError, PathEscapeError, WorkspaceError)
+from .._errors import (
+    BackendUnavailableError,
+    ClusterBusyError,
+    ConfigurationError,
+    ExecboxError,
+    ExecutorClosedError,
+    NodeLostError,
+    PathEscapeError,
+    WorkspaceError,
+)
 
 __all__ = ["ApiError", "error_response", "from_execbox"]
 

@@ -155,5 +155,5 @@ class Execution:
                 return
             try:
                 await asyncio.wait_for(changed.wait(), timeout=keepalive_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 yield None

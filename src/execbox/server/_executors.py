@@ -33,7 +33,7 @@ from .._workspace import INTERNAL_DIR
 from ..backends import Executor, create_executor
 from ..backends._base import CODE_DIR
 
-__all__ = ["ExecutorPool", "REUSED_BACKENDS"]
+__all__ = ["REUSED_BACKENDS", "ExecutorPool"]
 
 # Backends whose blocks leave nothing behind but the workspace (see above).
 REUSED_BACKENDS = frozenset({"local", "sandbox", "ray"})  # ray: a sandbox (or local) one on the nodes

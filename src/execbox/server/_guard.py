@@ -65,7 +65,7 @@ class RequestGuard:
         return name in self.names or name in self.allow_hosts
 
     def refusal(self, scope: Scope) -> str | None:
-        headers = {}
+        headers: dict[bytes, str] = {}
         for key, value in scope["headers"]:
             headers.setdefault(key, value.decode("latin-1").strip().lower())
         host = headers.get(b"host", "")

@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .._version import __version__
 from .._errors import ExecboxError, WorkspaceError
+from .._version import __version__
 from ._errors import ApiError, from_execbox
 from ._state import ServerState, state_of
 from ._wire import RunRequest, encode_file, field_of, read_file, read_json, run_request

@@ -26,7 +26,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._models import Limits
@@ -64,7 +64,7 @@ def _check_key(sid: str, digest: bytes, given: str | None) -> None:
 
 
 def iso(when: float) -> str:
-    return datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Session:

@@ -38,7 +38,7 @@ class ServerState:
         """Per executor held (kept idle, running a stateless run, a
         session's) that has a warm pool: its ``pool_health`` (read in a
         thread: the pool's lock may be held by a block starting)."""
-        held = [(use, executor, None) for use, executor in self.pool.executors()]
+        held: list[tuple[str, Any, str | None]] = [(use, executor, None) for use, executor in self.pool.executors()]
         held += [("session", session.executor, session.id) for session in self.sessions.open_sessions()]
         return await asyncio.to_thread(_pool_health, held)
 

@@ -64,8 +64,8 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     not hold up every other client."""
     kind = request.headers.get("content-type")
     media = (kind or "").split(";")[0].strip().lower()
-    if kind is not None and media != JSON_TYPE or kind is None and request.headers.get("content-length") not in (
-            None, "0"):
+    if (kind is not None and media != JSON_TYPE) or (kind is None and request.headers.get("content-length") not in (
+            None, "0")):
         raise ApiError(415, "unsupported_media_type", f"the body is sent as {kind or 'no Content-Type'}: set the "
                                                       f"header Content-Type: {JSON_TYPE} (this route takes JSON)")
     body = await read_body(request, limit)
@@ -171,7 +171,7 @@ def field_of(data: dict[str, Any], name: str, kind: type | tuple[type, ...], def
     value = data.get(name)
     if value is None:
         return default
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind):
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _tuple(kind)):
         names = " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
         raise ApiError(400, "bad_request", f"{name!r} must be {names.replace('list', 'array')}")
     return value

@@ -135,7 +135,7 @@ class RemoteExecutor(Executor):
         """The server's backend enforces what it can; it says so in /v1/info."""
 
     def _start(self) -> None:
-        options = {k: v for k, v in self._session_options.items() if v is not None}
+        options: dict[str, Any] = {k: v for k, v in self._session_options.items() if v is not None}
         if self._policies is not None:
             options["execution_policies"] = dict(self._policies)
         try:
