@@ -52,8 +52,9 @@ def test_hardened_by_default(tmp_path, client):
         result = ex.run(py("""
             import os, socket
             status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
-            print('uid', os.getuid())
+            print('uid', os.getuid(), 'for-good', len(set(os.getresuid())) == len(set(os.getresgid())) == 1)
             print('nnp', status['NoNewPrivs'].strip(), 'capeff', status['CapEff'].strip())
+            print('capprm', status['CapPrm'].strip(), 'capbnd', status['CapBnd'].strip())
             print('nets', sorted(os.listdir('/sys/class/net')))
             for path in ('/etc/evil', '/tmp/ok'):
                 try:
@@ -65,11 +66,15 @@ def test_hardened_by_default(tmp_path, client):
     assert result.exit_code == 0, result.output
     assert "uid 0" not in result.output
     assert "nnp 1 capeff 0000000000000000" in result.output
+    assert "capprm 0000000000000000 capbnd 0000000000000000" in result.output
+    assert "for-good True" in result.output  # real, effective and saved ids: the block user's alone
     assert "nets ['lo']" in result.output
     assert "/etc/evil OSError" in result.output and "/tmp/ok written" in result.output
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"]
+    # the agent's container: root, to run blocks under another uid than its own, and no more
+    assert attrs["Config"]["User"] == "0:0" and sorted(host["CapAdd"]) == ["SETGID", "SETPCAP", "SETUID"]
     assert host["Memory"] > 0 and host["PidsLimit"] > 0
 
 

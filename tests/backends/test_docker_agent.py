@@ -1,14 +1,15 @@
 """The agent in a docker backend's container (``docker/_agent/agent.py``):
 blocks go to it, not to ``docker exec``; blocks of one executor run at the
-same time; a timeout leaves the container and its agent usable; an agent a
-block killed is replaced for the next block; output keeps its order and its
-cap. On runc, and on gVisor (runsc) where the engine has it. (Speed is
+same time; a timeout leaves the container and its agent usable; an agent
+that died or stopped is replaced for the next block; output keeps its order
+and its cap. On runc, and on gVisor (runsc) where the engine has it. (Speed is
 measured by benchmarks/docker_table.py, never asserted here.)"""
 
 from __future__ import annotations
 
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -92,20 +93,47 @@ def test_a_timeout_leaves_the_container_and_its_agent_usable(tmp_path, runtime):
     assert after.exit_code == 0 and after.output == "False\n", after.output
 
 
-def test_an_agent_killed_by_a_block_is_replaced_for_the_next_block(tmp_path, runtime):
+def as_root(ex: DockerExecutor, command: str) -> None:
+    """Run ``command`` in the executor's container as its root, the agent's
+    real uid (no block can signal the agent: tests/security/test_docker_frames.py);
+    its stdin closed, never the host's /dev/null (``_exec.open_exec``)."""
+    from execbox._docker_engine import docker_client
+    from execbox.backends.docker._exec import open_exec
+
+    _, raw = open_exec(docker_client(), ex.container_id, ["/bin/sh", "-c", command], user="0:0")
+    raw.settimeout(10)  # (gVisor: an exec's stream may outlive a container whose agent died)
+    try:
+        while raw.recv(1 << 16):
+            pass
+    except OSError:
+        pass
+    finally:
+        raw.close()
+
+
+def start_in_thread(ex: DockerExecutor, block: CodeBlock, results: dict, name: str) -> threading.Thread:
+    """Run ``block`` in a thread (its result in ``results[name]``) and wait until it printed."""
+    started = threading.Event()
+    thread = threading.Thread(target=lambda: results.__setitem__(
+        name, ex.run(block, on_output=lambda stream, text: started.set())))
+    thread.start()
+    assert started.wait(30), "the block did not start"
+    return thread
+
+
+def test_an_agent_that_dies_is_replaced_for_the_next_block(tmp_path, runtime):
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime) as ex:
         first = ex.container_id
         ex.run(CodeBlock("sh", "echo kept > /tmp/note"))
-        killer = ex.run(py("""
-            import os, signal
-            for p in os.listdir('/proc'):
-                if p.isdigit() and b'agent.py' in open(f'/proc/{p}/cmdline', 'rb').read():
-                    os.kill(int(p), signal.SIGKILL)
-        """))
+        results: dict = {}
+        thread = start_in_thread(ex, py("import time; print('up', flush=True); time.sleep(60)"), results, "running")
+        as_root(ex, f"kill -KILL {ex._link.info['pid']}")  # as the OOM killer would
+        thread.join(timeout=30)
         after = ex.run(py("import os; print('hello', os.path.exists('/tmp/note'))"))
         second = ex.container_id
-    assert killer.exit_code == 137 and killer.error is not None and killer.error.name == "ContainerDied"
-    assert "agent" in killer.output
+    running = results["running"]
+    assert running.exit_code == 137 and running.error is not None and running.error.name == "ContainerDied"
+    assert "agent" in running.output
     assert after.exit_code == 0 and after.output == "hello False\n", after.output
     assert second != first
 
@@ -161,7 +189,6 @@ def test_a_slow_on_output_neither_holds_a_block_past_its_timeout_nor_queues_its_
     # `yes` outruns a callback of 1 ms a chunk: the agent sends no more than its window ahead of what
     # the host consumed, and the block's thread looks at its deadline between slices of its queue
     import os
-    import time
 
     def rss_mb() -> float:
         with open(f"/proc/{os.getpid()}/status") as handle:
@@ -181,22 +208,15 @@ def test_a_slow_on_output_neither_holds_a_block_past_its_timeout_nor_queues_its_
 
 
 def test_a_stopped_agent_is_replaced_and_a_block_it_never_took_runs_in_a_new_container(tmp_path, runtime):
-    # kill -STOP -1 stops the agent (the block's own shell is spared): the block sent after it is
-    # not answered within ANSWER_S; the container is killed and that block runs in a new one
-    import time
-
+    # the agent stopped (SIGSTOP, as root: no block can signal it) while a block runs: the block sent
+    # after it is not answered within ANSWER_S; the container is killed and that block runs in a new one
     from execbox.backends.docker._link import ANSWER_S
 
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=120)) as ex:
         first = ex.container_id
-        results = {}
-
-        def stopper() -> None:
-            results["stopper"] = ex.run(CodeBlock("sh", "kill -STOP -1; echo stopped"))
-
-        thread = threading.Thread(target=stopper)
-        thread.start()
-        time.sleep(1)
+        results: dict = {}
+        thread = start_in_thread(ex, CodeBlock("sh", "echo up; sleep 300"), results, "running")
+        as_root(ex, f"kill -STOP {ex._link.info['pid']}")
         started = time.monotonic()
         waiting = ex.run(py("print('ran')"))
         took = time.monotonic() - started
@@ -206,7 +226,7 @@ def test_a_stopped_agent_is_replaced_and_a_block_it_never_took_runs_in_a_new_con
     assert waiting.exit_code == 0 and waiting.output.endswith("ran\n"), waiting.output
     assert "new one was started for this block" in waiting.output
     assert took < ANSWER_S + 20, took  # (was: its whole timeout, 120 s)
-    stopped = results["stopper"]
+    stopped = results["running"]
     assert stopped.exit_code == 137 and stopped.error is not None and stopped.error.name == "ContainerDied"
     assert "stopped answering" in stopped.output
     assert after.output == "after\n" and second != first

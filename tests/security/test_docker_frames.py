@@ -44,7 +44,7 @@ from execbox import CodeBlock, ExecutionResult
 from execbox.backends.docker import _container
 from execbox.backends.docker._agent import wire
 from execbox.backends.docker._link import DEADLINE_GRACE_S, AgentLink, run_block
-from tests.security.conftest import DOCKER_MODES, MODES, TIMING_OUT, not_for, run_then_healthy
+from tests.security.conftest import DOCKER_MODES, LIMITS, MODES, TIMING_OUT, not_for, run_then_healthy
 
 pytestmark = pytest.mark.as_user
 
@@ -190,8 +190,8 @@ LEAKY = Path(__file__).with_name("leaky_agent.py")
 
 
 @pytest.fixture
-def leaky(docker_mode, make_hostile, tmp_path, monkeypatch):
-    """An executor whose agent hands each block the channel (``leaky_agent.py``)."""
+def make_leaky(docker_mode, make_hostile, tmp_path, monkeypatch):
+    """Executors whose agent hands each block the channel (``leaky_agent.py``)."""
     folder = tmp_path / "leaky-agent"
     shutil.copytree(_container.AGENT_SOURCE, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "agent.py").rename(folder / "real_agent.py")
@@ -199,7 +199,7 @@ def leaky(docker_mode, make_hostile, tmp_path, monkeypatch):
     for path in [folder, *folder.iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)  # read by the container's root, which has no DAC bypass
     monkeypatch.setattr(_container, "AGENT_SOURCE", folder)
-    return make_hostile(TIMING_OUT)
+    return make_hostile
 
 
 # Writes ``FRAMES`` (hex; BLOCK stands for its own id) to the channel, then lives on
@@ -228,7 +228,8 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_a_malformed_frame_is_a_failed_result_and_a_new_container(leaky, case):
+def test_a_malformed_frame_is_a_failed_result_and_a_new_container(make_leaky, case):
+    leaky = make_leaky(LIMITS)
     first = leaky.container_id
     marker = f"{int(time.time() * 1000) % 10 ** 9}.{len(case)}"
     thread, beside = _concurrently(leaky, BESIDE.format(sleep=2))
@@ -239,7 +240,7 @@ def test_a_malformed_frame_is_a_failed_result_and_a_new_container(leaky, case):
     thread.join(timeout=30)
     assert result.error is not None and result.error.name == "ContainerDied", result.output
     assert "malformed frame" in result.output and "cannot be trusted" in result.output, result.output
-    assert took < TIMING_OUT.timeout_s, took  # its container was killed at once, the block with it
+    assert took < LIMITS.timeout_s, took  # its container was killed at once, the block with it
     # the block beside shared the broken stream: it ends as a failure that says so, never as an exception
     other = beside["it"]
     assert other.output.startswith("beside 1\n"), other.output
@@ -250,14 +251,15 @@ def test_a_malformed_frame_is_a_failed_result_and_a_new_container(leaky, case):
     assert not (leaky.workspace.path / "outlived").exists()
 
 
-def test_a_block_that_forged_its_end_still_dies_at_its_deadline(leaky):
+def test_a_block_that_forged_its_end_still_dies_at_its_deadline(make_leaky):
     # a well-formed EXIT 0 cannot be told from the agent's own (blocks must not reach the channel:
     # test_a_block_cannot_write_to_the_hosts_channel); the real block dies at the agent's deadline
+    leaky = make_leaky(TIMING_OUT)
     marker = f"{int(time.time() * 1000) % 10 ** 9}.forged"
     frames = _own(wire.STDOUT, b"FORGED\n") + _own(wire.EXIT, b'{"code": 0}')
     sleep = TIMING_OUT.timeout_s + DEADLINE_GRACE_S + 3
     result = leaky.run(CodeBlock("python", LEAK.format(frames=frames.hex(), marker=marker, sleep=sleep)))
-    assert result.output == "FORGED\n", result.output  # taken for the agent's word, as it must be
+    assert result.output == "FORGED\n", result.output  # on a leaked channel it reads as the agent's word
     time.sleep(sleep + 1)
     after = run_then_healthy(leaky, "python", LEFT.format(marker=marker))
     assert after.output == "left []\n", after.output

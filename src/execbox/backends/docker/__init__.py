@@ -15,6 +15,7 @@ container is killed before the workspace is touched on ``close()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -23,20 +24,35 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..._docker_engine import docker_client, engine_errors, ensure_image, is_gone, kill_container
-from ..._errors import BackendUnavailableError, ConfigurationError, ImageMissingError, StallError, WorkspaceError
+from ..._errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    ImageMissingError,
+    StallError,
+    WorkspaceError,
+)
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
-from .._process import Cancellation, OutputCallback
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
-from ._container import (WORKDIR, WRITABLE_INTERNAL, container_settings, container_user, hand_over,
-                         merge_overrides, normalize_volumes, reap_orphans, track)
+from .._process import Cancellation, OutputCallback
+from .._result import Outcome, outcome_to_result
+from ._container import (
+    WORKDIR,
+    WRITABLE_INTERNAL,
+    container_settings,
+    container_user,
+    hand_over,
+    merge_overrides,
+    normalize_volumes,
+    reap_orphans,
+    track,
+)
 from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run_exec
 from ._link import AgentLink, AgentOutcome, AgentStalled, NoAgent, run_block
-from .._result import Outcome, outcome_to_result
 
 __all__ = ["DockerExecutor"]
 
@@ -48,7 +64,7 @@ BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONI
 # (image, PATH, volumes) -> programs found in such a container (one probe each per process)
 _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
-_agentless: set[tuple[str, str, str]] = set()  # keyed as _programs (its PATH finds the python3)
+_agentless: set[tuple[str, ...]] = set()  # by DockerExecutor._agent_key
 _PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
 
 
@@ -100,7 +116,8 @@ class DockerExecutor(Executor):
         if environment is not None:
             self._checked_environment(environment)
         if environment is not None and image is not None:
-            raise ConfigurationError("DockerExecutor: give image= or environment=DockerPython(image=...), not both")
+            raise ConfigurationError(
+                "DockerExecutor: give image= or environment=DockerPython(image=...), not both")
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(f"env maps str to str; got {key!r}: {value!r}")
@@ -183,7 +200,7 @@ class DockerExecutor(Executor):
             self._link.close()
             self._link = None
         self._make_matplotlib_folder()
-        agent = self._programs_key(self._image or "") not in _agentless
+        agent = self._agent_key() not in _agentless
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
         volumes = settings.get("volumes")
         sealed = isinstance(volumes, Mapping) and volumes.get(
@@ -201,13 +218,14 @@ class DockerExecutor(Executor):
             try:
                 link = AgentLink(self._client, container.id)
                 info = link.handshake()
-            except NoAgent:
-                link = None  # no python3: the keep-alive runs, blocks go by exec
-            except ContainerGone as gone:
-                # its python3 could not run the agent (too old?): by exec, in a new container
-                warnings.warn(f"execbox's agent did not start in image {self._image} ({gone}); its blocks run "
-                              "as docker exec, ~60 ms slower each", UserWarning, stacklevel=4)
-                _agentless.add(self._programs_key(self._image or ""))
+            except (NoAgent, ContainerGone) as failed:
+                # no python3; or its python3 could not run the agent (too old?), or the agent refused to (it
+                # could not keep blocks off its channel: the block user is root, container_create_kwargs
+                # took its capabilities, no ctypes): by exec, in a new container, the block user's
+                if isinstance(failed, ContainerGone):
+                    warnings.warn(f"execbox's agent did not start in image {self._image} ({failed}); its "
+                                  "blocks run as docker exec, ~60 ms slower each", UserWarning, stacklevel=4)
+                _agentless.add(self._agent_key())
                 self._kill_container(container.id)
                 return self._start_container()
         self._container_id, self._link = container.id, link
@@ -217,8 +235,16 @@ class DockerExecutor(Executor):
         if link is not None:
             _programs[key] = frozenset(info["programs"])
         elif key not in _programs:
-            _programs[key] = frozenset(exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE]).split())
+            found = exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE])
+            _programs[key] = frozenset(found.split())
         _programs[self._programs_key(self._image or "")] = _programs[key]
+
+    def _agent_key(self) -> tuple[str, ...]:
+        """What an agent's start depends on besides the programs: who blocks
+        run as, the runtime (its probe, blockuser.py) and the settings a
+        caller put over execbox's."""
+        return (*self._programs_key(self._image or ""), self.user, str(self.runtime),
+                repr(self.container_create_kwargs))
 
     def _programs_key(self, image: str) -> tuple[str, str, str]:
         """What the programs found in a container depend on: its image, its
@@ -238,7 +264,8 @@ class DockerExecutor(Executor):
 
     def _run_container(self, settings: dict[str, Any]) -> Any:
         with engine_errors("the container could not be started", image=settings["image"],
-                           error=lambda text: BackendUnavailableError("docker", _explain_start(text, self.runtime))):
+                           error=lambda text: BackendUnavailableError(
+                               "docker", _explain_start(text, self.runtime))):
             return self._client.containers.run(**settings)
 
     def _make_matplotlib_folder(self) -> None:
@@ -310,7 +337,8 @@ class DockerExecutor(Executor):
                     raise StallError(f"docker: the agent of a new container did not answer either: {gone}",
                                      waiting_for="the docker agent's answer") from None
                 if attempt == 2:
-                    raise BackendUnavailableError("docker", f"a new container stopped at once too: {gone}") from None
+                    raise BackendUnavailableError(
+                        "docker", f"a new container stopped at once too: {gone}") from None
                 note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
                         "Files in /tmp and running processes were lost; the workspace was kept.\n")
                 container_id = self._replace_container(container_id)
@@ -318,13 +346,18 @@ class DockerExecutor(Executor):
             if attempt == 1 and _could_not_fork(outcome):
                 # an earlier block's fork bomb outlived it and held every pid: it
                 # is killed, and this block runs as if nothing had happened
-                kill_leftovers(self._client, container_id, lambda: self._kill_container(container_id))
+                kill_leftovers(self._client, container_id,
+                               functools.partial(self._kill_container, container_id))
                 if not self._running(container_id):
                     container_id = self._replace_container(container_id)
                 continue
             break
         result = outcome_to_result(language.name, outcome, self.limits)
-        if outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
+        if isinstance(outcome, AgentOutcome) and outcome.malformed:
+            result = self._container_died(container_id, result, (
+                f"{outcome.malformed}: its stream cannot be trusted, so the block's end is not taken from "
+                "it; the container was killed, and a new one starts with the next block"))
+        elif outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
             result = self._after_kill(language, outcome, result, container_id)
         if note:
             result.output = note + result.output
@@ -335,6 +368,8 @@ class DockerExecutor(Executor):
             if self._container_id in (gone_id, None):
                 if self._link is not None:
                     self._link.close()
+                # (stopped, mostly; not where its agent's stream was found malformed between blocks)
+                self._kill_container(gone_id)
                 self._start_container()
             assert self._container_id is not None
             return self._container_id
@@ -357,13 +392,14 @@ class DockerExecutor(Executor):
         """A SIGKILLed block: the memory limit, or the container's death."""
         if isinstance(outcome, AgentOutcome) and outcome.agent_stalled:
             return self._container_died(container_id, result, (
-                "execbox's agent in the container stopped answering while the block ran (a block stopped "
-                "it?); the container was killed, and a new one starts with the next block"))
+                "execbox's agent in the container stopped answering while the block ran (stopped from "
+                "outside?); the container was killed, and a new one starts with the next block"))
         if isinstance(outcome, AgentOutcome) and outcome.agent_died:
             self._kill_container(container_id)  # (it stops with its agent; one that did not, is stopped)
             return self._container_died(container_id, result, (
-                "execbox's agent in the container died while the block ran (the block killed it, or the "
-                "memory limit, Limits.memory_mb, was hit); a new container starts with the next block"))
+                "execbox's agent in the container died while the block ran (the memory limit, "
+                "Limits.memory_mb, was hit, or it was killed from outside); a new container starts with the "
+                "next block"))
         if isinstance(outcome, AgentOutcome) and outcome.oom_kills is not None:
             kills: int | None = outcome.oom_kills
         else:

@@ -17,13 +17,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import _ownership
 from ..._errors import ConfigurationError
 from ..._models import Limits
 from ..._workspace import INTERNAL_DIR
+from .. import _ownership
 
 __all__ = [
+    "AGENT_CAPABILITIES",
     "AGENT_COMMAND",
+    "AGENT_USER",
     "KEEPALIVE",
     "WORKDIR",
     "WRITABLE_INTERNAL",
@@ -44,11 +46,19 @@ KEEPALIVE = ["sleep", "infinity"]
 AGENT_SOURCE = Path(__file__).with_name("_agent")
 RUN_FILE_SOURCE = Path(__file__).parent.parent / "sandbox" / "_zygote"
 AGENT_MOUNT, RUN_FILE_MOUNT = "/opt/execbox/agent", "/opt/execbox/run_file"
-# The container's command: the agent when the image has python3; else a
-# word to the host (after its hello, a line) and the keep-alive, for exec.
+# The container's command, with who blocks run as after it ($1): the agent
+# when the image has python3; else a word to the host (after its hello, a
+# line) and the keep-alive, for exec (in a new container: this one is root's).
 AGENT_COMMAND = ["/bin/sh", "-c",
-                 f"command -v python3 >/dev/null 2>&1 && exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT}; "
-                 "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1"]
+                 "command -v python3 >/dev/null 2>&1 && "
+                 f'exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT} "$1"; '
+                 "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1",
+                 "execbox-agent"]
+# Who an agent's container runs as, and all it may do: the agent keeps root
+# as its real uid and runs blocks as the block user (_agent/blockuser.py),
+# so that no block owns the container's stdio, the host's channel
+AGENT_USER = "0:0"
+AGENT_CAPABILITIES = ["SETUID", "SETGID", "SETPCAP"]
 NOBODY = "65534:65534"
 LABEL_OWNER = "org.execbox.owner"
 LABEL_KEEP = "org.execbox.keep"
@@ -77,26 +87,30 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     """Keyword arguments for ``containers.create``: hardened by default.
     ``agent``: the container's command is execbox's agent (``_agent/``,
     bound in read-only), talked to over the attached stdin and stdout (not
-    logged: a block's output is no business of the engine's log); else the
-    keep-alive, and each block a ``docker exec``."""
+    logged: a block's output is no business of the engine's log), started
+    as root with AGENT_CAPABILITIES alone, and blocks run as ``user``;
+    else the keep-alive as ``user``, and each block a ``docker exec``."""
     from docker.types import LogConfig, Ulimit  # type: ignore[import-untyped]
 
     overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
-    settings = confined(image=image, user=user, memory_mb=memory_mb, pids=max_processes + overhead,
-                        cpus=limits.cpus, tmp_size_mb=tmp_size_mb, auto_remove=auto_remove, runtime=runtime,
-                        name=name, labels={LABEL_KEEP: "1"} if keep else {})
+    settings = confined(image=image, user=AGENT_USER if agent else user, memory_mb=memory_mb,
+                        pids=max_processes + overhead, cpus=limits.cpus, tmp_size_mb=tmp_size_mb,
+                        auto_remove=auto_remove, runtime=runtime, name=name,
+                        labels={LABEL_KEEP: "1"} if keep else {})
+    internal = f"{WORKDIR}/{INTERNAL_DIR}"
     mounts = {workspace: {"bind": WORKDIR, "mode": "rw"},
-              os.path.join(workspace, INTERNAL_DIR): {"bind": f"{WORKDIR}/{INTERNAL_DIR}", "mode": "ro"},
-              **{os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{WORKDIR}/{INTERNAL_DIR}/{folder}",
-                                                                "mode": "rw"} for folder in WRITABLE_INTERNAL},
+              os.path.join(workspace, INTERNAL_DIR): {"bind": internal, "mode": "ro"},
+              **{os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{internal}/{folder}", "mode": "rw"}
+                 for folder in WRITABLE_INTERNAL},
               **volumes}
     if agent:
         mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
         mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
-        settings.update(stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE))
+        settings.update(stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE),
+                        cap_add=list(AGENT_CAPABILITIES))
     settings.update({
         # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
-        "command": list(AGENT_COMMAND if agent else KEEPALIVE),
+        "command": [*AGENT_COMMAND, user] if agent else list(KEEPALIVE),
         "working_dir": WORKDIR,
         "environment": dict(env),
         "volumes": mounts,
@@ -186,12 +200,16 @@ def normalize_volumes(volumes: Mapping[str, Any] | Iterable[str] | None) -> dict
         if isinstance(target, str):
             target = {"bind": target, "mode": "rw"}
         if not isinstance(target, Mapping) or "bind" not in target:
-            raise ConfigurationError(f"volume {host!r}: give the container path as {{'bind': '/data', 'mode': 'ro'}}")
+            raise ConfigurationError(
+                f"volume {host!r}: give the container path as {{'bind': '/data', 'mode': 'ro'}}")
         if target.get("mode", "rw") not in ("ro", "rw"):
-            raise ConfigurationError(f"volume {host!r}: mode must be 'ro' or 'rw', got {target.get('mode')!r}")
+            raise ConfigurationError(
+                f"volume {host!r}: mode must be 'ro' or 'rw', got {target.get('mode')!r}")
         if target["bind"].rstrip("/") == WORKDIR:
-            raise ConfigurationError(f"volume {host!r}: {WORKDIR} is where the workspace is mounted; pick another path")
-        found[os.path.abspath(os.path.expanduser(host))] = {"bind": target["bind"], "mode": target.get("mode", "rw")}
+            raise ConfigurationError(
+                f"volume {host!r}: {WORKDIR} is where the workspace is mounted; pick another path")
+        found[os.path.abspath(os.path.expanduser(host))] = {"bind": target["bind"],
+                                                            "mode": target.get("mode", "rw")}
     return found
 
 

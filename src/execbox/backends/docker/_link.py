@@ -9,16 +9,26 @@ under gVisor too, where a unix socket in a bind mount needs ``--host-uds``.
 
 A block that times out or is cancelled is killed by the agent (KILL); if
 the agent does not report its end within ``_watch.DRAIN_GRACE_S``, the
-container is killed. If the agent's stream ends (the agent died: a block
-killed it, or the OOM killer did; the container stops with it), the running
-blocks end with exit 137 and ``agent_died``, and the link is dead: the
-executor starts a new container for the next block.
+container is killed. The agent kills it too at its own deadline,
+DEADLINE_GRACE_S after the timeout, whatever the host did.
+
+No block can write to the stream (``_agent/blockuser.py``: blocks run under
+another uid than the holders of the container's stdio). Each frame read is
+checked all the same (``wire``: its kind, its size, an EXIT's report), and
+a block's queue is bounded by the agent's window: a frame the agent never
+sends makes the stream untrustworthy (``AgentLink.malformed``). The running
+blocks then end as failures that name it, never as an exception of
+``run()`` and never as a report taken from that stream; their container is
+killed, and the next block gets a new one. If the agent's stream ends (the
+agent died: the OOM killer took it; the container stops with it), the
+running blocks end with exit 137 and ``agent_died``, and the link is dead:
+the executor starts a new container for the next block.
 
 Nothing between the two waits without a deadline. A send that the agent
 does not take within ANSWER_S fails; a block's thread asks the agent
 (PING) when it has been silent for PING_S, and an agent that answers
-neither that nor a RUN within ANSWER_S is stalled (a block stopped it:
-``kill -STOP -1``): its container is killed, and a block whose RUN it never
+neither that nor a RUN within ANSWER_S is stalled (stopped from outside,
+or wedged: no block can signal it): its container is killed, and a block whose RUN it never
 answered (STARTED comes before the fork) raises ``AgentStalled``, to run in
 a new container. A block's frames wait for its thread in a queue bounded by
 the agent's window (``wire.WINDOW``): the thread acknowledges what it has
@@ -44,8 +54,8 @@ from .._watch import DRAIN_GRACE_S, FdWaiter, Output, watch_loop
 from ._agent import wire
 from ._exec import ContainerGone, split_frames
 
-__all__ = ["AGENT_START_TIMEOUT_S", "ANSWER_S", "PING_S", "AgentLink", "AgentOutcome", "AgentStalled", "NoAgent",
-           "run_block"]
+__all__ = ["AGENT_START_TIMEOUT_S", "ANSWER_S", "DEADLINE_GRACE_S", "PING_S", "AgentLink", "AgentOutcome",
+           "AgentStalled", "NoAgent", "run_block"]
 
 # How long a new container's agent may take to answer (gVisor: ~1 s)
 AGENT_START_TIMEOUT_S = 30.0
@@ -54,6 +64,11 @@ AGENT_START_TIMEOUT_S = 30.0
 ANSWER_S = 10.0
 # A block's thread pings an agent silent this long
 PING_S = 5.0
+# The agent kills a block this long after its timeout, whatever the host did
+DEADLINE_GRACE_S = 1.0
+# A block's output received and not yet consumed, at most: the agent's window, and the pipe read of each
+# of the block's two pipes that may cross it (the agent stops reading once past it)
+_QUEUE_MAX = wire.WINDOW + 2 * wire.MAX_PAYLOAD
 # How long a block's thread works through its queued frames before it looks at its deadline again
 _DRAIN_SLICE_S = 0.05
 NO_AGENT = b"execbox-no-agent"
@@ -72,11 +87,13 @@ class AgentStalled(ContainerGone):
 @dataclass(kw_only=True)
 class AgentOutcome(ProcessOutcome):
     """A block run by the agent: with the container's OOM kill count after
-    a SIGKILL (None: unknown), and whether the agent died under it."""
+    a SIGKILL (None: unknown), whether the agent died under it, and why its
+    stream could not be trusted (None: it could)."""
 
     oom_kills: int | None = None
     agent_died: bool = False
     agent_stalled: bool = False
+    malformed: str | None = None
 
 
 class AgentLink:
@@ -94,6 +111,7 @@ class AgentLink:
         self._pending = b""
         self._stderr = b""
         self.dead: str | None = None
+        self.malformed: str | None = None  # why the stream cannot be trusted: a frame the agent never sends
         self.info: dict[str, Any] = {}
         self.heard = time.monotonic()  # when the agent last sent anything
         self.was_stalled = False  # a block found it stalled (its container was killed for that)
@@ -110,7 +128,8 @@ class AgentLink:
             while True:
                 data = self._sock.recv(1 << 16)
                 if not data:
-                    raise ContainerGone(f"the agent stopped before it answered ({self.stderr_text() or 'no word'})")
+                    said = self.stderr_text() or "no word"
+                    raise ContainerGone(f"the agent stopped before it answered ({said})")
                 for kind, payload in self._docker_frames(data):
                     if kind != 1:
                         self._keep_stderr(payload)
@@ -122,10 +141,11 @@ class AgentLink:
                         continue
                     for frame_kind, _, body in self._frames.feed(payload):
                         if frame_kind == wire.READY:
-                            self.info = json.loads(body)
+                            self.info = _ready(body)
                             self.heard = time.monotonic()
                             self._sock.settimeout(ANSWER_S)  # sends; the reader reads on past it
-                            threading.Thread(target=self._read, name="execbox-agent-link", daemon=True).start()
+                            threading.Thread(target=self._read, name="execbox-agent-link",
+                                             daemon=True).start()
                             return self.info
         except (OSError, ValueError) as exc:
             self.close()
@@ -150,7 +170,7 @@ class AgentLink:
             while not self.dead:
                 try:
                     data = self._sock.recv(1 << 16)
-                except socket.timeout:
+                except TimeoutError:
                     continue  # silence: the blocks' threads judge it (stalled)
                 if not data:
                     break
@@ -160,10 +180,13 @@ class AgentLink:
                         self._keep_stderr(payload)
                         continue
                     for frame_kind, block_id, body in self._frames.feed(payload):
-                        block = self._blocks.get(block_id)
+                        wire.check_from_agent(frame_kind, len(body))
+                        block = self._blocks.get(block_id)  # (none: one that has ended here, or no block)
                         if block is not None:
-                            block.push(frame_kind, body)
-        except (OSError, ValueError) as exc:
+                            block.take(frame_kind, body)
+        except ValueError as exc:
+            reason = self.malformed = f"execbox's agent sent a malformed frame ({exc})"
+        except OSError as exc:
             reason = f"the agent's stream failed: {exc}"
         if self.stderr_text():
             reason += f" (the agent said: {self.stderr_text()[-500:]})"
@@ -181,7 +204,7 @@ class AgentLink:
                 if question and (self._asked is None or self._asked < self.heard):
                     self._asked = time.monotonic()
                 self._sock.sendall(wire.pack(kind, block_id, payload))
-        except socket.timeout:
+        except TimeoutError:
             self.was_stalled = True
             self.dead = f"the agent took nothing sent to it for {ANSWER_S:.0f} s"
             raise AgentStalled(self.dead) from None
@@ -244,14 +267,31 @@ class _Block:
         self.answered = False  # the agent took its RUN (any frame of the block came)
         self.report: dict[str, Any] = {}
         self._consumed = 0  # output bytes not yet acknowledged
-        self._events: collections.deque[tuple[int | None, bytes]] = collections.deque()
+        # output bytes received (by the reader) and consumed (by the block's thread): each has one writer, and
+        # the agent sends more only once what was consumed is acknowledged: received - consumed stays within
+        # _QUEUE_MAX, and past it the queue (the host's memory) is cut short
+        self._received = self._consumed_all = 0
+        # (kind, payload): an EXIT's checked report, output's bytes; (None, b""): the stream's end
+        self._events: collections.deque[tuple[int | None, Any]] = collections.deque()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
         self._waiter = waiter
         waiter.add(self._wake_r, self._drain)
 
-    def push(self, kind: int | None, payload: bytes) -> None:
+    def take(self, kind: int, payload: bytes) -> None:
+        """A frame of this block from the reader; raises ValueError on one
+        the agent never sends (an EXIT that is not one, output past the window)."""
+        if kind == wire.EXIT:
+            self.push(kind, wire.read_exit(payload))
+            return
+        if kind in (wire.STDOUT, wire.STDERR):
+            self._received += len(payload)
+            if self._received - self._consumed_all > _QUEUE_MAX:
+                raise ValueError(f"block {self.id}'s output past the agent's window ({wire.WINDOW} bytes)")
+        self.push(kind, payload)
+
+    def push(self, kind: int | None, payload: Any) -> None:
         if kind is not None:
             self.answered = True
         self._events.append((kind, payload))
@@ -270,6 +310,7 @@ class _Block:
             kind, payload = self._events.popleft()
             if kind in (wire.STDOUT, wire.STDERR):
                 self.output.feed("stdout" if kind == wire.STDOUT else "stderr", payload)
+                self._consumed_all += len(payload)  # (before the ACK that lets the agent send more)
                 self._consumed += len(payload)
                 if self._consumed >= wire.ACK_EVERY:
                     consumed, self._consumed = self._consumed, 0
@@ -278,7 +319,7 @@ class _Block:
                     except ContainerGone:
                         pass  # its end comes as the stream's
             elif kind == wire.EXIT:
-                self.report = json.loads(payload)
+                self.report = payload  # (checked by the reader: wire.read_exit)
                 self.closed = self.ended = True
             elif kind is None:
                 self.gone = self.closed = self.ended = True
@@ -322,7 +363,8 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
     with FdWaiter() as waiter:
         block = link.open_block(waiter, output)
         try:
-            request = {"argv": argv, "python": python_file, "token": new_token(), "workdir": workdir}
+            request = {"argv": argv, "python": python_file, "token": new_token(), "workdir": workdir,
+                       "deadline_s": timeout_s + DEADLINE_GRACE_S}
             try:
                 link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
             except AgentStalled:
@@ -344,21 +386,32 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
             link.forget(block)
             block.close()
     died = block.gone
-    if block.stalled or not block.closed:
-        # stalled, or it did not report the killed block's end: it cannot be trusted
+    malformed = link.malformed if died else None
+    if block.stalled or not block.closed or malformed:
+        # stalled, it did not report the killed block's end, or its stream was malformed: it cannot be trusted
         kill_container()
         link.close()
         died = True
-    if died and not block.answered and not block.report:
+    # a block the agent never took may run in a new container; not where the stream was malformed (its
+    # STARTED may be what was lost)
+    if died and not block.answered and not block.report and not malformed:
         if block.stalled:
-            raise AgentStalled(f"execbox's agent did not answer for {ANSWER_S:.0f} s (a block stopped it?); "
-                               "its container was killed")
+            raise AgentStalled(f"execbox's agent did not answer for {ANSWER_S:.0f} s (stopped from "
+                               "outside?); its container was killed")
         if not (timed_out or cancelled):
             raise ContainerGone(link.dead or "the agent's stream ended")
-    code = 137 if died else int(block.report.get("code", 137))
-    if timed_out:
-        code = 124
+    timed_out = timed_out or (not died and block.report.get("timed_out", False))
+    code = 124 if timed_out else 137 if died else block.report["code"]
     return AgentOutcome(exit_code=code, capture=output.capture, timed_out=timed_out, cancelled=cancelled,
                         duration_s=time.monotonic() - started, oom_kills=block.report.get("oom_kills"),
                         agent_died=died and not (timed_out or cancelled),
-                        agent_stalled=died and link.was_stalled)
+                        agent_stalled=died and link.was_stalled, malformed=malformed)
+
+
+def _ready(body: bytes) -> dict[str, Any]:
+    """The agent's READY, checked (ValueError: not one)."""
+    info = json.loads(body)
+    if not (isinstance(info, dict) and isinstance(info.get("programs"), list)
+            and all(isinstance(p, str) for p in info["programs"])):
+        raise ValueError(f"a READY that is not one: {body[:200]!r}")
+    return info

@@ -5,14 +5,17 @@ fork and two frames on the container's attached stream).
 
 Runs INSIDE the container, standard library only, Python 3.6 or later: this
 file's folder is bound in read-only and this file is the container's command
-(``python3 -u agent.py ZYGOTE_DIR``, under the engine's init; ZYGOTE_DIR holds
-the sandbox's ``run_file.py``, bound in read-only too). It talks to the host
-over its stdin and stdout (``wire.py``): the attached stream works on runc and
-on gVisor alike, where a unix socket in a bind mount does not.
+(``python3 -u agent.py ZYGOTE_DIR USER``, under the engine's init; ZYGOTE_DIR
+holds the sandbox's ``run_file.py``, bound in read-only too; USER is who
+blocks run as, ``uid:gid`` or names, as Docker's ``--user``). It talks to
+the host over its stdin and stdout (``wire.py``): the attached stream works
+on runc and on gVisor alike, where a unix socket in a bind mount does not.
 
 A block is a child forked by the agent, in a session of its own, its stdout
 and stderr two pipes the agent forwards as they are read, stdin /dev/null,
-the block's token (EXECBOX_RUN_TOKEN) in its environment, in the workspace.
+the block's token (EXECBOX_RUN_TOKEN) in its environment, in the workspace,
+under the block user (``blockuser.py``: the agent keeps root as its real
+uid, so no block reaches the host's channel, nor signals the agent).
 A Python file runs in the child in this already-started interpreter, with a
 fresh ``__main__`` (``run_file.py``: what ``python -u FILE`` does, without
 the ~10 ms of a new interpreter); any other program is exec'd.
@@ -24,7 +27,9 @@ as the last block ends, when it leaves nothing behind: nothing can run until
 the next block, and the host is reading the last one's end meanwhile); when a block's
 process ends and more than init and the agent are left, the killer runs (in
 this process: no fork, so a fork bomb that holds every pid cannot stop it);
-KILL (the host's timeout or cancellation) runs it at once. The pipes are
+KILL (the host's timeout or cancellation) runs it at once, and so does the
+block's own deadline (its RUN's ``deadline_s``, a little after the host's
+timeout: the block dies then whatever the host was told). The pipes are
 read until they close (or DRAIN_S after the end, if something unkillable
 holds them, or the host has not acknowledged the output for that long);
 then EXIT. Blocks run at the same time, each on its own id.
@@ -38,14 +43,13 @@ took ~850 ms from its start to its end, ~50 ms now). A
 block's output stops being read while WINDOW bytes of it are unacknowledged
 by the host (``wire``): the host's memory stays bounded, and the block waits
 on its writes as on a slow terminal. Frames go out without blocking the
-agent, a frame of each block in turn: a block flooding its output does not
-hold up the others' ends behind it.
+agent, a frame of each block in turn (``outgoing.py``).
 
-The agent is the container's main process: if it dies (a block killed it,
-the OOM killer took it), the container stops, the host sees its stream end,
-fails the running blocks and starts a new container for the next one. It
-makes itself not dumpable (blocks, the same user, cannot ptrace it or
-read its descriptors) and puts its blocks first in the OOM killer's line.
+The agent is the container's main process: if it dies (the OOM killer took
+it), the container stops, the host sees its stream end, fails the running
+blocks and starts a new container for the next one. It puts its blocks
+first in the OOM killer's line. A frame from the host it cannot read ends
+it (``wire.Frames`` bounds every frame).
 """
 
 import collections
@@ -58,14 +62,16 @@ import signal
 import sys
 import time
 
-import killer  # beside this file
+import blockuser  # beside this file
+import killer
 import wire
+from outgoing import Outgoing
 from scratch import empty_scratch, oom_kills, processes
 
-for _name in ("ipc_sweep", "killer", "scratch", "wire"):  # a block's own modules of these names are not shadowed
+# a block's own modules of these names are not shadowed
+for _name in ("blockuser", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
     del sys.modules[_name]
 
-TOKEN_VAR = "EXECBOX_RUN_TOKEN"
 PROGRAMS = ("python3", "bash", "sh", "node", "pwsh")
 DRAIN_S = 2.0
 RECHECK_S = 0.002
@@ -76,7 +82,6 @@ RECHECK_S = 0.002
 YOUNG = max(4, 2 * (os.cpu_count() or 1))
 YOUTH_S = 0.1
 FORK_TRIES = 5
-PR_SET_DUMPABLE = 4
 OWN = 2  # processes of the container's own: init and the agent
 
 
@@ -90,22 +95,6 @@ def load_run_file(folder):
     return run_python_file
 
 
-def load_prctl():
-    try:
-        import ctypes
-        return ctypes.CDLL(None).prctl
-    except Exception:  # no ctypes in this image: the container still holds
-        return None
-
-
-prctl = None  # set by main()
-
-
-def set_dumpable(value):
-    if prctl is not None:
-        prctl(PR_SET_DUMPABLE, value, 0, 0, 0)
-
-
 def exit_code(status):
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
@@ -113,9 +102,11 @@ def exit_code(status):
 
 
 class Block:
-    def __init__(self, block_id, token, pid, pipes):
+    def __init__(self, block_id, token, pid, pipes, deadline):
         self.id, self.token, self.pid = block_id, token, pid
         self.pipes = pipes  # fd -> wire.STDOUT / wire.STDERR, while open
+        self.deadline = deadline  # killed then, whatever the host did (None: none, or it has passed)
+        self.timed_out = False  # killed at its deadline by the agent itself
         self.status = None
         self.drain_until = None
         self.note = ""
@@ -125,8 +116,9 @@ class Block:
 
 
 class Agent:
-    def __init__(self, run_python_file):
+    def __init__(self, run_python_file, user, prctl):
         self.run_python_file = run_python_file
+        self.user, self.prctl = user, prctl  # who blocks run as (blockuser)
         self.blocks = {}  # id -> Block
         self.by_pid, self.by_fd = {}, {}
         self.frames = wire.Frames()
@@ -142,47 +134,16 @@ class Agent:
         self.recheck_until = 0.0  # (a SIGCHLD may come before its child can be waited for: gVisor)
         self.clean = False  # emptied after the last block, and nothing has run since
         self.waiting = collections.OrderedDict()  # id -> RUN request not started yet (one per host caller)
-        # frames to the host, by block (each bounded by its window), written in turn without blocking
-        self.outgoing = collections.OrderedDict()
-        self.writing = None  # what is left of the frame being written (frames are never interleaved)
-        self.polling_out = False
-        os.set_blocking(1, False)
-
-    def send(self, frame, key=0):
-        """Queue a frame of block ``key`` (0: the agent's own) and write what the pipe takes."""
-        self.outgoing.setdefault(key, collections.deque()).append(frame)
-        self.flush()
-
-    def flush(self):
-        """Write queued frames, a frame of each block in turn (a block's
-        output does not hold up another's end), until the pipe is full."""
-        while True:
-            if self.writing is None:
-                if not self.outgoing:
-                    break
-                key, frames = next(iter(self.outgoing.items()))
-                del self.outgoing[key]
-                self.writing = memoryview(frames.popleft())
-                if frames:
-                    self.outgoing[key] = frames  # at the back of the line
-            try:
-                written = os.write(1, self.writing)
-            except BlockingIOError:
-                break
-            self.writing = self.writing[written:] if written < len(self.writing) else None
-        waiting = self.writing is not None
-        if waiting != self.polling_out:
-            if waiting:
-                self.poll.register(1, select.POLLOUT)
-            else:
-                self.poll.unregister(1)
-            self.polling_out = waiting
+        self.out = Outgoing(1, self.poll)
+        self.send = self.out.send  # (frame, block id)
 
     def serve(self):
         while True:
             now = time.monotonic()
             due = [b.drain_until for b in self.blocks.values() if b.drain_until is not None]
-            if now < self.recheck_until or any(b.status is None and not b.pipes for b in self.blocks.values()):
+            due += [b.deadline for b in self.blocks.values() if b.deadline is not None]
+            if now < self.recheck_until or any(b.status is None and not b.pipes
+                                               for b in self.blocks.values()):
                 due.append(now + RECHECK_S)
             if self.waiting:  # when the oldest young block makes room
                 due.append(min([b.started + YOUTH_S for b in self.blocks.values()
@@ -193,10 +154,13 @@ class Agent:
                     data = os.read(0, 1 << 16)
                     if not data:
                         return  # the host is gone
-                    for kind, block_id, payload in self.frames.feed(data):
-                        self.command(kind, block_id, payload)
+                    try:
+                        for kind, block_id, payload in self.frames.feed(data):
+                            self.command(kind, block_id, payload)
+                    except (ValueError, KeyError, TypeError) as exc:  # (json's errors are ValueErrors)
+                        raise SystemExit(f"execbox-agent: a malformed frame from the host: {exc}") from None
                 elif fd == 1:
-                    self.flush()
+                    self.out.flush()
                 elif fd == self.wake_r:
                     try:
                         while os.read(self.wake_r, 512):
@@ -212,6 +176,8 @@ class Agent:
                 self.reap()
             now = time.monotonic()
             for block in list(self.blocks.values()):
+                if block.deadline is not None and now >= block.deadline:
+                    self.overdue(block)
                 if block.drain_until is not None and now >= block.drain_until:
                     self.finish(block)
             self.admit()
@@ -220,7 +186,8 @@ class Agent:
         """Start waiting RUNs, in order, while fewer than YOUNG blocks are young."""
         while self.waiting:
             now = time.monotonic()
-            if sum(1 for b in self.blocks.values() if b.status is None and now - b.started < YOUTH_S) >= YOUNG:
+            young = sum(1 for b in self.blocks.values() if b.status is None and now - b.started < YOUTH_S)
+            if young >= YOUNG:
                 return
             block_id, request = self.waiting.popitem(last=False)
             self.start(block_id, request)
@@ -231,7 +198,10 @@ class Agent:
             self.send(wire.pack_json(wire.READY, 0, {"pid": os.getpid(), "programs": found,
                                                       "python": list(sys.version_info[:3])}))
         elif kind == wire.RUN:
-            self.waiting[block_id] = json.loads(payload.decode())
+            request = json.loads(payload.decode())
+            if not isinstance(request, dict):
+                raise TypeError(f"a RUN of {type(request).__name__}")
+            self.waiting[block_id] = request
             self.admit()
         elif kind == wire.KILL:
             block = self.blocks.get(block_id)
@@ -254,6 +224,15 @@ class Agent:
                 self.poll.register(fd, select.POLLIN)
         if block.drain_until is not None:  # the host is reading: the ended block's rest still comes
             block.drain_until = time.monotonic() + DRAIN_S
+
+    def overdue(self, block):
+        """Kill a block at its deadline: the host kills it there too, unless
+        something (a block could not, by design) made it believe it ended."""
+        block.deadline = None
+        if block.status is None:
+            block.timed_out = True
+            block.note = "killed by the agent at its deadline"
+            self.kill(block)
 
     def others(self, block):
         rest = [b for b in self.blocks.values() if b is not block]
@@ -293,12 +272,14 @@ class Agent:
             self.child(request, out_w, err_w)
         os.close(out_w)
         os.close(err_w)
-        block = Block(block_id, request["token"], pid, {out_r: wire.STDOUT, err_r: wire.STDERR})
+        limit = request.get("deadline_s")
+        block = Block(block_id, request["token"], pid, {out_r: wire.STDOUT, err_r: wire.STDERR},
+                      None if limit is None else time.monotonic() + float(limit))
         self.blocks[block_id] = block
         if pid is None:
             block.status = 2 << 8
-            block.note = "the block could not be started: %s" % problem
-            self.send(wire.pack(wire.STDERR, block_id, ("execbox: %s\n" % block.note).encode()), block_id)
+            block.note = f"the block could not be started: {problem}"
+            self.send(wire.pack(wire.STDERR, block_id, f"execbox: {block.note}\n".encode()), block_id)
             self.finish(block)
             return
         self.by_pid[pid] = block
@@ -307,50 +288,8 @@ class Agent:
             self.poll.register(fd, select.POLLIN)
 
     def child(self, request, out_w, err_w):
-        code = 1
-        try:
-            os.setsid()
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.dup2(self.devnull, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            for name in os.listdir("/proc/self/fd"):
-                if int(name) > 2:
-                    try:
-                        os.close(int(name))
-                    except OSError:
-                        pass
-            set_dumpable(1)
-            try:
-                with open("/proc/self/oom_score_adj", "w") as handle:
-                    handle.write("500")
-            except OSError:
-                pass
-            os.chdir(request["workdir"])
-            os.environ[TOKEN_VAR] = request["token"]
-            if request.get("python"):
-                code = self.run_python_file(request["python"], [request["python"]])
-            else:
-                argv = request["argv"]
-                for name in ("SIGPIPE", "SIGXFSZ"):  # as a shell leaves them for what it starts
-                    if hasattr(signal, name):
-                        signal.signal(getattr(signal, name), signal.SIG_DFL)
-                try:
-                    os.execvp(argv[0], argv)
-                except OSError as exc:
-                    missing = exc.errno == errno.ENOENT
-                    os.write(2, ("execbox: %s: %s\n" % (argv[0], "not found" if missing else exc.strerror))
-                             .encode())
-                    code = 127 if missing else 126
-        except BaseException:
-            try:
-                import traceback
-                os.write(2, traceback.format_exc().encode())
-            except BaseException:
-                pass
-        finally:
-            os._exit(code)
+        stdio = (self.devnull, out_w, err_w)
+        blockuser.run_child(request, stdio, self.user, self.prctl, self.run_python_file)
 
     def output(self, fd):
         block = self.by_fd[fd]
@@ -409,6 +348,8 @@ class Agent:
             report["oom_kills"] = oom_kills()
         if block.note:
             report["note"] = block.note
+        if block.timed_out:
+            report["timed_out"] = True
         self.send(wire.pack_json(wire.EXIT, block.id, report), block.id)
         if not self.blocks and processes() <= OWN:
             # emptied now for the next block, while the host reads this one's
@@ -418,11 +359,17 @@ class Agent:
 
 
 def main():
-    global prctl
     run_python_file = load_run_file(sys.argv[1])
-    prctl = load_prctl()
-    set_dumpable(0)
-    Agent(run_python_file).serve()
+    try:
+        prctl = blockuser.load_prctl()
+        user = blockuser.BlockUser(sys.argv[2])
+        # made as root: its own pipe is not the block user's (gVisor leaves /proc/PID/fd open to that uid)
+        agent = Agent(run_python_file, user, prctl)
+        blockuser.enter(user, prctl)
+        blockuser.probe(user, prctl)
+    except blockuser.Refused as exc:  # the host runs this image's blocks as docker exec instead
+        raise SystemExit(f"execbox-agent: {exc}") from None
+    agent.serve()
 
 
 if __name__ == "__main__":
