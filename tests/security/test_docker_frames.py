@@ -55,10 +55,6 @@ def docker_mode(mode):
     return mode
 
 
-def _frame(kind: int, block: int, payload: bytes) -> bytes:
-    return struct.pack(">BII", kind, block, len(payload)) + payload
-
-
 def _own(kind: int, payload: bytes) -> bytes:
     """A frame of the writer's own block: BLOCK stands for its id."""
     return struct.pack(">B", kind) + b"BLOCK" + struct.pack(">I", len(payload)) + payload
@@ -66,10 +62,10 @@ def _own(kind: int, payload: bytes) -> bytes:
 
 # What a block writes where it hopes the host reads the agent: block ids 1 to 64 (it cannot know its own)
 SPRAYS = {
-    "forged-exit": b"".join(_frame(wire.STDOUT, b, b"FORGED\n") + _frame(wire.EXIT, b, b'{"code": 0}')
+    "forged-exit": b"".join(wire.pack(wire.STDOUT, b, b"FORGED\n") + wire.pack(wire.EXIT, b, b'{"code": 0}')
                             for b in range(1, 65)),
     "2gb-header": struct.pack(">BII", wire.STDOUT, 1, 2 ** 31) + b"x" * 64,
-    "malformed-exit": b"".join(_frame(wire.EXIT, b, b'{"code": "zero",') for b in range(1, 65)),
+    "malformed-exit": b"".join(wire.pack(wire.EXIT, b, b'{"code": "zero",') for b in range(1, 65)),
 }
 
 # Every descriptor of PID 1 and of the processes not of the block's uid (the agent: root's real uid),
@@ -372,7 +368,7 @@ def test_the_host_turns_every_malformed_frame_into_a_failed_result(case):
 
 def test_a_well_formed_frame_of_no_running_block_is_ignored():
     host, agent = socket.socketpair()
-    stray = _frame(wire.STDOUT, 999, b"stray") + _frame(wire.EXIT, 999, b'{"code": 0}')
+    stray = wire.pack(wire.STDOUT, 999, b"stray") + wire.pack(wire.EXIT, 999, b'{"code": 0}')
     _ScriptedAgent(agent, first=stray + _own(wire.STDOUT, b"mine\n") + _own(wire.EXIT, b'{"code": 3}'), then=b"")
     link = AgentLink(_Client(host), "fake")
     try:
