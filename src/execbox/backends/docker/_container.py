@@ -90,7 +90,7 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     logged: a block's output is no business of the engine's log), started
     as root with AGENT_CAPABILITIES alone, and blocks run as ``user``;
     else the keep-alive as ``user``, and each block a ``docker exec``."""
-    from docker.types import LogConfig, Ulimit  # type: ignore[import-untyped]
+    from docker.types import LogConfig, Ulimit
 
     overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
     settings = confined(image=image, user=AGENT_USER if agent else user, memory_mb=memory_mb,

@@ -103,7 +103,8 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
                           duration_s=time.monotonic() - started)
 
 
-def open_exec(client: Any, container_id: str, argv: Sequence[str], **options: Any) -> tuple[str, socket.socket]:
+def open_exec(client: Any, container_id: str, argv: Sequence[str],
+              **options: Any) -> tuple[str, socket.socket]:
     """Create and start an exec; its id and the socket of its output.
 
     Its stdin is the attached stream, closed at once (the process reads
@@ -152,9 +153,9 @@ def memory_kills(client: Any, container_id: str) -> int | None:
     """How many times the kernel's OOM killer has struck in the container
     (cgroup v1 or v2), or None when it cannot be read."""
     try:
-        text = exec_output(client, container_id, ["/bin/sh", "-c",
-                                                  "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
-                                                  "cat /sys/fs/cgroup/memory.events 2>/dev/null"])
+        text = exec_output(client, container_id, [
+            "/bin/sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
+                             "cat /sys/fs/cgroup/memory.events 2>/dev/null"])
     except Exception:  # noqa: BLE001 - a best-effort reading
         return None
     for line in text.splitlines():
@@ -170,7 +171,8 @@ def kill_leftovers(client: Any, container_id: str, kill_container: Callable[[], 
     _kill_block(client, container_id, [new_token()], kill_container)
 
 
-def _kill_block(client: Any, container_id: str, tokens: list[str], kill_container: Callable[[], None]) -> None:
+def _kill_block(client: Any, container_id: str, tokens: list[str],
+                kill_container: Callable[[], None]) -> None:
     """The in-container killer (``tokens``: the block's, then the live
     ones), given KILL_TIMEOUT_S; when it cannot start (no pid left, no
     python3), fails or hangs, the container is killed."""
@@ -207,7 +209,8 @@ class _Frames:
     """An exec's output socket as a ``_watch.Source``: it ends (and the
     block with it) when the engine closes the stream."""
 
-    def __init__(self, sock: socket.socket, waiter: FdWaiter, output: Output, kill: Callable[[], None]) -> None:
+    def __init__(self, sock: socket.socket, waiter: FdWaiter, output: Output,
+                 kill: Callable[[], None]) -> None:
         self.sock, self.output, self.kill = sock, output, kill
         self.closed = self.ended = False
         self._buffer = b""

@@ -22,11 +22,14 @@ IPC_PRIVATE, IPC_RMID, IPC_STAT, SHM_INFO, MSG_INFO, SEM_INFO = 0, 0, 2, 14, 12,
 def main():
     libc = ctypes.CDLL(None)
     buf = ctypes.create_string_buffer(512)
-    kinds = {  # kind: (make one, control one, its INFO command, where the count in use lies in what it fills)
-        "shm": (lambda: libc.shmget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.shmctl(i, cmd, buf), SHM_INFO, 0),
-        "msg": (lambda: libc.msgget(IPC_PRIVATE, 0o600), lambda i, cmd: libc.msgctl(i, cmd, buf), MSG_INFO, 0),
-        "sem": (lambda: libc.semget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.semctl(i, 0, cmd, buf), SEM_INFO,
-                28),
+    # kind: (make one, control one, its INFO command, where the count in use lies in what it fills)
+    kinds = {
+        "shm": (lambda: libc.shmget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.shmctl(i, cmd, buf),
+                SHM_INFO, 0),
+        "msg": (lambda: libc.msgget(IPC_PRIVATE, 0o600), lambda i, cmd: libc.msgctl(i, cmd, buf),
+                MSG_INFO, 0),
+        "sem": (lambda: libc.semget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.semctl(i, 0, cmd, buf),
+                SEM_INFO, 28),
     }
     for kind, (make, control, info, at) in kinds.items():
         try:
