@@ -106,8 +106,8 @@ class Executor(ABC):
         self._closed = False
         self._active: set[Cancellation] = set()
         # Whether blocks can write under .execbox/ (then each run walks it for set-ID bits);
-        # a backend that mounts it read-only for its blocks says False.
-        self._blocks_write_internal = True
+        # a backend that mounts it read-only for its blocks says False, or names the folders they write.
+        self._blocks_write_internal: bool | Sequence[str] = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(workspace={str(self.workspace.path)!r}, limits={self.limits!r})"
