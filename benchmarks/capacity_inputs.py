@@ -110,13 +110,32 @@ def footprint(pids: set[int]) -> dict:
         name = kind(cmdline)
         by_name[name] = round(by_name.get(name, 0) + fields.get("Pss", 0) / 1024, 1)
         tasks_by_name[name] = tasks_by_name.get(name, 0) + threads
-    return {"processes": len(pids), "tasks": tasks, "pss_mib": round(pss / 1024, 1),
-            "rss_mib": round(rss / 1024, 1), "pss_by_kind_mib": by_name, "tasks_by_kind": tasks_by_name}
+    return {
+        "processes": len(pids),
+        "tasks": tasks,
+        "pss_mib": round(pss / 1024, 1),
+        "rss_mib": round(rss / 1024, 1),
+        "pss_by_kind_mib": by_name,
+        "tasks_by_kind": tasks_by_name,
+    }
 
 
 def kind(cmdline: str) -> str:
-    for label in ("gcs_server", "raylet", "NodeAgent", "Admission", "ray::IDLE", "dashboard", "log_monitor",
-                  "runtime_env", "monitor.py", "bwrap", "zygote", "ipykernel", "containerd-shim"):
+    for label in (
+        "gcs_server",
+        "raylet",
+        "NodeAgent",
+        "Admission",
+        "ray::IDLE",
+        "dashboard",
+        "log_monitor",
+        "runtime_env",
+        "monitor.py",
+        "bwrap",
+        "zygote",
+        "ipykernel",
+        "containerd-shim",
+    ):
         if label in cmdline:
             return label
     return (cmdline.split() or ["?"])[0].rsplit("/", 1)[-1]
@@ -132,19 +151,25 @@ def timed_runs(run, runs: int, extra_cpu=lambda: 0.0) -> dict:
         walls.append(time.perf_counter() - started)
     cpu, own, extra = METER.cpu_s() - cpu0, own_cpu_s() - own0, extra_cpu() - extra0
     walls.sort()
-    return {"n": runs, "wrong": wrong, "wall_median_ms": round(statistics.median(walls) * 1000, 2),
-            "wall_p90_ms": round(walls[int(0.9 * (runs - 1))] * 1000, 2),
-            "cpu_per_run_ms": round((cpu + extra) / runs * 1000, 2),
-            "cpu_host_process_ms": round(own / runs * 1000, 2),
-            "cpu_engine_ms": round(extra / runs * 1000, 2)}
+    return {
+        "n": runs,
+        "wrong": wrong,
+        "wall_median_ms": round(statistics.median(walls) * 1000, 2),
+        "wall_p90_ms": round(walls[int(0.9 * (runs - 1))] * 1000, 2),
+        "cpu_per_run_ms": round((cpu + extra) / runs * 1000, 2),
+        "cpu_host_process_ms": round(own / runs * 1000, 2),
+        "cpu_engine_ms": round(extra / runs * 1000, 2),
+    }
 
 
 def idle(extra_cpu=lambda: 0.0) -> dict:
     time.sleep(1.0)
     cpu0, extra0 = METER.cpu_s(), extra_cpu()
     time.sleep(IDLE_S)
-    return {"cpu_cores": round((METER.cpu_s() - cpu0 + extra_cpu() - extra0) / IDLE_S, 4),
-            **footprint(METER.pids())}
+    return {
+        "cpu_cores": round((METER.cpu_s() - cpu0 + extra_cpu() - extra0) / IDLE_S, 4),
+        **footprint(METER.pids()),
+    }
 
 
 def docker_probe(cid: str) -> tuple:
@@ -152,10 +177,16 @@ def docker_probe(cid: str) -> tuple:
     containerd and its shim), the daemons' alone, and its memory. The
     daemons' share counts whatever else the engine did meanwhile."""
     procs = {int(p) for p in Path(f"/sys/fs/cgroup/pids/docker/{cid}/cgroup.procs").read_text().split()}
-    shims = {int(p) for p in os.listdir("/proc") if p.isdigit()
-             and cid.encode() in Path(f"/proc/{p}/cmdline").read_bytes()} - procs
-    daemons = [int(p) for p in os.listdir("/proc") if p.isdigit()
-               and Path(f"/proc/{p}/comm").read_text().strip() in ("dockerd", "containerd")] + list(shims)
+    shims = {
+        int(p)
+        for p in os.listdir("/proc")
+        if p.isdigit() and cid.encode() in Path(f"/proc/{p}/cmdline").read_bytes()
+    } - procs
+    daemons = [
+        int(p)
+        for p in os.listdir("/proc")
+        if p.isdigit() and Path(f"/proc/{p}/comm").read_text().strip() in ("dockerd", "containerd")
+    ] + list(shims)
     group, mem = CPUACCT / "docker" / cid, Path(f"/sys/fs/cgroup/memory/docker/{cid}")
     stat = dict(line.split() for line in (mem / "memory.stat").read_text().splitlines())
     others = len(subprocess.run(["docker", "ps", "-q"], capture_output=True, text=True).stdout.split()) - 1
@@ -166,11 +197,20 @@ def docker_probe(cid: str) -> tuple:
     def engine_cpu() -> float:
         return int((group / "cpuacct.usage").read_text()) / 1e9 + daemons_cpu()
 
-    memory = {"usage": int((mem / "memory.usage_in_bytes").read_text()), "rss": int(stat["rss"]),
-              "cache": int(stat["cache"])}
-    return engine_cpu, daemons_cpu, {
-        "container": footprint(procs | shims), "other_containers_running": others,
-        "container_memory_cgroup_mib": {k: round(v / 2**20, 1) for k, v in memory.items()}}
+    memory = {
+        "usage": int((mem / "memory.usage_in_bytes").read_text()),
+        "rss": int(stat["rss"]),
+        "cache": int(stat["cache"]),
+    }
+    return (
+        engine_cpu,
+        daemons_cpu,
+        {
+            "container": footprint(procs | shims),
+            "other_containers_running": others,
+            "container_memory_cgroup_mib": {k: round(v / 2**20, 1) for k, v in memory.items()},
+        },
+    )
 
 
 def backend(make, runs: int, docker: bool = False) -> dict:
@@ -202,18 +242,25 @@ def limits() -> dict:
         except OSError:
             return None
 
-    own = {line.split(":")[1]: line.split(":")[2] for line in Path("/proc/self/cgroup").read_text().splitlines()}
+    own = {
+        line.split(":")[1]: line.split(":")[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+    }
     mem = {line.split(":")[0]: line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()}
-    return {"cpus": os.cpu_count(), "mem_total_mib": int(mem["MemTotal"]) // 1024,
-            "pid_max": int(read("/proc/sys/kernel/pid_max") or 0),
-            "threads_max": int(read("/proc/sys/kernel/threads-max") or 0),
-            "rlimit_nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
-            "pids_cgroup_max": read(f"/sys/fs/cgroup/pids{own.get('pids', '/')}/pids.max") or "none at this level",
-            "memory_cgroup_limit": read(f"/sys/fs/cgroup/memory{own.get('memory', '/')}/memory.limit_in_bytes"),
-            "kernel": os.uname().release}
+    return {
+        "cpus": os.cpu_count(),
+        "mem_total_mib": int(mem["MemTotal"]) // 1024,
+        "pid_max": int(read("/proc/sys/kernel/pid_max") or 0),
+        "threads_max": int(read("/proc/sys/kernel/threads-max") or 0),
+        "rlimit_nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+        "pids_cgroup_max": read(f"/sys/fs/cgroup/pids{own.get('pids', '/')}/pids.max")
+        or "none at this level",
+        "memory_cgroup_limit": read(f"/sys/fs/cgroup/memory{own.get('memory', '/')}/memory.limit_in_bytes"),
+        "kernel": os.uname().release,
+    }
 
 
 # -- Ray (in its own network namespace) ---------------------------------------
+
 
 def ray_part(runs: int) -> dict:
     import ray
@@ -241,11 +288,15 @@ def ray_part(runs: int) -> dict:
     with execbox.SandboxExecutor() as local:
         result = local.run(block)
         big = local.run(execbox.CodeBlock("python", "print('x' * (2**20 - 1))"))
-    report["last_item_bytes"] = {"print1": len(pickle.dumps([RunEnd(result, {}, [])])),
-                                 "1MiB_output": len(pickle.dumps([RunEnd(big, {}, [])]))}
+    report["last_item_bytes"] = {
+        "print1": len(pickle.dumps([RunEnd(result, {}, [])])),
+        "1MiB_output": len(pickle.dumps([RunEnd(big, {}, [])])),
+    }
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1",
-                                                            "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False},
+    )
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, namespace="execbox", _node_ip_address="127.0.0.1")
     try:
@@ -292,7 +343,8 @@ def ray_part(runs: int) -> dict:
             report["ray_print1"] = timed_runs(lambda: remote.run(block).output, runs)
             took = time.perf_counter() - started
             report["ray_print1"]["cpu_per_run_less_idle_ms"] = round(
-                report["ray_print1"]["cpu_per_run_ms"] - idle_rate * took / runs * 1000, 2)
+                report["ray_print1"]["cpu_per_run_ms"] - idle_rate * took / runs * 1000, 2
+            )
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -309,8 +361,13 @@ def main() -> None:
             return
         import execbox
 
-        out: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": runs, "idle_s": IDLE_S,
-                     "machine": limits(), "backends": {}}
+        out: dict = {
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "runs": runs,
+            "idle_s": IDLE_S,
+            "machine": limits(),
+            "backends": {},
+        }
         subjects = {
             "sandbox_pool": lambda: execbox.SandboxExecutor(),
             "sandbox_pool_size_1": lambda: execbox.SandboxExecutor(pool_size=1),
@@ -330,10 +387,16 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001
                 out["backends"]["docker"] = {"error": f"{type(exc).__name__}: {exc}"}
         print("measuring ray ...", file=sys.stderr)
-        done = subprocess.run(["sh", str(HERE / "_netns.sh"), sys.executable, __file__, "--ray", "--runs",
-                               str(runs)], capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            ["sh", str(HERE / "_netns.sh"), sys.executable, __file__, "--ray", "--runs", str(runs)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        out["ray"] = json.loads(lines[-1]) if lines else {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
+        out["ray"] = (
+            json.loads(lines[-1]) if lines else {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
+        )
         for name in ("latest-ray.json", "latest.json"):  # run.py --only ray, or a whole run
             latest = HERE / "results" / name
             bench = json.loads(latest.read_text()) if latest.exists() else {}

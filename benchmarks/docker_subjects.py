@@ -69,8 +69,9 @@ def floor(runtime: str | None) -> Callable[[], Box]:
         # stdio it is handed to its sandbox user, and the engine's default
         # stdin is the host's /dev/null (seen: the host's /dev/null owned by
         # nobody after this subject ran on runsc)
-        container = client.containers.run(IMAGE, ["sleep", "infinity"], detach=True, network_mode="none",
-                                          stdin_open=True, **extra)
+        container = client.containers.run(
+            IMAGE, ["sleep", "infinity"], detach=True, network_mode="none", stdin_open=True, **extra
+        )
 
         class Floor(Box):
             def run(self, code: str) -> tuple[int, str]:
@@ -93,8 +94,9 @@ def execbox_docker(runtime: str | None) -> Callable[[], Box]:
     def make() -> Box:
         import execbox
 
-        ex = execbox.DockerExecutor(image=IMAGE, runtime=runtime, workspace=_tmpdir(),
-                                    limits=execbox.Limits(timeout_s=60))
+        ex = execbox.DockerExecutor(
+            image=IMAGE, runtime=runtime, workspace=_tmpdir(), limits=execbox.Limits(timeout_s=60)
+        )
         ex.start()
 
         class Execbox(Box):
@@ -129,7 +131,8 @@ def ag2(link_python: bool) -> Callable[[], Box]:
             links = _tmpdir()
             os.symlink("/usr/bin/python3", os.path.join(links, "python"))
             kwargs["container_create_kwargs"] = {
-                "mounts": [Mount(target="/usr/local/bin", source=links, type="bind", read_only=True)]}
+                "mounts": [Mount(target="/usr/local/bin", source=links, type="bind", read_only=True)]
+            }
         ex = DockerCommandLineCodeExecutor(image=IMAGE, work_dir=_tmpdir(), timeout=60, **kwargs)
 
         class AG2(Box):
@@ -165,8 +168,11 @@ CLOSE_NEVER = {"AG2 DockerCommandLineCodeExecutor"}
 
 def ms(samples: list[float]) -> dict:
     ordered = sorted(samples)
-    return {"median_ms": statistics.median(ordered), "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-            "n": len(ordered)}
+    return {
+        "median_ms": statistics.median(ordered),
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+        "n": len(ordered),
+    }
 
 
 def describe(exc: BaseException) -> str:

@@ -22,28 +22,30 @@ FLOOR_RUNC, FLOOR_RUNSC = "docker SDK floor (runc)", "docker SDK floor (runsc)"
 # How each subject runs, for the notes column.
 HOW = {
     FLOOR_RUNC: "containers.run(detach=True, stdin_open=True) of `sleep infinity`, no network; "
-                "exec_run(['python3','-c',...], stdin=True) (stdin attached: the engine's default, the host's "
-                "/dev/null, is given to gVisor's sandbox user)",
+    "exec_run(['python3','-c',...], stdin=True) (stdin attached: the engine's default, the host's "
+    "/dev/null, is given to gVisor's sandbox user)",
     FLOOR_RUNSC: "the same with runtime='runsc'",
     RUNC: "defaults: no network, read-only root, non-root user, no capabilities, init, memory/pids limits; "
-          "code written to the workspace, each block sent to execbox's agent in the container (the container's "
-          "command) over its attached stream: a Python block forked in the agent's warm interpreter",
+    "code written to the workspace, each block sent to execbox's agent in the container (the container's "
+    "command) over its attached stream: a Python block forked in the agent's warm interpreter",
     RUNSC: "the same with runtime='runsc'",
     "AG2 DockerCommandLineCodeExecutor": "image='execbox/base:latest' as given; runs `timeout 60 python FILE` and "
-                                         "takes only language 'python' for Python, the image has python3 and no "
-                                         "python; its containers killed, not stopped (close not timed)",
+    "takes only language 'python' for Python, the image has python3 and no "
+    "python; its containers killed, not stopped (close not timed)",
     "AG2 DockerCommandLineCodeExecutor + python link": "the same image plus a read-only bind mount at "
-                                                       "/usr/local/bin holding python -> /usr/bin/python3 "
-                                                       "(container_create_kwargs mounts); AG2 defaults: root, "
-                                                       "bridge network, tty /bin/sh; close = stop(), timed once "
-                                                       "(n=1), the other containers killed",
+    "/usr/local/bin holding python -> /usr/bin/python3 "
+    "(container_create_kwargs mounts); AG2 defaults: root, "
+    "bridge network, tty /bin/sh; close = stop(), timed once "
+    "(n=1), the other containers killed",
 }
 
 
 def measure_all(python: Path, execs: int, starts: int, env: dict[str, str]) -> list[dict]:
     from docker_subjects import SUBJECTS  # noqa: PLC0415 - the worker's list, one place
 
-    return measure_subjects(python, HERE / "docker_subjects.py", SUBJECTS, [str(execs), str(starts)], env, TIMEOUT_S)
+    return measure_subjects(
+        python, HERE / "docker_subjects.py", SUBJECTS, [str(execs), str(starts)], env, TIMEOUT_S
+    )
 
 
 def _fig(report: dict, key: str, field: str = "median_ms") -> str:
@@ -63,21 +65,28 @@ def notes(report: dict) -> str:
     for key in ("first", "exec"):
         wrong = (report.get(key) or {}).get("first_wrong")
         if wrong:
-            parts.append(f"every print(1) gave `{wrong}`" if report[key]["wrong"] >= report[key]["n"]
-                         else f"first wrong output: `{wrong}`")
+            parts.append(
+                f"every print(1) gave `{wrong}`"
+                if report[key]["wrong"] >= report[key]["n"]
+                else f"first wrong output: `{wrong}`"
+            )
             break
     parts.append(HOW.get(report["subject"], ""))
     return "; ".join(p for p in parts if p).replace("|", "\\|").replace("\n", " ")
 
 
 def table(reports: list[dict]) -> str:
-    lines = ["| subject | print(1) median ms | p95 ms | container start median ms | start p95 ms "
-             "| first block median ms | new → first result median ms | close median ms | notes |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| subject | print(1) median ms | p95 ms | container start median ms | start p95 ms "
+        "| first block median ms | new → first result median ms | close median ms | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in reports:
-        lines.append(f"| {r['subject']} | {_fig(r, 'exec')} | {_fig(r, 'exec', 'p95_ms')} | {_fig(r, 'start')} "
-                     f"| {_fig(r, 'start', 'p95_ms')} | {_fig(r, 'first')} | {_fig(r, 'new_to_first')} "
-                     f"| {_fig(r, 'close')} | {notes(r)} |")
+        lines.append(
+            f"| {r['subject']} | {_fig(r, 'exec')} | {_fig(r, 'exec', 'p95_ms')} | {_fig(r, 'start')} "
+            f"| {_fig(r, 'start', 'p95_ms')} | {_fig(r, 'first')} | {_fig(r, 'new_to_first')} "
+            f"| {_fig(r, 'close')} | {notes(r)} |"
+        )
     return "\n".join(lines)
 
 
@@ -92,8 +101,13 @@ def targets(reports: list[dict]) -> list[dict]:
             out.append({"target": text, "met": None, "measured": "a subject errored"})
             return
         ratio = base["median_ms"] / entry["median_ms"]
-        out.append({"target": text, "met": ratio >= times and not entry.get("wrong"),
-                    "measured": f"{ratio:.1f}× ({entry['median_ms']:.1f} ms against {base['median_ms']:.1f} ms)"})
+        out.append(
+            {
+                "target": text,
+                "met": ratio >= times and not entry.get("wrong"),
+                "measured": f"{ratio:.1f}× ({entry['median_ms']:.1f} ms against {base['median_ms']:.1f} ms)",
+            }
+        )
 
     def goal(text: str, subject: str, key: str, bound: float, floor: str) -> None:
         entry = by.get(subject, {}).get(key)
@@ -106,16 +120,26 @@ def targets(reports: list[dict]) -> list[dict]:
             measured += f" (raw SDK on the same runtime: {base['median_ms']:.1f} ms)"
         if entry.get("wrong"):
             measured += f", {entry['wrong']}/{entry['n']} wrong"
-        out.append({"target": text, "met": entry["median_ms"] <= bound and not entry.get("wrong"),
-                    "measured": measured})
+        out.append(
+            {
+                "target": text,
+                "met": entry["median_ms"] <= bound and not entry.get("wrong"),
+                "measured": measured,
+            }
+        )
 
     for subject, floor, bound in ((RUNC, FLOOR_RUNC, 10.0), (RUNSC, FLOOR_RUNSC, 20.0)):
         goal(f"print(1) per block ≤ {bound:g} ms ({subject})", subject, "exec", bound, floor)
         faster(subject, floor, 5.0)
         goal(f"container start ≤ 250 ms ({subject})", subject, "start", 250.0, floor)
     both = all(by.get(s, {}).get("exec") and by.get(s, {}).get("start") for s in (RUNC, RUNSC))
-    out.append({"target": "gVisor (runsc) figures beside runc", "met": both,
-                "measured": "both rows measured" if both else "a row errored"})
+    out.append(
+        {
+            "target": "gVisor (runsc) figures beside runc",
+            "met": both,
+            "measured": "both rows measured" if both else "a row errored",
+        }
+    )
     return out
 
 
@@ -124,9 +148,12 @@ def run(python: Path, quick: bool = False) -> tuple[list[dict], list[dict], str]
     execs, starts = (QUICK_EXECS, QUICK_STARTS) if quick else (EXECS, STARTS)
     reports = measure_all(python, execs, starts, env)
     found = targets(reports)
-    text = (table(reports) + f"\n\nFigures in ms, every output checked (`print(1)` must give 1; \"fails\" = no call "
-            f"gave it, see notes). print(1): {execs} calls on a started executor after {3} warm-up calls. Start: "
-            f"a new executor until ready ({starts} starts after an untimed one; with {starts} samples the p95 is "
-            "the slowest); first block: the first print(1) on that new container; new → first result: the two "
-            "together; close: close()/stop() (floor: remove(force=True)). Image: execbox/base:latest, local.\n")
+    text = (
+        table(reports)
+        + f'\n\nFigures in ms, every output checked (`print(1)` must give 1; "fails" = no call '
+        f"gave it, see notes). print(1): {execs} calls on a started executor after {3} warm-up calls. Start: "
+        f"a new executor until ready ({starts} starts after an untimed one; with {starts} samples the p95 is "
+        "the slowest); first block: the first print(1) on that new container; new → first result: the two "
+        "together; close: close()/stop() (floor: remove(force=True)). Image: execbox/base:latest, local.\n"
+    )
     return reports, found, text

@@ -28,14 +28,17 @@ STARTS = 5
 def execbox_jupyter(kernel: str) -> Make:
     def make() -> tuple[Callable[[str], str], Callable[[], None]]:
         import execbox
+
         ex = execbox.JupyterExecutor(kernel=kernel, warm_kernels=0, workspace=tempfile.mkdtemp())
         ex.start()
         return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
+
     return make
 
 
 def execbox_sandbox_stateful() -> tuple[Callable[[str], str], Callable[[], None]]:
     import execbox
+
     ex = execbox.SandboxExecutor(stateful=True, workspace=tempfile.mkdtemp())
     ex.start()
     return (lambda code: ex.run(execbox.CodeBlock("python", code)).output), ex.close
@@ -46,6 +49,7 @@ _server: list = []
 
 def execbox_gateway() -> tuple[Callable[[str], str], Callable[[], None]]:
     import execbox
+
     if not _server:
         _server.append(execbox.LocalJupyterServer().start())
     ex = execbox.JupyterExecutor(kernel=_server[0], warm_kernels=0, workspace=tempfile.mkdtemp())
@@ -56,6 +60,7 @@ def execbox_gateway() -> tuple[Callable[[str], str], Callable[[], None]]:
 def ag2_gateway() -> tuple[Callable[[str], str], Callable[[], None]]:
     from autogen.coding import CodeBlock
     from autogen.coding.jupyter import JupyterCodeExecutor, LocalJupyterServer
+
     if not _server:
         _server.append(LocalJupyterServer(log_file=tempfile.mktemp()))
     ex = JupyterCodeExecutor(_server[0], output_dir=tempfile.mkdtemp())
@@ -65,14 +70,18 @@ def ag2_gateway() -> tuple[Callable[[str], str], Callable[[], None]]:
 def ag2_embedded() -> tuple[Callable[[str], str], Callable[[], None]]:
     from autogen.coding import CodeBlock
     from autogen.coding.jupyter import EmbeddedIPythonCodeExecutor
+
     ex = EmbeddedIPythonCodeExecutor(output_dir=tempfile.mkdtemp())
-    return (lambda code: ex.execute_code_blocks([CodeBlock(code=code, language="python")]).output), lambda: None
+    return (
+        lambda code: ex.execute_code_blocks([CodeBlock(code=code, language="python")]).output
+    ), lambda: None
 
 
 def autogen_jupyter() -> tuple[Callable[[str], str], Callable[[], None]]:
     from autogen_core import CancellationToken
     from autogen_core.code_executor import CodeBlock
     from autogen_ext.code_executors.jupyter import JupyterCodeExecutor
+
     loop = asyncio.new_event_loop()
     ex = JupyterCodeExecutor(output_dir=tempfile.mkdtemp())
     loop.run_until_complete(ex.start())
@@ -97,14 +106,19 @@ SUBJECTS: dict[str, Make] = {
 
 def ms(samples: list[float]) -> dict:
     ordered = sorted(samples)
-    return {"median_ms": statistics.median(ordered), "p95_ms": ordered[min(len(ordered) - 1,
-                                                                            int(0.95 * len(ordered)))]}
+    return {
+        "median_ms": statistics.median(ordered),
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+    }
 
 
 def first_call(subject: str) -> list[float]:
     """execbox only: construction to first result with the warm pool on."""
     import execbox
-    kernel = {"execbox jupyter (jailed kernel)": "sandbox", "execbox jupyter (local kernel)": "local"}[subject]
+
+    kernel = {"execbox jupyter (jailed kernel)": "sandbox", "execbox jupyter (local kernel)": "local"}[
+        subject
+    ]
     samples = []
     for i in range(STARTS + 1):
         started = time.perf_counter()
@@ -149,7 +163,9 @@ def main() -> None:
         if subject.startswith("execbox jupyter") and "gateway" not in subject:
             report["first_call"] = ms(first_call(subject))
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        report["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        report["error"] = (
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        )
     finally:
         for server in _server:
             stop = getattr(server, "stop", None)

@@ -33,12 +33,17 @@ def _fig(report: dict, key: str, field: str = "median_ms") -> str:
 
 
 def table(reports: list[dict]) -> str:
-    lines = ["| subject | x = 1 median ms | x = 1 p95 ms | kernel start median ms | start p95 ms "
-             "| new executor's first call median ms | notes |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| subject | x = 1 median ms | x = 1 p95 ms | kernel start median ms | start p95 ms "
+        "| new executor's first call median ms | notes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in reports:
         note = r.get("error", "").replace("|", "\\|")
-        lines.append(f"| {r['subject']} | {_fig(r, 'x1')} | {_fig(r, 'x1', 'p95_ms')} | {_fig(r, 'start')} "
-                     f"| {_fig(r, 'start', 'p95_ms')} | {_fig(r, 'first_call')} | {note} |")
+        lines.append(
+            f"| {r['subject']} | {_fig(r, 'x1')} | {_fig(r, 'x1', 'p95_ms')} | {_fig(r, 'start')} "
+            f"| {_fig(r, 'start', 'p95_ms')} | {_fig(r, 'first_call')} | {note} |"
+        )
     return "\n".join(lines)
 
 
@@ -60,12 +65,20 @@ def targets(reports: list[dict]) -> list[dict]:
     session, autogen = (by.get(name, {}).get("x1") for name in (SESSION, AUTOGEN))
     text = f"stateful x = 1 ≤ 1.5 ms and ≥ 3× faster than {AUTOGEN}, same run ({SESSION})"
     if not session or not autogen:
-        out.append({"target": text, "met": None, "measured": f"{SESSION if not session else AUTOGEN} errored"})
+        out.append(
+            {"target": text, "met": None, "measured": f"{SESSION if not session else AUTOGEN} errored"}
+        )
     else:
         ratio = autogen["median_ms"] / session["median_ms"]
         met = session["median_ms"] <= 1.5 and ratio >= 3.0 and session.get("correct", True)
-        out.append({"target": text, "met": met, "measured": f"{session['median_ms']:.2f} ms, AutoGen's "
-                                                            f"{autogen['median_ms']:.1f} ms: {ratio:.1f}× faster"})
+        out.append(
+            {
+                "target": text,
+                "met": met,
+                "measured": f"{session['median_ms']:.2f} ms, AutoGen's "
+                f"{autogen['median_ms']:.1f} ms: {ratio:.1f}× faster",
+            }
+        )
     goal(f"kernel start ≤ 500 ms ({LOCAL})", LOCAL, "start", 500.0)
     goal(f"kernel start ≤ 500 ms ({JAILED})", JAILED, "start", 500.0)
     goal(f"first call of a new executor ≤ 20 ms, warm pool ({JAILED})", JAILED, "first_call", 20.0)
@@ -77,9 +90,11 @@ def run(python: Path, iterations: int) -> tuple[list[dict], list[dict], str]:
     env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     reports = measure_all(python, iterations, env)
     found = targets(reports)
-    text = (table(reports) + "\n\nFigures in ms: x = 1 is a warm round trip on a kept kernel (state checked "
-            "after); kernel start is a new executor until its first result (execbox without its warm "
-            "pool; the gateway rows' first start includes the server's; the sandbox session's, its jail "
-            "and zygote); the first-call column is "
-            "execbox's warm pool handing a started kernel to a new executor.\n")
+    text = (
+        table(reports) + "\n\nFigures in ms: x = 1 is a warm round trip on a kept kernel (state checked "
+        "after); kernel start is a new executor until its first result (execbox without its warm "
+        "pool; the gateway rows' first start includes the server's; the sandbox session's, its jail "
+        "and zygote); the first-call column is "
+        "execbox's warm pool handing a started kernel to a new executor.\n"
+    )
     return reports, found, text

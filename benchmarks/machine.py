@@ -34,15 +34,24 @@ def _run(argv: list[str], cwd: Path | None = None, timeout: float = 10) -> str |
 
 
 def _cpu() -> dict:
-    models = [line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
-              if line.startswith("model name")]
-    quota = _read("/sys/fs/cgroup/cpu.max").split() or [_read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip(),
-                                                        _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us").strip()]
+    models = [
+        line.split(":", 1)[1].strip()
+        for line in _read("/proc/cpuinfo").splitlines()
+        if line.startswith("model name")
+    ]
+    quota = _read("/sys/fs/cgroup/cpu.max").split() or [
+        _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip(),
+        _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us").strip(),
+    ]
     limit = None
     if len(quota) == 2 and quota[0] not in ("", "max", "-1") and quota[1]:
         limit = int(quota[0]) / int(quota[1])
-    return {"model": models[0] if models else platform.processor() or None, "count": os.cpu_count(),
-            "usable": len(os.sched_getaffinity(0)), "cgroup_cpu_limit": limit}
+    return {
+        "model": models[0] if models else platform.processor() or None,
+        "count": os.cpu_count(),
+        "usable": len(os.sched_getaffinity(0)),
+        "cgroup_cpu_limit": limit,
+    }
 
 
 def _memory_gib() -> float | None:
@@ -61,8 +70,11 @@ def _distribution() -> str | None:
 
 def _cgroup() -> str:
     """v2 (unified), hybrid (v1 controllers plus a v2 tree) or v1, from the mounts."""
-    types = {fields[2] for fields in (line.split() for line in _read("/proc/mounts").splitlines())
-             if len(fields) > 2 and fields[1].startswith("/sys/fs/cgroup")}
+    types = {
+        fields[2]
+        for fields in (line.split() for line in _read("/proc/mounts").splitlines())
+        if len(fields) > 2 and fields[1].startswith("/sys/fs/cgroup")
+    }
     if "cgroup" in types:
         return "hybrid (v1 controllers, v2 tree)" if "cgroup2" in types else "v1"
     return "v2" if "cgroup2" in types else "none mounted"
@@ -93,15 +105,21 @@ def _docker() -> dict | None:
         info = json.loads(out)
     except ValueError:
         return None
-    return {"server_version": info.get("ServerVersion"), "runtimes": sorted(info.get("Runtimes") or {}),
-            "default_runtime": info.get("DefaultRuntime"), "cgroup_version": info.get("CgroupVersion"),
-            "storage_driver": info.get("Driver")}
+    return {
+        "server_version": info.get("ServerVersion"),
+        "runtimes": sorted(info.get("Runtimes") or {}),
+        "default_runtime": info.get("DefaultRuntime"),
+        "cgroup_version": info.get("CgroupVersion"),
+        "storage_driver": info.get("Driver"),
+    }
 
 
 def _commit(root: Path) -> dict:
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
-    return {"commit": _run(["git", "rev-parse", "HEAD"], cwd=root),
-            "dirty": None if status is None else bool(status)}
+    return {
+        "commit": _run(["git", "rev-parse", "HEAD"], cwd=root),
+        "dirty": None if status is None else bool(status),
+    }
 
 
 def describe(root: Path, bench_python: Path | None = None) -> dict:
@@ -111,9 +129,15 @@ def describe(root: Path, bench_python: Path | None = None) -> dict:
     if bench_python is not None:
         bench_version = _run([str(bench_python), "-c", "import platform; print(platform.python_version())"])
     return {
-        "cpu": _cpu(), "memory_gib": _memory_gib(), "kernel": platform.release(),
-        "distribution": _distribution(), "cgroup": _cgroup(), "container": _container(),
+        "cpu": _cpu(),
+        "memory_gib": _memory_gib(),
+        "kernel": platform.release(),
+        "distribution": _distribution(),
+        "cgroup": _cgroup(),
+        "container": _container(),
         "vm": _vm(),
-        "python": platform.python_version(), "bench_venv_python": bench_version,
-        "docker": _docker(), "git": _commit(root),
+        "python": platform.python_version(),
+        "bench_venv_python": bench_version,
+        "docker": _docker(),
+        "git": _commit(root),
     }

@@ -16,9 +16,11 @@ from pathlib import Path
 __all__ = ["GROUPS", "bars", "draw"]
 
 # (group name, key of the reports in the result JSON, the workload, its label)
-GROUPS = [("blocks", "reports", "print", "print(1)"),
-          ("jupyter", "jupyter_reports", "x1", "x = 1, stateful"),
-          ("docker", "docker_reports", "exec", "print(1)")]
+GROUPS = [
+    ("blocks", "reports", "print", "print(1)"),
+    ("jupyter", "jupyter_reports", "x1", "x = 1, stateful"),
+    ("docker", "docker_reports", "exec", "print(1)"),
+]
 COLOURS = {"blocks": "#4c72b0", "jupyter": "#dd8452", "docker": "#55a868"}
 
 
@@ -67,8 +69,14 @@ def draw(result: dict, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.3), dpi=100)
     for y, (group, label, median, right) in enumerate(rows):
         if median is None or right is None:
-            ax.text(low * 1.1, y, "error" if median is None else "fails: no right output", va="center",
-                    fontsize=7, color="#c44e52")
+            ax.text(
+                low * 1.1,
+                y,
+                "error" if median is None else "fails: no right output",
+                va="center",
+                fontsize=7,
+                color="#c44e52",
+            )
             continue
         ax.barh(y, median, color=COLOURS[group], hatch=None if right else "//")
         ax.text(median * 1.08, y, f"{median:.1f}" + ("" if right else " (wrong)"), va="center", fontsize=7)
@@ -78,15 +86,26 @@ def draw(result: dict, path: Path) -> Path | None:
     ax.set_xlim(low, (max(measured) if measured else 10) * 3)
     ax.set_xlabel("median ms per call (log scale; lower is better)", fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[g]) for g, *_ in GROUPS if any(r[0] == g for r in rows)]
-    ax.legend(handles, [g for g, *_ in GROUPS if any(r[0] == g for r in rows)], fontsize=7, loc="upper center",
-              bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=COLOURS[g]) for g, *_ in GROUPS if any(r[0] == g for r in rows)
+    ]
+    ax.legend(
+        handles,
+        [g for g, *_ in GROUPS if any(r[0] == g for r in rows)],
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.1),
+        ncol=3,
+        frameon=False,
+    )
     machine = result.get("machine") or {}
     commit = ((machine.get("git") or {}).get("commit") or "")[:10]
     cpu = machine.get("cpu") or {}
-    ax.set_title(f"execbox and peers: median ms per call{' (quick run)' if result.get('quick') else ''}\n"
-                 f"{result.get('when', '')[:10]}, commit {commit}, {cpu.get('count', '?')} × {cpu.get('model', '?')}",
-                 fontsize=8)
+    ax.set_title(
+        f"execbox and peers: median ms per call{' (quick run)' if result.get('quick') else ''}\n"
+        f"{result.get('when', '')[:10]}, commit {commit}, {cpu.get('count', '?')} × {cpu.get('model', '?')}",
+        fontsize=8,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight")

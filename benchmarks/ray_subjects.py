@@ -35,8 +35,12 @@ NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 
 def figures(times: list[float], wrong: int) -> dict:
     ordered = sorted(times)
-    return {"median_ms": statistics.median(ordered) * 1000, "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1000,
-            "n": len(ordered), "wrong": wrong}
+    return {
+        "median_ms": statistics.median(ordered) * 1000,
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1000,
+        "n": len(ordered),
+        "wrong": wrong,
+    }
 
 
 def latency(call: Callable[[], object], iterations: int, expect: object = None) -> dict:
@@ -74,7 +78,9 @@ def throughput(run: Callable[[], str], calls: int) -> dict:
             with lock:
                 counts["correct" if output == "1\n" else "wrong"] += 1
 
-    warm = [threading.Thread(target=run) for _ in range(CALLERS)]  # at once: spread, every node's executor made
+    warm = [
+        threading.Thread(target=run) for _ in range(CALLERS)
+    ]  # at once: spread, every node's executor made
     for t in warm:
         t.start()
     for t in warm:
@@ -86,7 +92,12 @@ def throughput(run: Callable[[], str], calls: int) -> dict:
     for t in threads:
         t.join()
     took = time.perf_counter() - started
-    return {"runs_per_s": counts["correct"] / took, "n": calls, "wrong": counts["wrong"], "busy": counts["busy"]}
+    return {
+        "runs_per_s": counts["correct"] / took,
+        "n": calls,
+        "wrong": counts["wrong"],
+        "busy": counts["busy"],
+    }
 
 
 def main() -> None:
@@ -119,10 +130,15 @@ def main() -> None:
             def one(self):  # type: ignore[no-untyped-def]
                 yield 1
 
-        echo = Echo.options(scheduling_strategy=NodeAffinitySchedulingStrategy(other.node_id, soft=False)).remote()
+        echo = Echo.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(other.node_id, soft=False)
+        ).remote()
         report["ray_call"] = latency(lambda: ray.get(echo.ping.remote()), iterations * 4, 1)
         report["ray_generator"] = latency(
-            lambda: [ray.get(r) for r in echo.one.options(num_returns="streaming").remote()], iterations * 4, [1])
+            lambda: [ray.get(r) for r in echo.one.options(num_returns="streaming").remote()],
+            iterations * 4,
+            [1],
+        )
         admission = execbox_cluster().admission()
         ids = iter(range(10**9))
 
@@ -143,7 +159,10 @@ def main() -> None:
             time.sleep(0.1)
         time.sleep(2 * NODES_TTL_S)
 
-        with SandboxExecutor() as local, create_executor("ray", address=cluster.address, per_node=CALLERS) as remote:
+        with (
+            SandboxExecutor() as local,
+            create_executor("ray", address=cluster.address, per_node=CALLERS) as remote,
+        ):
             report["sandbox_print"] = latency(lambda: local.run(block).output, iterations, "1\n")
             report["ray_print"] = latency(lambda: remote.run(block).output, iterations, "1\n")
             report["sandbox_throughput"] = throughput(lambda: local.run(block).output, calls)

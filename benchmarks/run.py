@@ -36,8 +36,12 @@ import plot
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".bench-venv"
-PEERS = ["ag2[jupyter-executor,docker]==0.13.4", "autogen-ext[jupyter-executor,docker]==0.7.5",
-         "llm-sandbox==0.3.46", "numpy"]
+PEERS = [
+    "ag2[jupyter-executor,docker]==0.13.4",
+    "autogen-ext[jupyter-executor,docker]==0.7.5",
+    "llm-sandbox==0.3.46",
+    "numpy",
+]
 EXECBOX_EXTRAS = "[gateway,docker]"  # the Jupyter subjects need the kernel gateway, Docker ones the SDK
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT = ROOT / "docs" / "bench" / "latency.png"  # shown in README.md
@@ -57,15 +61,28 @@ def ensure_venv() -> Path:
     dependencies come from pyproject). Any change to either gives a new stamp
     name, so the venv is rebuilt from scratch (``--clear`` drops old stamps)."""
     python = VENV / "bin" / "python"
-    key = hashlib.sha256(json.dumps([PEERS, EXECBOX_EXTRAS]).encode()
-                         + (ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([PEERS, EXECBOX_EXTRAS]).encode() + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()[:16]
     stamp = VENV / f".installed-{key}"
     if stamp.exists() and python.exists():
         return python
     print(f"setting up {VENV.name} with {', '.join(PEERS)} ...", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "-e", f"{ROOT}{EXECBOX_EXTRAS}", *PEERS], check=True)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-e",
+            f"{ROOT}{EXECBOX_EXTRAS}",
+            *PEERS,
+        ],
+        check=True,
+    )
     stamp.write_text("\n".join(PEERS) + "\n")
     return python
 
@@ -76,12 +93,19 @@ def last_line(text: str) -> str:
 
 
 def measure(python: Path, subject: str, iterations: int, calls: int) -> dict:
-    env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "VIRTUAL_ENV": str(VENV)}
+    env = {
+        **os.environ,
+        "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VIRTUAL_ENV": str(VENV),
+    }
     try:
-        done = subprocess.run([str(python), str(ROOT / "benchmarks" / "subjects.py"), subject,
-                               str(iterations), str(calls)], capture_output=True, text=True, env=env,
-                              timeout=SUBJECT_TIMEOUT_S)
+        done = subprocess.run(
+            [str(python), str(ROOT / "benchmarks" / "subjects.py"), subject, str(iterations), str(calls)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=SUBJECT_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return {"subject": subject, "error": f"did not finish within {SUBJECT_TIMEOUT_S} s"}
     try:
@@ -106,12 +130,23 @@ def cell(entry: dict | None, key: str) -> str:
     return text
 
 
-COLUMNS = [("print", "print(1) median ms", "median_ms"), ("print", "p95 ms", "p95_ms"),
-           ("print_paced", "print(1) paced median ms", "median_ms"),
-           ("sh_echo", "sh echo median ms", "median_ms"), ("numpy", "numpy median ms", "median_ms"),
-           ("throughput_2", "2 callers exec/s", "exec_per_s"), ("throughput_8", "8 callers exec/s", "exec_per_s")]
-WORKLOAD_NAMES = {"print": "print(1)", "print_paced": "print(1) paced", "sh_echo": "sh echo", "numpy": "numpy",
-                  "throughput_2": "2 callers", "throughput_8": "8 callers"}
+COLUMNS = [
+    ("print", "print(1) median ms", "median_ms"),
+    ("print", "p95 ms", "p95_ms"),
+    ("print_paced", "print(1) paced median ms", "median_ms"),
+    ("sh_echo", "sh echo median ms", "median_ms"),
+    ("numpy", "numpy median ms", "median_ms"),
+    ("throughput_2", "2 callers exec/s", "exec_per_s"),
+    ("throughput_8", "8 callers exec/s", "exec_per_s"),
+]
+WORKLOAD_NAMES = {
+    "print": "print(1)",
+    "print_paced": "print(1) paced",
+    "sh_echo": "sh echo",
+    "numpy": "numpy",
+    "throughput_2": "2 callers",
+    "throughput_8": "8 callers",
+}
 
 
 def notes(report: dict) -> str:
@@ -175,15 +210,22 @@ def targets(reports: list[dict]) -> list[dict]:
     if t is None:
         out.append({"target": goal, "met": None, "measured": "subject or workload errored"})
     else:
-        measured = f"{t['correct_per_s']:.0f} correct runs/s" + (f", {wrong(t)}/{t['n']} wrong" if wrong(t) else "")
+        measured = f"{t['correct_per_s']:.0f} correct runs/s" + (
+            f", {wrong(t)}/{t['n']} wrong" if wrong(t) else ""
+        )
         out.append({"target": goal, "met": t["correct_per_s"] >= MIN_RUNS_PER_S, "measured": measured})
     goal = f"≥ {MIN_RATIO_TO_AG2:g}× {AG2_LOCAL}'s correct runs/s with 8 callers, same run ({POOL})"
     if t is None or peer is None or not peer["correct_per_s"]:
         out.append({"target": goal, "met": None, "measured": f"{POOL if t is None else AG2_LOCAL} errored"})
     else:
         ratio = t["correct_per_s"] / peer["correct_per_s"]
-        out.append({"target": goal, "met": ratio >= MIN_RATIO_TO_AG2,
-                    "measured": f"{ratio:.2f}× ({t['correct_per_s']:.0f} vs {peer['correct_per_s']:.0f} runs/s)"})
+        out.append(
+            {
+                "target": goal,
+                "met": ratio >= MIN_RATIO_TO_AG2,
+                "measured": f"{ratio:.2f}× ({t['correct_per_s']:.0f} vs {peer['correct_per_s']:.0f} runs/s)",
+            }
+        )
     base = entry(FLOOR, "print")
     goal = f"cold print(1) median ≤ floor + 5 ms ({COLD})"
     if base is None:
@@ -206,9 +248,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
-    parser.add_argument("--only", choices=["all", "blocks", "jupyter", "docker", "serve", "ray"], default="all",
-                        help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-                             "tables, the ray backend's tables, or all")
+    parser.add_argument(
+        "--only",
+        choices=["all", "blocks", "jupyter", "docker", "serve", "ray"],
+        default="all",
+        help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
+        "tables, the ray backend's tables, or all",
+    )
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
@@ -221,30 +267,40 @@ def main() -> None:
     jupyter: tuple[list[dict], list[dict], str] = ([], [], "")
     if args.only in ("all", "jupyter"):
         import jupyter_table
+
         jupyter = jupyter_table.run(python, args.iterations)
     docker: tuple[list[dict], list[dict], str] = ([], [], "")
     if args.only in ("all", "docker"):
         import docker_table
+
         docker = docker_table.run(python, quick=args.quick)
     serve: tuple[list[dict], list[dict], str] = ([], [], "")
     if args.only in ("all", "serve"):
         import serve_table
-        serve = serve_table.run(Path(sys.executable), args.iterations, args.calls)  # needs the server extra only
+
+        serve = serve_table.run(
+            Path(sys.executable), args.iterations, args.calls
+        )  # needs the server extra only
     ray_group: tuple[list[dict], str] = ([], "")
     if args.only in ("all", "ray"):
         import ray_table
-        ray_group = ray_table.run(Path(sys.executable), args.iterations, args.calls)  # needs the ray extra only
-    for subject in (SUBJECTS if args.only in ("all", "blocks") else []):
+
+        ray_group = ray_table.run(
+            Path(sys.executable), args.iterations, args.calls
+        )  # needs the ray extra only
+    for subject in SUBJECTS if args.only in ("all", "blocks") else []:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
     found = targets(reports) if reports else []
     if reports:
         print(table(reports))
-        print("\nFigures: per-call latency in ms (median, p95; back to back, and paced: 20 ms idle before "
-              "each call, as between an agent's turns) and calls per second with 2 and 8 threads "
-              "sharing one executor. Every output is checked: \"(k/n wrong)\" counts calls whose output "
-              "was not the expected one (or that raised); no note = all n right. n/a = the subject cannot "
-              "run that language; error = the workload could not run (see notes).\n")
+        print(
+            "\nFigures: per-call latency in ms (median, p95; back to back, and paced: 20 ms idle before "
+            "each call, as between an agent's turns) and calls per second with 2 and 8 threads "
+            'sharing one executor. Every output is checked: "(k/n wrong)" counts calls whose output '
+            "was not the expected one (or that raised); no note = all n right. n/a = the subject cannot "
+            "run that language; error = the workload could not run (see notes).\n"
+        )
         print(render_targets(found) + "\n")
     if jupyter[2]:
         print(jupyter[2])
@@ -259,11 +315,21 @@ def main() -> None:
         print(("\n" if jupyter[2] or docker[2] or serve[2] or reports else "") + ray_group[1])
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": described, "only": args.only, "quick": args.quick,
-        "iterations": args.iterations, "calls": args.calls, "peers": PEERS, "reports": reports,
-        "targets": found, "jupyter_reports": jupyter[0], "jupyter_targets": jupyter[1],
-        "docker_reports": docker[0], "docker_targets": docker[1],
-        "serve_reports": serve[0], "serve_targets": serve[1], "ray_reports": ray_group[0],
+        "machine": described,
+        "only": args.only,
+        "quick": args.quick,
+        "iterations": args.iterations,
+        "calls": args.calls,
+        "peers": PEERS,
+        "reports": reports,
+        "targets": found,
+        "jupyter_reports": jupyter[0],
+        "jupyter_targets": jupyter[1],
+        "docker_reports": docker[0],
+        "docker_targets": docker[1],
+        "serve_reports": serve[0],
+        "serve_targets": serve[1],
+        "ray_reports": ray_group[0],
     }
     write_results(out)
 
@@ -284,6 +350,7 @@ def write_results(out: dict) -> None:
         return
     if drawn:
         print(f"plot written to {drawn.relative_to(ROOT)}", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

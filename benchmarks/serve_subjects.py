@@ -53,8 +53,12 @@ def describe(exc: BaseException) -> str:
 
 def figures(times: list[float], wrong: int, first_wrong: str | None) -> dict:
     ordered = sorted(times)
-    out = {"median_ms": statistics.median(ordered), "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
-           "n": len(ordered), "wrong": wrong}
+    out = {
+        "median_ms": statistics.median(ordered),
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+        "n": len(ordered),
+        "wrong": wrong,
+    }
     if first_wrong:
         out["first_wrong"] = first_wrong
     return out
@@ -88,9 +92,23 @@ def free_port() -> int:
 def server(backend: str, max_concurrency: int) -> Iterator[str]:
     port = free_port()
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), "--backend", backend,
-                             "--max-concurrency", str(max_concurrency), f"--token={TOKEN}"],
-                            stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--backend",
+            backend,
+            "--max-concurrency",
+            str(max_concurrency),
+            f"--token={TOKEN}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -134,11 +152,17 @@ def service_latencies(client: httpx.Client, iterations: int) -> dict:
     sid, key = made.json()["id"], {KEY_HEADER: made.json()["key"]}
 
     def session_json() -> str:
-        return client.post(f"/v1/sessions/{sid}/executions", json=CODE, headers=key).json()["result"]["stdout"]
+        return client.post(f"/v1/sessions/{sid}/executions", json=CODE, headers=key).json()["result"][
+            "stdout"
+        ]
 
     def session_sse() -> str:
-        with client.stream("POST", f"/v1/sessions/{sid}/executions", json=CODE,
-                           headers={"Accept": "text/event-stream", **key}) as response:
+        with client.stream(
+            "POST",
+            f"/v1/sessions/{sid}/executions",
+            json=CODE,
+            headers={"Accept": "text/event-stream", **key},
+        ) as response:
             event = None
             for line in response.iter_lines():
                 if line.startswith("event: "):
@@ -148,8 +172,11 @@ def service_latencies(client: httpx.Client, iterations: int) -> dict:
         return "(no end event)"
 
     try:
-        return {"run": latency(run, iterations), "session_json": latency(session_json, iterations),
-                "session_sse": latency(session_sse, iterations)}
+        return {
+            "run": latency(run, iterations),
+            "session_json": latency(session_json, iterations),
+            "session_sse": latency(session_sse, iterations),
+        }
     finally:
         client.delete(f"/v1/sessions/{sid}", headers=key)
 
@@ -160,6 +187,7 @@ async def _throughput(url: str, clients: int, calls: int) -> dict:
     first: list[str] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120, headers=AUTH) as client:
+
         async def one_client() -> None:
             while counts["correct"] < calls:
                 try:
@@ -184,8 +212,13 @@ async def _throughput(url: str, clients: int, calls: int) -> dict:
         started = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
         elapsed = time.perf_counter() - started
-    return {"clients": clients, "correct_per_s": counts["correct"] / elapsed, "elapsed_s": elapsed, **counts,
-            **({"first_wrong": first[0]} if first else {})}
+    return {
+        "clients": clients,
+        "correct_per_s": counts["correct"] / elapsed,
+        "elapsed_s": elapsed,
+        **counts,
+        **({"first_wrong": first[0]} if first else {}),
+    }
 
 
 def library_throughput(backend: str, calls: int) -> list[dict]:
@@ -211,8 +244,14 @@ def library_throughput(backend: str, calls: int) -> list[dict]:
                 for future in [pool.submit(one_client) for _ in range(clients)]:
                     future.result()
             elapsed = time.perf_counter() - started
-            out.append({"clients": clients, "correct_per_s": counts["correct"] / elapsed, "elapsed_s": elapsed,
-                        **counts})
+            out.append(
+                {
+                    "clients": clients,
+                    "correct_per_s": counts["correct"] / elapsed,
+                    "elapsed_s": elapsed,
+                    **counts,
+                }
+            )
     return out
 
 
@@ -222,9 +261,12 @@ def throughput(url: str, calls: int) -> list[dict]:
 
 def batch(client: httpx.Client, url: str, width: int) -> dict:
     """Wall time of 64 print(1) runs three ways (median of BATCH_REPEATS)."""
+
     def one_batch() -> int:
         with client.stream("POST", "/v1/batch", json={"requests": [CODE] * BATCH}) as response:
-            return sum(json.loads(line).get("stdout") == "1\n" for line in response.iter_lines() if line.strip())
+            return sum(
+                json.loads(line).get("stdout") == "1\n" for line in response.iter_lines() if line.strip()
+            )
 
     def sequential() -> int:
         return sum(client.post("/v1/run", json=CODE).json().get("stdout") == "1\n" for _ in range(BATCH))
@@ -252,23 +294,33 @@ def batch(client: httpx.Client, url: str, width: int) -> dict:
             started = time.perf_counter()
             correct.append(how())
             walls.append((time.perf_counter() - started) * 1000)
-        out[name] = {"wall_ms": statistics.median(walls), "runs": BATCH, "wrong": BATCH * BATCH_REPEATS - sum(correct)}
+        out[name] = {
+            "wall_ms": statistics.median(walls),
+            "runs": BATCH,
+            "wrong": BATCH * BATCH_REPEATS - sum(correct),
+        }
     out["width"] = width
     return out
 
 
 def main() -> None:
     backend, iterations, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    report: dict = {"subject": backend, "max_concurrency": DEFAULT_CONCURRENCY, "busy_retry_s": BUSY_RETRY_S,
-                    "cpus": os.cpu_count()}
+    report: dict = {
+        "subject": backend,
+        "max_concurrency": DEFAULT_CONCURRENCY,
+        "busy_retry_s": BUSY_RETRY_S,
+        "cpus": os.cpu_count(),
+    }
     step = "library"
     try:
         report["library"] = library(backend, iterations)
         step = "library throughput"
         report["throughput_library"] = library_throughput(backend, calls)
         step = f"server (--max-concurrency {DEFAULT_CONCURRENCY})"
-        with server(backend, DEFAULT_CONCURRENCY) as url, \
-                httpx.Client(base_url=url, timeout=120, headers=AUTH) as client:
+        with (
+            server(backend, DEFAULT_CONCURRENCY) as url,
+            httpx.Client(base_url=url, timeout=120, headers=AUTH) as client,
+        ):
             step = "latency through the server"
             report.update(service_latencies(client, iterations))
             step = "throughput"

@@ -85,15 +85,18 @@ def execbox_sandbox_pool() -> Runner:
 def execbox_sandbox_pool_numpy() -> Runner:
     import execbox
 
-    return _execbox_runner(execbox.SandboxExecutor(pool=True, preload=["numpy"],
-                                                   limits=execbox.Limits(timeout_s=60)))
+    return _execbox_runner(
+        execbox.SandboxExecutor(pool=True, preload=["numpy"], limits=execbox.Limits(timeout_s=60))
+    )
 
 
 def ag2_local() -> Runner:
     from autogen.coding import CodeBlock, LocalCommandLineCodeExecutor
 
     executor = LocalCommandLineCodeExecutor(timeout=60, work_dir=tempfile.mkdtemp())
-    return lambda language, code: executor.execute_code_blocks([CodeBlock(code=code, language=language)]).output
+    return lambda language, code: (
+        executor.execute_code_blocks([CodeBlock(code=code, language=language)]).output
+    )
 
 
 def autogen_local() -> Runner:
@@ -142,21 +145,33 @@ def llm_sandbox_bwrap() -> Runner:
             found.append(path)
     interpreter_dirs = [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]
     try:
-        config = LocalSandboxConfig(read_only_paths=(*DEFAULT_READ_ONLY_PATHS, *interpreter_dirs),
-                                    python_executable=sys.executable)
+        config = LocalSandboxConfig(
+            read_only_paths=(*DEFAULT_READ_ONLY_PATHS, *interpreter_dirs), python_executable=sys.executable
+        )
     except ValidationError as exc:
         config = LocalSandboxConfig()
-        NOTES.append(f"this venv ({sys.prefix}) cannot be bound: llm-sandbox refuses it "
-                     f"({exc.errors()[0]['msg']}), so its default {config.python_executable} runs")
-    has_numpy = subprocess.run([config.python_executable, "-c", "import numpy"], capture_output=True).returncode == 0
+        NOTES.append(
+            f"this venv ({sys.prefix}) cannot be bound: llm-sandbox refuses it "
+            f"({exc.errors()[0]['msg']}), so its default {config.python_executable} runs"
+        )
+    has_numpy = (
+        subprocess.run([config.python_executable, "-c", "import numpy"], capture_output=True).returncode == 0
+    )
     if not has_numpy:
         NOTES.append(f"numpy n/a: {config.python_executable} has no numpy (Debian: python3-numpy)")
-    session = SandboxSession(backend=SandboxBackend.BUBBLEWRAP, lang="python", sandbox_config=config,
-                             skip_environment_setup=True, default_timeout=60)
+    session = SandboxSession(
+        backend=SandboxBackend.BUBBLEWRAP,
+        lang="python",
+        sandbox_config=config,
+        skip_environment_setup=True,
+        default_timeout=60,
+    )
     session.open()
     CLEANUP.callback(session.close)
-    NOTES.append("a bwrap per call (+ /bin/sh -c, seccomp filter compiled and ldconfig -p run per call); "
-                 "sh via execute_command; one command at a time per session")
+    NOTES.append(
+        "a bwrap per call (+ /bin/sh -c, seccomp filter compiled and ldconfig -p run per call); "
+        "sh via execute_command; one command at a time per session"
+    )
 
     def run(language: str, code: str) -> str:
         if language == "python" and "import numpy" in code and not has_numpy:
@@ -233,8 +248,9 @@ class Calls:
 PACE_S = 0.02
 
 
-def latency(run: Runner, language: str, code: str, expect: str, iterations: int,
-            pause_s: float = 0.0) -> dict:
+def latency(
+    run: Runner, language: str, code: str, expect: str, iterations: int, pause_s: float = 0.0
+) -> dict:
     warmup = Calls()
     for _ in range(3):
         warmup.call(run, language, code, expect)
@@ -246,8 +262,11 @@ def latency(run: Runner, language: str, code: str, expect: str, iterations: int,
         calls.call(run, language, code, expect)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
-    return {"median_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))],
-            **calls.report(iterations)}
+    return {
+        "median_ms": statistics.median(times),
+        "p95_ms": times[int(0.95 * (len(times) - 1))],
+        **calls.report(iterations),
+    }
 
 
 def throughput(run: Runner, callers: int, calls: int) -> dict:
@@ -269,8 +288,12 @@ def throughput(run: Runner, callers: int, calls: int) -> dict:
         t.join()
     elapsed = time.perf_counter() - started
     total = per_caller * callers
-    return {"exec_per_s": total / elapsed, "correct_per_s": counts.correct / elapsed,
-            "elapsed_s": elapsed, **counts.report(total)}
+    return {
+        "exec_per_s": total / elapsed,
+        "correct_per_s": counts.correct / elapsed,
+        "elapsed_s": elapsed,
+        **counts.report(total),
+    }
 
 
 def measure(subject: str, iterations: int, calls: int) -> dict:

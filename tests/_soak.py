@@ -27,13 +27,19 @@ FAST = os.environ.get("EXECBOX_FAST") == "1"
 HEAVY = CodeBlock("python", "s = 0\nfor i in range(200000): s += i * i\nprint(s > 0)")
 # what a hostile or unlucky block does, and what its result must say
 MIXED: dict[str, tuple[str, str, Callable[[object], bool]]] = {
-    "timeout": ("python", "import time\nprint('start', flush=True)\ntime.sleep(60)",
-                lambda r: r.exit_code == 124 and r.output.startswith("start")),
+    "timeout": (
+        "python",
+        "import time\nprint('start', flush=True)\ntime.sleep(60)",
+        lambda r: r.exit_code == 124 and r.output.startswith("start"),
+    ),
     "crash": ("python", "import os\nos._exit(3)", lambda r: r.exit_code == 3),
     "segfault": ("python", "import ctypes\nctypes.string_at(0)", lambda r: r.exit_code != 0),
     "kill_all": ("sh", "echo before; kill -9 -1; sleep 5", lambda r: r.exit_code != 0),
-    "flood": ("python", "import sys\nfor _ in range(4096): sys.stdout.write('x' * 4096)",
-              lambda r: r.truncated and r.exit_code in (0, 1, 120, 137)),
+    "flood": (
+        "python",
+        "import sys\nfor _ in range(4096): sys.stdout.write('x' * 4096)",
+        lambda r: r.truncated and r.exit_code in (0, 1, 120, 137),
+    ),
 }
 
 
@@ -117,11 +123,20 @@ def _cancelled(executor: Executor) -> bool:
     return True
 
 
-def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | None = None,
-         burst: int | None = None, kinds: tuple[str, ...] = tuple(MIXED), threads: int = 64,
-         call_deadline_s: float | None = None, solo: tuple[str, ...] = (),
-         expect: dict[str, Callable[[object], bool]] | None = None,
-         release: Callable[[], None] | None = None) -> Soak:
+def soak(
+    executor: Executor,
+    *,
+    timeout_s: float,
+    gap_s: float,
+    rounds: int | None = None,
+    burst: int | None = None,
+    kinds: tuple[str, ...] = tuple(MIXED),
+    threads: int = 64,
+    call_deadline_s: float | None = None,
+    solo: tuple[str, ...] = (),
+    expect: dict[str, Callable[[object], bool]] | None = None,
+    release: Callable[[], None] | None = None,
+) -> Soak:
     """Drive ``executor`` (started, ``Limits.timeout_s`` = ``timeout_s``)
     through ``rounds`` bursts of ``burst`` calls from ``threads`` threads,
     each followed by the ``solo`` kinds one at a time, then an idle gap of
@@ -186,12 +201,17 @@ def soak(executor: Executor, *, timeout_s: float, gap_s: float, rounds: int | No
     while (after_fds > before_fds or after_children > children) and time.monotonic() < settle_until:
         time.sleep(0.25)
         after_fds, after_children = min(after_fds, fds(release)), min(after_children, descendants())
-    seen.fds, seen.rss_mb, seen.children = (before_fds, after_fds), (rss, _rss_mb()), (children, after_children)
+    seen.fds, seen.rss_mb, seen.children = (
+        (before_fds, after_fds),
+        (rss, _rss_mb()),
+        (children, after_children),
+    )
     return seen
 
 
-def assert_healthy(seen: Soak, *, rss_growth_mb: float = 64.0, extra_fds: int = 4,
-                   extra_children: int = 2) -> None:
+def assert_healthy(
+    seen: Soak, *, rss_growth_mb: float = 64.0, extra_fds: int = 4, extra_children: int = 2
+) -> None:
     """What a soak must leave: right answers in time, latency as before
     (twice the before plus 50 ms: a loaded 2-core machine, not a benchmark),
     nothing leaked."""

@@ -148,11 +148,18 @@ def import_error_without(missing: str, module: str) -> str:
     import subprocess
     import sys
 
-    code = (f"import sys\nsys.modules[{missing!r}] = None\nimport execbox.integrations\n"
-            f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n")
+    code = (
+        f"import sys\nsys.modules[{missing!r}] = None\nimport execbox.integrations\n"
+        f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n"
+    )
     src = str(Path(__file__).resolve().parents[1] / "src")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

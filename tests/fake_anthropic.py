@@ -71,17 +71,27 @@ def invalid(body: dict[str, Any]) -> str | None:
         if role == "user":
             results = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
             if results - pending:
-                return f"messages.{n}: unexpected tool_use_id in tool_result blocks: {sorted(results - pending)}"
+                return (
+                    f"messages.{n}: unexpected tool_use_id in tool_result blocks: {sorted(results - pending)}"
+                )
             if pending - results:
-                return (f"messages.{n}: tool_use ids were found without tool_result blocks immediately after: "
-                        f"{sorted(pending - results)}")
+                return (
+                    f"messages.{n}: tool_use ids were found without tool_result blocks immediately after: "
+                    f"{sorted(pending - results)}"
+                )
             pending = set()
         else:
             pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
-            if pending and body.get("thinking") and blocks[0].get("type") not in ("thinking", "redacted_thinking"):
-                return (f"messages.{n}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
-                        f"`{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must "
-                        "start with a thinking block")
+            if (
+                pending
+                and body.get("thinking")
+                and blocks[0].get("type") not in ("thinking", "redacted_thinking")
+            ):
+                return (
+                    f"messages.{n}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                    f"`{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must "
+                    "start with a thinking block"
+                )
     if pending:
         return "the last assistant turn called tools whose results were not sent"
     for tool in body.get("tools") or ():
@@ -122,22 +132,36 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.send_header("Connection", "close")
             self.end_headers()
             blocks = message["content"]
-            start = {**message, "content": [], "stop_reason": None,
-                     "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}}
+            start = {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1},
+            }
             self._event("message_start", {"type": "message_start", "message": start})
             for index, block in enumerate(blocks):
-                empty = {"text": {"type": "text", "text": ""},
-                         "thinking": {"type": "thinking", "thinking": "", "signature": ""},
-                         "tool_use": {**block, "input": {}}}[block["type"]]
-                self._event("content_block_start", {"type": "content_block_start", "index": index,
-                                                    "content_block": empty})
+                empty = {
+                    "text": {"type": "text", "text": ""},
+                    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+                    "tool_use": {**block, "input": {}},
+                }[block["type"]]
+                self._event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": empty},
+                )
                 for delta in _deltas(block):
-                    self._event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                        "delta": delta})
+                    self._event(
+                        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+                    )
                 self._event("content_block_stop", {"type": "content_block_stop", "index": index})
-            self._event("message_delta", {"type": "message_delta",
-                                          "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                                          "usage": {"output_tokens": message["usage"]["output_tokens"]}})
+            self._event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                    "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                },
+            )
             self._event("message_stop", {"type": "message_stop"})
             self.close_connection = True
 
@@ -159,23 +183,38 @@ def _message(body: dict[str, Any], reply: dict[str, Any], serial: int) -> dict[s
         blocks.append({"type": "text", "text": reply["content"]})
     for index, call in enumerate(reply.get("tool_calls") or ()):
         arguments = call.get("arguments", {})
-        blocks.append({"type": "tool_use", "id": call.get("id") or f"toolu_{serial}_{index}",
-                       "name": call["name"], "input": json.loads(arguments) if isinstance(arguments, str)
-                       else arguments})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{serial}_{index}",
+                "name": call["name"],
+                "input": json.loads(arguments) if isinstance(arguments, str) else arguments,
+            }
+        )
     words = sum(len(str(m.get("content")).split()) for m in body["messages"])
-    return {"id": f"msg_{serial}", "type": "message", "role": "assistant", "model": body.get("model"),
-            "content": blocks, "stop_reason": "tool_use" if reply.get("tool_calls") else "end_turn",
-            "stop_sequence": None,
-            "usage": {"input_tokens": reply.get("input_tokens", max(1, words)),
-                      "output_tokens": reply.get("output_tokens", max(1, len(str(reply.get("content")).split())))}}
+    return {
+        "id": f"msg_{serial}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": blocks,
+        "stop_reason": "tool_use" if reply.get("tool_calls") else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": reply.get("input_tokens", max(1, words)),
+            "output_tokens": reply.get("output_tokens", max(1, len(str(reply.get("content")).split()))),
+        },
+    }
 
 
 def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
         text = block["text"]
-        return [{"type": "text_delta", "text": text[i:i + 7]} for i in range(0, len(text), 7)]
+        return [{"type": "text_delta", "text": text[i : i + 7]} for i in range(0, len(text), 7)]
     if block["type"] == "thinking":
-        return [{"type": "thinking_delta", "thinking": block["thinking"]},
-                {"type": "signature_delta", "signature": block["signature"]}]
+        return [
+            {"type": "thinking_delta", "thinking": block["thinking"]},
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
     raw = json.dumps(block["input"])
-    return [{"type": "input_json_delta", "partial_json": raw[i:i + 5]} for i in range(0, len(raw), 5)]
+    return [{"type": "input_json_delta", "partial_json": raw[i : i + 5]} for i in range(0, len(raw), 5)]

@@ -74,11 +74,15 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
                 fake.authorization.append(self.headers.get("Authorization"))
             reply = fake._next(body)
             if "status" in reply:
-                self._json(reply["status"], {"error": {"message": reply.get("error", "error"),
-                                                       "type": "invalid_request_error"}})
+                self._json(
+                    reply["status"],
+                    {"error": {"message": reply.get("error", "error"), "type": "invalid_request_error"}},
+                )
                 return
-            usage = {"prompt_tokens": reply.get("prompt_tokens", _tokens(body["messages"])),
-                     "completion_tokens": reply.get("completion_tokens", _words(reply.get("content") or ""))}
+            usage = {
+                "prompt_tokens": reply.get("prompt_tokens", _tokens(body["messages"])),
+                "completion_tokens": reply.get("completion_tokens", _words(reply.get("content") or "")),
+            }
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             if body.get("stream"):
                 self._stream(body, reply, usage)
@@ -89,12 +93,19 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
             calls = _tool_calls(reply, len(fake.requests))
             if calls:
                 message["tool_calls"] = calls
-            self._json(200, {
-                "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model", fake.model),
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": usage,
-            })
+            self._json(
+                200,
+                {
+                    "id": f"chatcmpl-{len(fake.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", fake.model),
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+                    ],
+                    "usage": usage,
+                },
+            )
 
         def _stream(self, body: dict[str, Any], reply: dict[str, Any], usage: dict[str, int]) -> None:
             self.send_response(200)
@@ -102,20 +113,36 @@ def _handler(fake: FakeModel) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
             self.end_headers()
-            base = {"id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": body.get("model", fake.model)}
+            base = {
+                "id": f"chatcmpl-{len(fake.requests)}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body.get("model", fake.model),
+            }
             deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
             if reply.get("reasoning_content"):
                 deltas.append({"reasoning_content": reply["reasoning_content"]})
             content = reply.get("content") or ""
-            deltas += [{"content": content[i:i + 7]} for i in range(0, len(content), 7)]
+            deltas += [{"content": content[i : i + 7]} for i in range(0, len(content), 7)]
             calls = _tool_calls(reply, len(fake.requests))
             for index, call in enumerate(calls):
                 arguments = call["function"]["arguments"]
-                deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                               "function": {"name": call["function"]["name"], "arguments": ""}}]})
-                deltas += [{"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 5]}}]}
-                           for i in range(0, len(arguments), 5)]
+                deltas.append(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["function"]["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+                deltas += [
+                    {"tool_calls": [{"index": index, "function": {"arguments": arguments[i : i + 5]}}]}
+                    for i in range(0, len(arguments), 5)
+                ]
             for i, delta in enumerate(deltas):
                 finish = ("tool_calls" if calls else "stop") if i == len(deltas) - 1 else None
                 self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -138,8 +165,13 @@ def _tool_calls(reply: dict[str, Any], serial: int) -> list[dict[str, Any]]:
         arguments = call.get("arguments", {})
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
-        calls.append({"id": call.get("id") or f"call_{serial}_{index}", "type": "function",
-                      "function": {"name": call["name"], "arguments": arguments}})
+        calls.append(
+            {
+                "id": call.get("id") or f"call_{serial}_{index}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": arguments},
+            }
+        )
     return calls
 
 

@@ -41,8 +41,15 @@ class Request:
 
 
 class FakeRemyx:
-    def __init__(self, assets: Sequence[dict[str, Any]] = (), *, api_key: str = "test-key",
-                 status: int | None = None, invalid_json: bool = False, delay_s: float = 0) -> None:
+    def __init__(
+        self,
+        assets: Sequence[dict[str, Any]] = (),
+        *,
+        api_key: str = "test-key",
+        status: int | None = None,
+        invalid_json: bool = False,
+        delay_s: float = 0,
+    ) -> None:
         self.assets: list[dict[str, Any]] = [dict(a) for a in assets]
         self.api_key = api_key
         self.status = status
@@ -52,8 +59,9 @@ class FakeRemyx:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -85,10 +93,12 @@ class FakeRemyx:
         if request.method == "GET" and path == "/search/assets/list":
             return self._list(request.query)
         if request.method == "GET" and path == "/search/stats":
-            return 200, {"total_assets": len(self.assets),
-                         "with_docker": sum(1 for a in self.assets if _has_docker(a))}
+            return 200, {
+                "total_assets": len(self.assets),
+                "with_docker": sum(1 for a in self.assets if _has_docker(a)),
+            }
         if request.method == "GET" and path.startswith("/search/assets/"):
-            arxiv_id = urllib.parse.unquote(path[len("/search/assets/"):])
+            arxiv_id = urllib.parse.unquote(path[len("/search/assets/") :])
             for asset in self.assets:
                 if asset.get("arxiv_id") == arxiv_id:
                     return 200, asset
@@ -101,22 +111,32 @@ class FakeRemyx:
         if not query or max_results > 50 or max_results < 1:
             return 422, {"detail": "query is required and max_results must be 1..50"}
         words = query.lower().split()
-        found = [a for a in self._filtered(body.get("has_docker"), body.get("categories") or [])
-                 if all(w in _text(a) for w in words)]
-        return 200, {"assets": found[:max_results], "total": len(found), "query": query,
-                     "strategy": "llm" if body.get("use_llm") else "keyword"}
+        found = [
+            a
+            for a in self._filtered(body.get("has_docker"), body.get("categories") or [])
+            if all(w in _text(a) for w in words)
+        ]
+        return 200, {
+            "assets": found[:max_results],
+            "total": len(found),
+            "query": query,
+            "strategy": "llm" if body.get("use_llm") else "keyword",
+        }
 
     def _list(self, query: dict[str, str]) -> tuple[int, Any]:
         has_docker = {"true": True, "false": False}.get(query.get("has_docker", "").lower())
         category = query.get("category")
         found = self._filtered(has_docker, [category] if category else [])
         offset, limit = int(query.get("offset", 0)), int(query.get("limit", 20))
-        return 200, {"assets": found[offset:offset + limit], "total": len(found)}
+        return 200, {"assets": found[offset : offset + limit], "total": len(found)}
 
     def _filtered(self, has_docker: bool | None, categories: list[str]) -> list[dict[str, Any]]:
-        return [a for a in self.assets
-                if (has_docker is None or _has_docker(a) == has_docker)
-                and (not categories or set(categories) & set(a.get("categories") or []))]
+        return [
+            a
+            for a in self.assets
+            if (has_docker is None or _has_docker(a) == has_docker)
+            and (not categories or set(categories) & set(a.get("categories") or []))
+        ]
 
 
 def _has_docker(asset: dict[str, Any]) -> bool:
@@ -149,9 +169,10 @@ def _handler(fake: FakeRemyx) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except json.JSONDecodeError:
                 body = raw.decode("utf-8", "replace")
-            path = url.path[len(PREFIX):] if url.path.startswith(PREFIX + "/") else url.path
-            request = Request(method, path, dict(urllib.parse.parse_qsl(url.query)), body,
-                              self.headers.get("Authorization"))
+            path = url.path[len(PREFIX) :] if url.path.startswith(PREFIX + "/") else url.path
+            request = Request(
+                method, path, dict(urllib.parse.parse_qsl(url.query)), body, self.headers.get("Authorization")
+            )
             with fake._lock:
                 fake.requests.append(request)
             if fake.delay_s:

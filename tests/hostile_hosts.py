@@ -19,8 +19,9 @@ CLONE_NEWUSER = 0x10000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def without_user_namespaces(argv: Sequence[str], *, uid: int, gid: int, env: Mapping[str, str],
-                            cwd: str) -> subprocess.CompletedProcess[str]:
+def without_user_namespaces(
+    argv: Sequence[str], *, uid: int, gid: int, env: Mapping[str, str], cwd: str
+) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` as ``uid:gid`` where no user namespace can be made
     (its stdout and stderr together; pytest's timeout bounds it)."""
     assert os.geteuid() == 0, "mapping every id into a new user namespace needs root"
@@ -68,5 +69,6 @@ def without_user_namespaces(argv: Sequence[str], *, uid: int, gid: int, env: Map
             if fd >= 0:
                 os.close(fd)
     _, status = os.waitpid(pid, 0)
-    return subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(status),
-                                       b"".join(chunks).decode(errors="replace"), "")
+    return subprocess.CompletedProcess(
+        list(argv), os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace"), ""
+    )

@@ -41,17 +41,21 @@ TIME_LIMIT_S = 480  # one guest: its boot and its tests (run.sh kills qemu then)
 SUBSET = ["tests/hosts", "tests/backends/test_sandbox_limits.py", "tests/cli/test_doctor.py"]
 # For root: the battery's attacks on the limits cgroups hold, and its
 # ordinary-use check (each in the pool and one-shot).
-BATTERY = ["tests/security/test_executor.py",
-           "tests/security/test_resources.py::test_memory_bomb_fails_and_says_why",
-           "tests/security/test_resources.py::test_fork_bomb_ends_and_leaves_nothing",
-           "tests/security/test_resources.py::test_max_processes_is_enforced"]
+BATTERY = [
+    "tests/security/test_executor.py",
+    "tests/security/test_resources.py::test_memory_bomb_fails_and_says_why",
+    "tests/security/test_resources.py::test_fork_bomb_ends_and_leaves_nothing",
+    "tests/security/test_resources.py::test_max_processes_is_enforced",
+]
 # No Docker engine in the guest; of the battery, the sandbox's modes only.
 SELECT = "not docker and (not security or pool or oneshot)"
 # Cgroups cannot exist for a user without delegation: the tests of the
 # cgroup limits themselves are left out there (tests/hosts checks what holds
 # without them).
-CGROUP_TESTS = ("test_memory_exhaustion_is_reported_as_the_limit or test_process_limit_contains_a_fork_bomb "
-                "or test_cpu_quota_throttles")
+CGROUP_TESTS = (
+    "test_memory_exhaustion_is_reported_as_the_limit or test_process_limit_contains_a_fork_bomb "
+    "or test_cpu_quota_throttles"
+)
 KINDS = {
     # kind: (what runs, -k, how many must pass at least: proof that it ran)
     "root": (SUBSET + BATTERY, SELECT, 30),
@@ -79,13 +83,22 @@ def _python(kind: str) -> Path:
 def _require_vm(kind: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("the VM needs root: qemu shares this machine's root filesystem as its owners see it")
-    require("qemu", shutil.which("qemu-system-x86_64") is not None,
-            "apt-get install qemu-system-x86 (./dev.sh test does)")
-    require("the VM's kernel", (CACHE / "vmlinuz").exists() and (CACHE / "initramfs.cpio.gz").exists(),
-            "scripts/vm/build.sh fetches it into .cache/vm (./dev.sh test does)")
+    require(
+        "qemu",
+        shutil.which("qemu-system-x86_64") is not None,
+        "apt-get install qemu-system-x86 (./dev.sh test does)",
+    )
+    require(
+        "the VM's kernel",
+        (CACHE / "vmlinuz").exists() and (CACHE / "initramfs.cpio.gz").exists(),
+        "scripts/vm/build.sh fetches it into .cache/vm (./dev.sh test does)",
+    )
     if kind != "root":
-        require("the non-root test user", _tester() is not None and _python(kind).exists(),
-                f"./dev.sh test creates {TESTER} and its virtual environment (as root)")
+        require(
+            "the non-root test user",
+            _tester() is not None and _python(kind).exists(),
+            f"./dev.sh test creates {TESTER} and its virtual environment (as root)",
+        )
 
 
 def _copy_checkout(share: Path) -> Path:
@@ -124,18 +137,54 @@ def test_the_limits_hold_in_a_cgroup2_guest(tmp_path, kind):
     junit = out / "junit.xml"
     # Of the plugins installed, the subset needs pytest-timeout only (loading
     # the project venv's others took 4-7 s in the guest).
-    inner = ["env", f"PYTHONPATH={copy / 'src'}", "PYTHONDONTWRITEBYTECODE=1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
-             f"EXECBOX_REQUIRE={'all' if REQUIRE_ALL else ''}",
-             str(_python(kind)), "-m", "pytest", *paths, "-k", select, "-q", "-rfEs", "--tb=short", "--durations=5",
-             "-p", "pytest_timeout", "-p", "no:cacheprovider", "--basetemp=/tmp/inner", f"--junitxml={junit}"]
+    inner = [
+        "env",
+        f"PYTHONPATH={copy / 'src'}",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+        f"EXECBOX_REQUIRE={'all' if REQUIRE_ALL else ''}",
+        str(_python(kind)),
+        "-m",
+        "pytest",
+        *paths,
+        "-k",
+        select,
+        "-q",
+        "-rfEs",
+        "--tb=short",
+        "--durations=5",
+        "-p",
+        "pytest_timeout",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp=/tmp/inner",
+        f"--junitxml={junit}",
+    ]
     report = 'echo "cgroup filesystem: $(stat -fc %T /sys/fs/cgroup), own group: $(cat /proc/self/cgroup)"'
-    argv = [str(RUN), "--as", kind, "--cwd", str(copy), "--share", str(share), "--timeout", str(TIME_LIMIT_S),
-            "--", "sh", "-c", f'{report}; exec "$@"', "sh", *inner]
+    argv = [
+        str(RUN),
+        "--as",
+        kind,
+        "--cwd",
+        str(copy),
+        "--share",
+        str(share),
+        "--timeout",
+        str(TIME_LIMIT_S),
+        "--",
+        "sh",
+        "-c",
+        f'{report}; exec "$@"',
+        "sh",
+        *inner,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIME_LIMIT_S + 30)
     output = done.stdout + done.stderr
     tail = "\n".join(output.splitlines()[-80:])
     print(tail)
     assert "cgroup filesystem: cgroup2fs" in output, f"as {kind}, the guest was not on cgroup v2:\n{tail}"
-    assert done.returncode == 0, f"as {kind}, the tests in the guest failed (exit status {done.returncode}):\n{tail}"
+    assert done.returncode == 0, (
+        f"as {kind}, the tests in the guest failed (exit status {done.returncode}):\n{tail}"
+    )
     counts = _counts(junit)
     assert counts["passed"] >= at_least, f"as {kind}, only {counts} in the guest:\n{tail}"

@@ -16,8 +16,12 @@ def _round_trip(executor: execbox.Executor) -> execbox.Executor:
 
 
 def test_local_executor_round_trip_keeps_options_and_runs(tmp_path):
-    ex = execbox.LocalExecutor(workspace=tmp_path, limits=Limits(timeout_s=7, memory_mb=300),
-                               env={"GREETING": "hi"}, execution_policies={"bash": False})
+    ex = execbox.LocalExecutor(
+        workspace=tmp_path,
+        limits=Limits(timeout_s=7, memory_mb=300),
+        env={"GREETING": "hi"},
+        execution_policies={"bash": False},
+    )
     try:
         config = ex.to_config()
         assert config["backend"] == "local"
@@ -61,8 +65,9 @@ def test_environments_round_trip(tmp_path):
         assert loaded.environment.path == venv.path
     finally:
         loaded.close()
-    docker = execbox.DockerExecutor(environment=execbox.DockerPython(pip_packages=["matplotlib"]),
-                                    runtime="runsc", pass_env=["HOME"])
+    docker = execbox.DockerExecutor(
+        environment=execbox.DockerPython(pip_packages=["matplotlib"]), runtime="runsc", pass_env=["HOME"]
+    )
     try:
         loaded = _round_trip(docker)
         assert loaded.to_config() == docker.to_config()
@@ -92,13 +97,19 @@ def test_an_option_that_is_not_data_names_itself():
         ex.close()
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"options": {}}, "mapping with 'backend'"),
-    ({"backend": "nope"}, "unknown backend 'nope'"),
-    ({"backend": "local", "options": {"limits": {"type": "limits", "timeout_s": -1}}}, "timeout_s must be"),
-    ({"backend": "local", "options": {"environment": {"type": "conda"}}}, "unknown type 'conda'"),
-    ({"backend": "local", "options": {"limits": {"type": "limits", "speed": 1}}}, "does not fit"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"options": {}}, "mapping with 'backend'"),
+        ({"backend": "nope"}, "unknown backend 'nope'"),
+        (
+            {"backend": "local", "options": {"limits": {"type": "limits", "timeout_s": -1}}},
+            "timeout_s must be",
+        ),
+        ({"backend": "local", "options": {"environment": {"type": "conda"}}}, "unknown type 'conda'"),
+        ({"backend": "local", "options": {"limits": {"type": "limits", "speed": 1}}}, "does not fit"),
+    ],
+)
 def test_bad_configs_say_what_to_change(bad, message):
     with pytest.raises(ConfigurationError, match=message):
         executor_from_config(bad)

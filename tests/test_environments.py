@@ -15,8 +15,12 @@ RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def version_of(python: str) -> str:
-    return subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 @pytest.fixture

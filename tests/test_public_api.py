@@ -3,16 +3,65 @@
 import execbox
 
 EXPECTED = {
-    "LANGUAGES", "BackendUnavailableError", "BlockResult", "Capabilities", "CodeBlock",
-    "ConfigurationError", "Display", "DockerExecutor", "DockerJupyterServer", "DockerPython", "Environment", "EnvironmentSetupError", "ErrorInfo",
-    "ExecboxError", "ExecutionResult", "Executor", "ExecutorClosedError", "FileInfo", "ImageMissingError", "Language",
-    "Limits", "LocalExecutor", "NoCodeBlocksError", "PathEscapeError", "SandboxExecutor", "JupyterExecutor", "JupyterConnectionInfo", "LocalJupyterServer", "SystemPython",
-    "UnenforcedLimitWarning", "Venv", "WeakerIsolationWarning", "Workspace", "WorkspaceError", "__version__",
-    "backend_names", "canonical_language", "create_executor", "default_executor", "executor_from_config",
-    "extract_code_blocks", "extract_from_messages", "get_backend", "infer_language",
-    "BlockEndEvent", "BlockStartEvent", "DisplayEvent", "EndEvent", "OutputEvent", "RunEvent", "StartEvent", "TruncatedEvent",
-    "Client", "ServiceBusyError", "ServiceError", "SessionGoneError",
-    "ClusterBusyError", "NodeLostError", "StallError",
+    "LANGUAGES",
+    "BackendUnavailableError",
+    "BlockResult",
+    "Capabilities",
+    "CodeBlock",
+    "ConfigurationError",
+    "Display",
+    "DockerExecutor",
+    "DockerJupyterServer",
+    "DockerPython",
+    "Environment",
+    "EnvironmentSetupError",
+    "ErrorInfo",
+    "ExecboxError",
+    "ExecutionResult",
+    "Executor",
+    "ExecutorClosedError",
+    "FileInfo",
+    "ImageMissingError",
+    "Language",
+    "Limits",
+    "LocalExecutor",
+    "NoCodeBlocksError",
+    "PathEscapeError",
+    "SandboxExecutor",
+    "JupyterExecutor",
+    "JupyterConnectionInfo",
+    "LocalJupyterServer",
+    "SystemPython",
+    "UnenforcedLimitWarning",
+    "Venv",
+    "WeakerIsolationWarning",
+    "Workspace",
+    "WorkspaceError",
+    "__version__",
+    "backend_names",
+    "canonical_language",
+    "create_executor",
+    "default_executor",
+    "executor_from_config",
+    "extract_code_blocks",
+    "extract_from_messages",
+    "get_backend",
+    "infer_language",
+    "BlockEndEvent",
+    "BlockStartEvent",
+    "DisplayEvent",
+    "EndEvent",
+    "OutputEvent",
+    "RunEvent",
+    "StartEvent",
+    "TruncatedEvent",
+    "Client",
+    "ServiceBusyError",
+    "ServiceError",
+    "SessionGoneError",
+    "ClusterBusyError",
+    "NodeLostError",
+    "StallError",
 }
 
 
@@ -47,20 +96,51 @@ def test_backends_register_through_entry_points():
 def test_images_module_api():
     import execbox.images
 
-    assert set(execbox.images.__all__) == {"BASE_ALIAS", "ImageInfo", "ImageSpec", "base_tag", "build_image",
-                                           "list_images"}
+    assert set(execbox.images.__all__) == {
+        "BASE_ALIAS",
+        "ImageInfo",
+        "ImageSpec",
+        "base_tag",
+        "build_image",
+        "list_images",
+    }
 
 
 def test_agents_module_api():
     import execbox.agents
 
     assert set(execbox.agents.__all__) == {
-        "PRICES", "ChatResult", "CodeExecutionEvent", "CodeExecutorAgent", "CodeGenerationEvent", "Conversation",
-        "ModelClient", "ModelError", "ModelReply", "Response", "RetryDecisionEvent", "StreamChunkEvent",
-        "TextMessage", "ThoughtEvent", "Usage", "WriterAgent", "describe_result", "format_chat_result",
-        "register_price", "writer_system_message",
-        "AnthropicClient", "Approval", "ApprovalEvent", "ApprovalRequest", "AssistantAgent", "BufferedContext",
-        "TokenLimitedContext", "ToolCall", "ToolCallEvent", "ToolResultEvent", "model_client",
+        "PRICES",
+        "ChatResult",
+        "CodeExecutionEvent",
+        "CodeExecutorAgent",
+        "CodeGenerationEvent",
+        "Conversation",
+        "ModelClient",
+        "ModelError",
+        "ModelReply",
+        "Response",
+        "RetryDecisionEvent",
+        "StreamChunkEvent",
+        "TextMessage",
+        "ThoughtEvent",
+        "Usage",
+        "WriterAgent",
+        "describe_result",
+        "format_chat_result",
+        "register_price",
+        "writer_system_message",
+        "AnthropicClient",
+        "Approval",
+        "ApprovalEvent",
+        "ApprovalRequest",
+        "AssistantAgent",
+        "BufferedContext",
+        "TokenLimitedContext",
+        "ToolCall",
+        "ToolCallEvent",
+        "ToolResultEvent",
+        "model_client",
     }
     assert issubclass(execbox.agents.ModelError, execbox.ExecboxError)
 
@@ -73,21 +153,45 @@ def test_tools_and_integrations_api():
     import execbox.tools.mcp
 
     assert set(execbox.tools.__all__) == {"FunctionTool", "PythonTool", "ShellTool", "file_tools"}
-    assert set(execbox.tools.mcp.__all__) == {"MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server",
-                                              "serve"}
+    assert set(execbox.tools.mcp.__all__) == {
+        "MAX_IMAGES",
+        "MAX_IMAGE_BYTES",
+        "MAX_TEXT_BYTES",
+        "create_server",
+        "serve",
+    }
     assert execbox.integrations.__all__ == []
-    assert set(execbox.integrations.ag2.__all__) == {"AG2CodeBlock", "AG2CodeExecutor", "AG2CodeResult",
-                                                     "ExecboxCodeExtractor"}
-    assert set(execbox.integrations.autogen.__all__) == {"AutoGenCodeExecutor", "AutoGenCodeExecutorConfig",
-                                                         "AutoGenCodeResult", "CANCELLED_EXIT_CODE"}
+    assert set(execbox.integrations.ag2.__all__) == {
+        "AG2CodeBlock",
+        "AG2CodeExecutor",
+        "AG2CodeResult",
+        "ExecboxCodeExtractor",
+    }
+    assert set(execbox.integrations.autogen.__all__) == {
+        "AutoGenCodeExecutor",
+        "AutoGenCodeExecutorConfig",
+        "AutoGenCodeResult",
+        "CANCELLED_EXIT_CODE",
+    }
 
 
 def test_papers_module_api():
     import execbox.papers
 
     assert set(execbox.papers.__all__) == {
-        "DEFAULT_GOAL", "PAPER_POLICIES", "Catalog", "CatalogError", "ChainedCatalog", "LocalCatalog", "PaperAsset",
-        "PaperExecutor", "PaperNotFoundError", "RemyxCatalog", "create_agents", "default_catalog", "explore",
+        "DEFAULT_GOAL",
+        "PAPER_POLICIES",
+        "Catalog",
+        "CatalogError",
+        "ChainedCatalog",
+        "LocalCatalog",
+        "PaperAsset",
+        "PaperExecutor",
+        "PaperNotFoundError",
+        "RemyxCatalog",
+        "create_agents",
+        "default_catalog",
+        "explore",
         "explorer_system_message",
     }
     assert issubclass(execbox.papers.PaperNotFoundError, execbox.ExecboxError)

@@ -49,12 +49,23 @@ def test_python_examples_run(tmp_path):
     assert examples
     # the examples that need a model get this one; those that need a server, this one
     with FakeModel([scripted_model] * 20) as model, running_server("--backend", "sandbox") as server:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OPENAI_BASE_URL": model.base_url,
-               "OPENAI_API_KEY": "k", "EXECBOX_URL": server.url,
-               "EXECBOX_TOKEN": server.token}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "k",
+            "EXECBOX_URL": server.url,
+            "EXECBOX_TOKEN": server.token,
+        }
         for block in examples:
-            done = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, capture_output=True,
-                                  text=True, timeout=120, env=env)
+            done = subprocess.run(
+                [sys.executable, "-c", block.code],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+            )
             assert done.returncode == 0, done.stderr
             assert "hello from the model" in done.stdout
         assert model.remaining == 18  # the agent example called the tool, then answered

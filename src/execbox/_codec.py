@@ -34,8 +34,11 @@ VERSION = 1
 def encode_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """An executor's keyword options as JSON-ready data (a temporary
     workspace, given as None, is left out)."""
-    return {key: _encode(value, key) for key, value in options.items()
-            if not (key == "workspace" and value is None)}
+    return {
+        key: _encode(value, key)
+        for key, value in options.items()
+        if not (key == "workspace" and value is None)
+    }
 
 
 def register_option_type(name: str, maker: type) -> None:
@@ -73,15 +76,24 @@ def _encode_environment(env: SystemPython | Venv | DockerPython) -> dict[str, An
     if isinstance(env, SystemPython):
         return {"type": "system-python", "executable": env.executable}
     if isinstance(env, Venv):
-        return {"type": "venv", "path": str(env._path) if env._path is not None else None,
-                "python": env.python, "packages": list(env.packages),
-                "requirements": str(env.requirements) if env.requirements else None,
-                "installer": env.installer}
-    return {"type": "docker-python", "image": env.image, "pip_packages": list(env.pip_packages),
-            "requirements_file": env.requirements_file, "dockerfile": env.dockerfile,
-            "volumes": _encode(env.volumes, "environment.volumes"),
-            "cleanup_container": env.cleanup_container,
-            "keep_container_running": env.keep_container_running}
+        return {
+            "type": "venv",
+            "path": str(env._path) if env._path is not None else None,
+            "python": env.python,
+            "packages": list(env.packages),
+            "requirements": str(env.requirements) if env.requirements else None,
+            "installer": env.installer,
+        }
+    return {
+        "type": "docker-python",
+        "image": env.image,
+        "pip_packages": list(env.pip_packages),
+        "requirements_file": env.requirements_file,
+        "dockerfile": env.dockerfile,
+        "volumes": _encode(env.volumes, "environment.volumes"),
+        "cleanup_container": env.cleanup_container,
+        "keep_container_running": env.keep_container_running,
+    }
 
 
 _TYPES: dict[str, Any] = {
@@ -104,7 +116,8 @@ def decode_option(option: str, value: Any) -> Any:
     maker = _TYPES.get(kind)
     if maker is None:
         raise ConfigurationError(
-            f"option {option} has an unknown type {kind!r}: use one of {', '.join(sorted(_TYPES))}")
+            f"option {option} has an unknown type {kind!r}: use one of {', '.join(sorted(_TYPES))}"
+        )
     try:
         return maker(**fields)
     except TypeError as exc:

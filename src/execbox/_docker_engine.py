@@ -81,8 +81,13 @@ def unreachable(address: str, exc: BaseException) -> BackendUnavailableError:
 
 
 @contextmanager
-def engine_errors(doing: str, *, image: str | None = None, gone: Callable[[str], Exception] | None = None,
-                  error: Callable[[str], ExecboxError] | None = None) -> Iterator[None]:
+def engine_errors(
+    doing: str,
+    *,
+    image: str | None = None,
+    gone: Callable[[str], Exception] | None = None,
+    error: Callable[[str], ExecboxError] | None = None,
+) -> Iterator[None]:
     """Run Docker SDK calls; their failures leave as execbox's (module
     docstring). ``doing``: what the calls were for, to start the message;
     ``image``: the image they use (its absence: ``ImageMissingError``);
@@ -104,7 +109,9 @@ def engine_errors(doing: str, *, image: str | None = None, gone: Callable[[str],
             raise ImageMissingError(image, text) from None
         if gone is not None and is_gone(exc):
             raise gone(text) from None
-        raise (error(text) if error is not None else BackendUnavailableError("docker", f"{doing}: {text}")) from None
+        raise (
+            error(text) if error is not None else BackendUnavailableError("docker", f"{doing}: {text}")
+        ) from None
 
 
 def is_gone(exc: BaseException) -> bool:
@@ -115,8 +122,12 @@ def is_gone(exc: BaseException) -> bool:
     if not isinstance(exc, docker.errors.APIError):
         return False
     text = str(exc.explanation or exc)
-    return (isinstance(exc, docker.errors.NotFound) or exc.status_code == 409 or "is not running" in text
-            or "No such container" in text)
+    return (
+        isinstance(exc, docker.errors.NotFound)
+        or exc.status_code == 409
+        or "is not running" in text
+        or "No such container" in text
+    )
 
 
 def kill_container(client: Any, container_id: str, wait_s: float = 30.0) -> None:
@@ -130,9 +141,12 @@ def kill_container(client: Any, container_id: str, wait_s: float = 30.0) -> None
         if not _from_engine(exc):
             raise
         if not is_gone(exc):
-            warnings.warn(f"docker: container {container_id[:12]} could not be killed ({_short(exc)}); it may "
-                          f"still run: remove it with `docker rm -f {container_id[:12]}`", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"docker: container {container_id[:12]} could not be killed ({_short(exc)}); it may "
+                f"still run: remove it with `docker rm -f {container_id[:12]}`",
+                UserWarning,
+                stacklevel=2,
+            )
         return
     try:
         client.api.wait(container_id, timeout=wait_s, condition="not-running")

@@ -30,13 +30,17 @@ profile bwrap /usr/bin/bwrap flags=(unconfined) {
   include if exists <local/bwrap>
 }
 """
-APPARMOR_FIX = ("AppArmor refuses user namespaces to unconfined programs "
-                "(kernel.apparmor_restrict_unprivileged_userns=1). Allow bubblewrap alone: write this profile to "
-                "/etc/apparmor.d/bwrap and run `sudo apparmor_parser -r /etc/apparmor.d/bwrap` (Ubuntu 25.04+ "
-                "ships one: bwrap-userns-restrict), or for every program: "
-                "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`")
-CGROUP_FIX = ("run under a delegated cgroup: `systemd-run --user --scope -p Delegate=yes <your command>` (or as "
-              "root); the limits then hold with a cgroup per block")
+APPARMOR_FIX = (
+    "AppArmor refuses user namespaces to unconfined programs "
+    "(kernel.apparmor_restrict_unprivileged_userns=1). Allow bubblewrap alone: write this profile to "
+    "/etc/apparmor.d/bwrap and run `sudo apparmor_parser -r /etc/apparmor.d/bwrap` (Ubuntu 25.04+ "
+    "ships one: bwrap-userns-restrict), or for every program: "
+    "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+)
+CGROUP_FIX = (
+    "run under a delegated cgroup: `systemd-run --user --scope -p Delegate=yes <your command>` (or as "
+    "root); the limits then hold with a cgroup per block"
+)
 
 
 @dataclass
@@ -67,18 +71,31 @@ class Diagnosis:
 
 # tier -> (what a block cannot see or reach, what it can)
 TIERS = {
-    "namespaces": (["host files outside the system folders, the interpreter and the workspace",
-                    "host processes (a PID namespace of its own)", "the host's network (an empty one)",
-                    "host IPC objects and /dev/shm", "the host's /dev (a minimal one)"],
-                   ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"]),
-    "landlock": (["host files outside the system folders, the interpreter and the workspace (Landlock)",
-                  "TCP and UDP (socket() of AF_UNIX only, when the network is off)",
-                  "unix stream sockets: none can be made (the Docker socket, a session D-Bus)",
-                  "host SysV IPC and POSIX queues (seccomp)",
-                  "signals to and abstract sockets of processes outside the block (Landlock ABI 6+)"],
-                 ["host processes and their command lines in /proc", "the host's interfaces in /proc/net",
-                  "the host's name, /dev nodes (only null, zero, full, random open), /dev/shm",
-                  "the system folders, read-only"]),
+    "namespaces": (
+        [
+            "host files outside the system folders, the interpreter and the workspace",
+            "host processes (a PID namespace of its own)",
+            "the host's network (an empty one)",
+            "host IPC objects and /dev/shm",
+            "the host's /dev (a minimal one)",
+        ],
+        ["the system folders, read-only (/usr, /etc...)", "the kernel's version and CPU count"],
+    ),
+    "landlock": (
+        [
+            "host files outside the system folders, the interpreter and the workspace (Landlock)",
+            "TCP and UDP (socket() of AF_UNIX only, when the network is off)",
+            "unix stream sockets: none can be made (the Docker socket, a session D-Bus)",
+            "host SysV IPC and POSIX queues (seccomp)",
+            "signals to and abstract sockets of processes outside the block (Landlock ABI 6+)",
+        ],
+        [
+            "host processes and their command lines in /proc",
+            "the host's interfaces in /proc/net",
+            "the host's name, /dev nodes (only null, zero, full, random open), /dev/shm",
+            "the system folders, read-only",
+        ],
+    ),
 }
 
 
@@ -89,30 +106,64 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     uid = os.geteuid()
     try:
         import pwd
+
         user = pwd.getpwuid(uid).pw_name
     except (KeyError, ImportError):
         user = str(uid)
     found: list[Finding] = []
     bwrap = find_bwrap()
-    found.append(Finding("bubblewrap installed", bwrap is not None, bwrap or "bwrap is not on PATH",
-                         "" if bwrap else "sudo apt-get install bubblewrap (Debian, Ubuntu)"))
+    found.append(
+        Finding(
+            "bubblewrap installed",
+            bwrap is not None,
+            bwrap or "bwrap is not on PATH",
+            "" if bwrap else "sudo apt-get install bubblewrap (Debian, Ubuntu)",
+        )
+    )
     found += _namespaces_findings()
-    namespaces_ok, why = (_try_tier("namespaces") if bwrap and try_blocks else (False, "not tried"))
-    found.append(Finding("the namespaces tier starts", namespaces_ok, "a block ran" if namespaces_ok else why,
-                         "" if namespaces_ok else _namespaces_fix(found)))
+    namespaces_ok, why = _try_tier("namespaces") if bwrap and try_blocks else (False, "not tried")
+    found.append(
+        Finding(
+            "the namespaces tier starts",
+            namespaces_ok,
+            "a block ran" if namespaces_ok else why,
+            "" if namespaces_ok else _namespaces_fix(found),
+        )
+    )
     support, reason = cgroup_support()
-    found.append(Finding("a cgroup per block", support is not None,
-                         f"cgroup v{support.version} under {sorted(set(map(str, support.bases.values())))[0]}"
-                         if support is not None else reason, "" if support is not None else _cgroup_fix()))
+    found.append(
+        Finding(
+            "a cgroup per block",
+            support is not None,
+            f"cgroup v{support.version} under {sorted(set(map(str, support.bases.values())))[0]}"
+            if support is not None
+            else reason,
+            "" if support is not None else _cgroup_fix(),
+        )
+    )
     container = _container()
     if container:  # a finding only where it stops bubblewrap
-        found.append(Finding("inside a container", namespaces_ok, container, "" if namespaces_ok else
-                             "bubblewrap needs user namespaces, which the container's seccomp and AppArmor "
-                             "profiles refuse: start the container with --security-opt seccomp=unconfined "
-                             "--security-opt apparmor=unconfined, or let execbox use the Landlock tier"))
+        found.append(
+            Finding(
+                "inside a container",
+                namespaces_ok,
+                container,
+                ""
+                if namespaces_ok
+                else "bubblewrap needs user namespaces, which the container's seccomp and AppArmor "
+                "profiles refuse: start the container with --security-opt seccomp=unconfined "
+                "--security-opt apparmor=unconfined, or let execbox use the Landlock tier",
+            )
+        )
     landlock = landlock_problem()
-    found.append(Finding("Landlock (the tier without namespaces)", landlock is None,
-                         f"ABI {abi()}" if landlock is None else landlock, "" if landlock is None else LANDLOCK_HINT))
+    found.append(
+        Finding(
+            "Landlock (the tier without namespaces)",
+            landlock is None,
+            f"ABI {abi()}" if landlock is None else landlock,
+            "" if landlock is None else LANDLOCK_HINT,
+        )
+    )
     landlock_ok = False
     if landlock is None and try_blocks and not namespaces_ok:
         landlock_ok, why = _try_tier("landlock")
@@ -122,8 +173,16 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     if namespaces_ok and try_blocks:
         diagnosis.pool, why = _try_pool()
         healthy = diagnosis.pool is not None and not any(diagnosis.pool[k] for k in POOL_FAULTS)
-        found.append(Finding("the warm pool serves blocks", healthy, why, "" if healthy else
-                             "SandboxExecutor(pool=False) runs a jail per block (slower) while this is looked into"))
+        found.append(
+            Finding(
+                "the warm pool serves blocks",
+                healthy,
+                why,
+                ""
+                if healthy
+                else "SandboxExecutor(pool=False) runs a jail per block (slower) while this is looked into",
+            )
+        )
     if tier != "none":
         _limits_of(diagnosis, tier)
         diagnosis.hidden, diagnosis.exposed = TIERS[tier]
@@ -134,14 +193,26 @@ def _namespaces_findings() -> list[Finding]:
     found = []
     apparmor = _read(APPARMOR_SYSCTL)
     if apparmor == "1" and os.geteuid() != 0:
-        found.append(Finding("AppArmor lets bubblewrap make user namespaces", _bwrap_profile_loaded(),
-                             "kernel.apparmor_restrict_unprivileged_userns=1",
-                             "" if _bwrap_profile_loaded() else APPARMOR_FIX + ":\n" + APPARMOR_PROFILE))
+        found.append(
+            Finding(
+                "AppArmor lets bubblewrap make user namespaces",
+                _bwrap_profile_loaded(),
+                "kernel.apparmor_restrict_unprivileged_userns=1",
+                "" if _bwrap_profile_loaded() else APPARMOR_FIX + ":\n" + APPARMOR_PROFILE,
+            )
+        )
     for path, name, fix in (
-            (Path("/proc/sys/user/max_user_namespaces"), "user.max_user_namespaces",
-             "sudo sysctl user.max_user_namespaces=15000"),
-            (Path("/proc/sys/kernel/unprivileged_userns_clone"), "kernel.unprivileged_userns_clone",
-             "sudo sysctl kernel.unprivileged_userns_clone=1")):
+        (
+            Path("/proc/sys/user/max_user_namespaces"),
+            "user.max_user_namespaces",
+            "sudo sysctl user.max_user_namespaces=15000",
+        ),
+        (
+            Path("/proc/sys/kernel/unprivileged_userns_clone"),
+            "kernel.unprivileged_userns_clone",
+            "sudo sysctl kernel.unprivileged_userns_clone=1",
+        ),
+    ):
         value = _read(path)
         if value == "0":
             found.append(Finding(f"{name} allows user namespaces", False, f"{name}=0", fix))
@@ -151,8 +222,10 @@ def _namespaces_findings() -> list[Finding]:
 def _cgroup_fix() -> str:
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():  # cgroup v2
         return CGROUP_FIX
-    return ("this host mounts cgroup v1, where only root makes groups: run as root, or on a cgroup v2 host "
-            "under `systemd-run --user --scope -p Delegate=yes <your command>`")
+    return (
+        "this host mounts cgroup v1, where only root makes groups: run as root, or on a cgroup v2 host "
+        "under `systemd-run --user --scope -p Delegate=yes <your command>`"
+    )
 
 
 def _namespaces_fix(found: list[Finding]) -> str:
@@ -177,8 +250,9 @@ def _try_tier(tier: str) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            with SandboxExecutor(workspace=Workspace(folder), pool=False, limits=Limits(timeout_s=30),
-                                 isolation=tier) as sandbox:
+            with SandboxExecutor(
+                workspace=Workspace(folder), pool=False, limits=Limits(timeout_s=30), isolation=tier
+            ) as sandbox:
                 result = sandbox.run(CodeBlock("python", "print(6*7)"))
         except ExecboxError as exc:
             return False, str(exc)
@@ -200,20 +274,26 @@ def _try_pool() -> tuple[dict[str, object] | None, str]:
     with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            with SandboxExecutor(workspace=Workspace(folder), limits=Limits(timeout_s=30),
-                                 isolation="namespaces") as sandbox:
+            with SandboxExecutor(
+                workspace=Workspace(folder), limits=Limits(timeout_s=30), isolation="namespaces"
+            ) as sandbox:
                 with ThreadPoolExecutor(4) as threads:
-                    outputs = list(threads.map(lambda i: sandbox.run(CodeBlock("python", f"print({i})")).output,
-                                               range(16)))
+                    outputs = list(
+                        threads.map(
+                            lambda i: sandbox.run(CodeBlock("python", f"print({i})")).output, range(16)
+                        )
+                    )
                 health = sandbox.pool_health
         except ExecboxError as exc:
             return None, str(exc)
     wrong = sum(out != f"{i}\n" for i, out in enumerate(outputs))
     if health is None:
         return None, "no pool was started"
-    seen = (f"16 blocks from 4 threads, {16 - wrong} right; units ready {health['units_ready']}, "
-            f"asked {health['units_asked']} (size {health['size']}); "
-            + ", ".join(f"{k.replace('_', ' ')} {health[k]}" for k in POOL_FAULTS))
+    seen = (
+        f"16 blocks from 4 threads, {16 - wrong} right; units ready {health['units_ready']}, "
+        f"asked {health['units_asked']} (size {health['size']}); "
+        + ", ".join(f"{k.replace('_', ' ')} {health[k]}" for k in POOL_FAULTS)
+    )
     return (health if not wrong else None), seen
 
 

@@ -78,9 +78,7 @@ class PathEscapeError(WorkspaceError):
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(
-            f"path {path!r} {reason}: use a relative path inside the workspace"
-        )
+        super().__init__(f"path {path!r} {reason}: use a relative path inside the workspace")
 
 
 class EnvironmentSetupError(ExecboxError):
@@ -154,8 +152,15 @@ class ServiceError(ExecboxError):
     to change); ``retry_after`` the seconds it asked to wait, if it did.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, code: str = "", retryable: bool = False,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str = "",
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         self.status = status
         self.code = code
         self.message = message
@@ -170,8 +175,16 @@ class SessionGoneError(ServiceError):
     ``ttl_s`` passed; ``idle``: unused longer than its ``idle_ttl_s``;
     ``deleted``). Open a new one."""
 
-    def __init__(self, message: str, *, reason: str | None, status: int | None = 410,
-                 code: str = "session_expired", retryable: bool = False, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None,
+        status: int | None = 410,
+        code: str = "session_expired",
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         self.reason = reason
         super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
 
@@ -180,8 +193,15 @@ class ServiceBusyError(ServiceError):
     """429: the server runs or keeps as much as it may (``--max-concurrency``,
     ``--max-sessions``); retry after ``retry_after`` seconds."""
 
-    def __init__(self, message: str, *, retry_after: float | None, status: int | None = 429, code: str = "busy",
-                 retryable: bool = True) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None,
+        status: int | None = 429,
+        code: str = "busy",
+        retryable: bool = True,
+    ) -> None:
         super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
 
 

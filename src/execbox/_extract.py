@@ -29,9 +29,7 @@ from ._models import CodeBlock
 
 __all__ = ["extract_code_blocks", "extract_from_messages", "infer_language"]
 
-_OPEN = re.compile(
-    r"^(?P<lead>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?)(?P<fence>`{3,}|~{3,})(?P<info>.*)$"
-)
+_OPEN = re.compile(r"^(?P<lead>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _ATTR = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s}]+))""")
 _FILENAME_KEYS = ("filename", "file", "title", "name", "path")
 _FILENAME_COMMENTS = (
@@ -44,7 +42,10 @@ _FILENAME_COMMENTS = (
 # A bare name counts in a comment of the block's language only (in Markdown,
 # "# notes.md" is a heading).
 _BARE_FILENAME_COMMENTS = (
-    (re.compile(r"^\s*#\s*(?P<name>\S+)\s*$"), {"python", "bash", "sh", "pwsh", "yaml", "toml", "dockerfile"}),
+    (
+        re.compile(r"^\s*#\s*(?P<name>\S+)\s*$"),
+        {"python", "bash", "sh", "pwsh", "yaml", "toml", "dockerfile"},
+    ),
     (re.compile(r"^\s*//\s*(?P<name>\S+)\s*$"), {"javascript"}),
     (re.compile(r"^\s*/\*\s*(?P<name>\S+?)\s*\*/\s*$"), {"javascript", "css"}),
     (re.compile(r"^\s*<!--\s*(?P<name>\S+?)\s*-->\s*$"), {"html", "xml", "markdown"}),
@@ -164,7 +165,7 @@ def _filename_comment(code: str, language: str | None = None) -> str | None:
         for pattern, languages in _BARE_FILENAME_COMMENTS:
             found = pattern.match(line) if lang.name in languages else None
             name = found["name"].strip("'\"`") if found else ""
-            suffix = name[name.rfind("."):].lower() if "." in name else ""
+            suffix = name[name.rfind(".") :].lower() if "." in name else ""
             if _PATH_LIKE.match(name) and suffix in lang.suffixes and len(name) > len(suffix):
                 return name
     return None
@@ -181,7 +182,7 @@ def _strip_prompts(code: str) -> str:
     for line in lines:
         stripped = line.lstrip()
         if stripped.startswith(_PROMPT):
-            kept.append(stripped[len(_PROMPT):])
+            kept.append(stripped[len(_PROMPT) :])
         elif continued:
             kept.append(line)
         else:
@@ -216,14 +217,26 @@ def _looks_like_command(line: str) -> bool:
     word = _WORD.match(line)
     if not word or word[1] in _PY_KEYWORDS:
         return False
-    rest = line[word.end():].lstrip()
+    rest = line[word.end() :].lstrip()
     if rest.startswith(("=", "(", "[", ".", ":")):  # x = 1, f(), a[0]
         return False
     return word[1] in _COMMON_COMMANDS or shutil.which(word[1]) is not None
 
 
-_EXPRESSION_ONLY = (ast.Module, ast.Expr, ast.Name, ast.BinOp, ast.UnaryOp, ast.Constant,
-                    ast.Load, ast.operator, ast.unaryop, ast.Attribute, ast.Compare, ast.cmpop)
+_EXPRESSION_ONLY = (
+    ast.Module,
+    ast.Expr,
+    ast.Name,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Constant,
+    ast.Load,
+    ast.operator,
+    ast.unaryop,
+    ast.Attribute,
+    ast.Compare,
+    ast.cmpop,
+)
 
 
 def _is_pythonic(tree: ast.AST) -> bool:

@@ -20,10 +20,14 @@ from typing import Any
 
 __all__ = ["ENVIRONMENT_HINTS", "EXECUTOR_HINTS", "refuse_foreign"]
 
-_VENV = ("use environment=Venv(path=...), or Venv(packages=[...]) for one execbox creates and caches "
-         "(DockerPython(...) on the docker backend)")
-_CODE_FILES = ("use keep_code_files=False to delete a block's code file after it runs "
-               "(the default, keep_code_files=True, keeps them)")
+_VENV = (
+    "use environment=Venv(path=...), or Venv(packages=[...]) for one execbox creates and caches "
+    "(DockerPython(...) on the docker backend)"
+)
+_CODE_FILES = (
+    "use keep_code_files=False to delete a block's code file after it runs "
+    "(the default, keep_code_files=True, keeps them)"
+)
 
 # Options of AG2's and AutoGen's code executors (LocalCommandLineCodeExecutor,
 # DockerCommandLineCodeExecutor, JupyterCodeExecutor) → execbox's spelling.
@@ -38,8 +42,9 @@ EXECUTOR_HINTS: Mapping[str, str] = {
     "delete_tmp_files": _CODE_FILES,
     "bind_dir": "the workspace is the folder the container sees: use workspace=...",
     "extra_volumes": "use volumes=... (DockerExecutor)",
-    "jupyter_server": ("use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() "
-                       "(JupyterExecutor)"),
+    "jupyter_server": (
+        "use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() (JupyterExecutor)"
+    ),
 }
 
 # Options of AG2's create_virtual_env / venv helpers → Venv's spelling.

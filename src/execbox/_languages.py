@@ -59,20 +59,42 @@ class Language:
 
 
 LANGUAGES: tuple[Language, ...] = (
-    Language("python", ("py", "python3", "py3", "pyw"), ".py", "execute", (PYTHON, "-u"),
-             other_suffixes=(".pyw",)),
+    Language(
+        "python", ("py", "python3", "py3", "pyw"), ".py", "execute", (PYTHON, "-u"), other_suffixes=(".pyw",)
+    ),
     Language("bash", (), ".sh", "execute", ("bash",), "apt-get install bash", other_suffixes=(".bash",)),
-    Language("sh", ("shell", "console", "shellsession", "shell-session", "zsh"), ".sh",
-             "execute", ("sh",), "apt-get install dash", other_suffixes=(".bash", ".zsh")),
-    Language("javascript", ("js", "node", "nodejs", "mjs"), ".js", "execute", ("node",),
-             "apt-get install nodejs", other_suffixes=(".mjs", ".cjs")),
-    Language("pwsh", ("ps1", "powershell", "ps"), ".ps1", "execute",
-             ("pwsh", "-NoLogo", "-NoProfile", "-NonInteractive", "-File"),
-             "install PowerShell (package powershell)"),
+    Language(
+        "sh",
+        ("shell", "console", "shellsession", "shell-session", "zsh"),
+        ".sh",
+        "execute",
+        ("sh",),
+        "apt-get install dash",
+        other_suffixes=(".bash", ".zsh"),
+    ),
+    Language(
+        "javascript",
+        ("js", "node", "nodejs", "mjs"),
+        ".js",
+        "execute",
+        ("node",),
+        "apt-get install nodejs",
+        other_suffixes=(".mjs", ".cjs"),
+    ),
+    Language(
+        "pwsh",
+        ("ps1", "powershell", "ps"),
+        ".ps1",
+        "execute",
+        ("pwsh", "-NoLogo", "-NoProfile", "-NonInteractive", "-File"),
+        "install PowerShell (package powershell)",
+    ),
     Language("html", ("htm", "xhtml"), ".html", "save", other_suffixes=(".htm", ".xhtml")),
     Language("css", (), ".css", "save"),
     Language("markdown", ("md",), ".md", "save", other_suffixes=(".markdown",)),
-    Language("text", ("txt", "plaintext", "plain", "output", "log"), ".txt", "save", other_suffixes=(".log",)),
+    Language(
+        "text", ("txt", "plaintext", "plain", "output", "log"), ".txt", "save", other_suffixes=(".log",)
+    ),
     Language("json", ("jsonl",), ".json", "save", other_suffixes=(".jsonl",)),
     Language("yaml", ("yml",), ".yaml", "save", other_suffixes=(".yml",)),
     Language("toml", (), ".toml", "save"),
@@ -136,7 +158,8 @@ def runnable_languages(path: str) -> tuple[str, ...]:
     """Languages whose program is found on ``path`` (python always: the
     executor's environment provides it)."""
     return tuple(
-        lang.name for lang in LANGUAGES
+        lang.name
+        for lang in LANGUAGES
         if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
     )
 

@@ -48,13 +48,10 @@ class CodeBlock:
 
     def __post_init__(self) -> None:
         if not isinstance(self.code, str):
-            raise ConfigurationError(
-                f"CodeBlock.code must be a str, not {type(self.code).__name__}"
-            )
+            raise ConfigurationError(f"CodeBlock.code must be a str, not {type(self.code).__name__}")
         if not isinstance(self.language, str):
             raise ConfigurationError(
-                f"CodeBlock.language must be a str such as 'python', not "
-                f"{type(self.language).__name__}"
+                f"CodeBlock.language must be a str such as 'python', not {type(self.language).__name__}"
             )
 
 
@@ -111,9 +108,7 @@ class Limits:
                 f"Limits.cpus must be a number of cores between 0.01 and 1024, or None, got {self.cpus!r}"
             )
         if self.network not in (None, True, False):
-            raise ConfigurationError(
-                f"Limits.network must be True, False or None, got {self.network!r}"
-            )
+            raise ConfigurationError(f"Limits.network must be True, False or None, got {self.network!r}")
 
     def replace(self, **changes: Any) -> Limits:
         """A copy with some fields changed."""
@@ -246,8 +241,10 @@ class ExecutionResult:
         if self.files or self.files_truncated:
             note = "Files created or changed: " + (", ".join(one_line(f) for f in self.files) or "none seen")
             if self.files_truncated:
-                note += (f" (the workspace is too big to check whole: the change report stopped after "
-                         f"{MAX_SCANNED_ENTRIES} entries or {MAX_DEPTH} folders deep, so more may have changed)")
+                note += (
+                    f" (the workspace is too big to check whole: the change report stopped after "
+                    f"{MAX_SCANNED_ENTRIES} entries or {MAX_DEPTH} folders deep, so more may have changed)"
+                )
             notes.append(note)
         body = self.output
         if notes:

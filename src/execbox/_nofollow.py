@@ -24,8 +24,9 @@ __all__ = ["DIR_FLAGS", "lstat_under", "open_folders", "read_under", "write_unde
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_folders(root: Path, folders: list[str] | tuple[str, ...], given: str, *, create: bool,
-                 repair: bool) -> int:
+def open_folders(
+    root: Path, folders: list[str] | tuple[str, ...], given: str, *, create: bool, repair: bool
+) -> int:
     """A descriptor of root/folders..., opened one level at a time without
     following links; missing folders made when ``create``; a link or file in
     the way removed when ``repair``, else refused."""
@@ -118,8 +119,9 @@ def write_under(root: Path, parts: tuple[str, ...], data: bytes, given: str, *, 
             if exc.errno == errno.ELOOP:
                 raise PathEscapeError(given, "is a symlink; execbox does not write through links") from None
             if exc.errno == errno.ENXIO:  # a FIFO nobody reads, or a socket
-                raise WorkspaceError(f"{given!r} is not a regular file (a FIFO or socket): not written; "
-                                     "remove it first") from None
+                raise WorkspaceError(
+                    f"{given!r} is not a regular file (a FIFO or socket): not written; remove it first"
+                ) from None
             raise WorkspaceError(f"cannot write {given!r}: {exc.strerror}") from None
     finally:
         os.close(parent)
@@ -144,7 +146,9 @@ def _replace(parent: int, name: str, data: bytes, given: str) -> None:
                 return
             except IsADirectoryError:
                 with suppress(OSError):
-                    os.rename(name, f"{name}.moved-{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent)
+                    os.rename(
+                        name, f"{name}.moved-{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent
+                    )
     except OSError as exc:
         reason = exc.strerror
     else:

@@ -27,8 +27,18 @@ from typing import Any, ClassVar, cast
 
 from ._models import BlockResult, Display, ErrorInfo, ExecutionResult
 
-__all__ = ["BlockEndEvent", "BlockStartEvent", "DisplayEvent", "EndEvent", "EventSink", "OutputEvent", "RunEvent",
-           "StartEvent", "TruncatedEvent", "event_from_dict"]
+__all__ = [
+    "BlockEndEvent",
+    "BlockStartEvent",
+    "DisplayEvent",
+    "EndEvent",
+    "EventSink",
+    "OutputEvent",
+    "RunEvent",
+    "StartEvent",
+    "TruncatedEvent",
+    "event_from_dict",
+]
 
 
 class RunEvent:
@@ -97,8 +107,16 @@ class BlockEndEvent(RunEvent):
 
     @classmethod
     def of(cls, block: BlockResult) -> BlockEndEvent:
-        return cls(block.index, block.language, block.status, block.exit_code, block.duration_s, block.error,
-                   block.timed_out, block.truncated)
+        return cls(
+            block.index,
+            block.language,
+            block.status,
+            block.exit_code,
+            block.duration_s,
+            block.error,
+            block.timed_out,
+            block.truncated,
+        )
 
 
 @dataclass(frozen=True)
@@ -127,19 +145,35 @@ def event_to_dict(event: RunEvent) -> dict[str, Any]:
     if isinstance(event, OutputEvent):
         return {"text": event.text, "block": event.block}
     if isinstance(event, DisplayEvent):
-        return {"block": event.block, "mime_type": event.display.mime_type, "path": event.display.path,
-                "data": event.display.data}
+        return {
+            "block": event.block,
+            "mime_type": event.display.mime_type,
+            "path": event.display.path,
+            "data": event.display.data,
+        }
     if isinstance(event, EndEvent):
-        return {"status": event.status, "result": event.result.to_dict() if event.result is not None else None,
-                "error": event.error}
+        return {
+            "status": event.status,
+            "result": event.result.to_dict() if event.result is not None else None,
+            "error": event.error,
+        }
     if isinstance(event, BlockEndEvent):
         error = event.error
-        return {"index": event.index, "language": event.language, "status": event.status,
-                "exit_code": event.exit_code, "duration_s": event.duration_s, "timed_out": event.timed_out,
-                "truncated": event.truncated,
-                "error": None if error is None else {"name": error.name, "value": error.value,
-                                                     "traceback": error.traceback}}
-    return {f.name: getattr(event, f.name) for f in dataclasses.fields(cast(Any, event))}  # each is a dataclass
+        return {
+            "index": event.index,
+            "language": event.language,
+            "status": event.status,
+            "exit_code": event.exit_code,
+            "duration_s": event.duration_s,
+            "timed_out": event.timed_out,
+            "truncated": event.truncated,
+            "error": None
+            if error is None
+            else {"name": error.name, "value": error.value, "traceback": error.traceback},
+        }
+    return {
+        f.name: getattr(event, f.name) for f in dataclasses.fields(cast(Any, event))
+    }  # each is a dataclass
 
 
 def event_from_dict(kind: str, data: dict[str, Any]) -> RunEvent:
@@ -148,16 +182,28 @@ def event_from_dict(kind: str, data: dict[str, Any]) -> RunEvent:
     if kind in ("stdout", "stderr"):
         return OutputEvent(kind, data.get("text", ""), data.get("block", 0))
     if kind == "display":
-        return DisplayEvent(Display(data["mime_type"], data.get("path"), data.get("data")), data.get("block", 0))
+        return DisplayEvent(
+            Display(data["mime_type"], data.get("path"), data.get("data")), data.get("block", 0)
+        )
     if kind == "end":
         result = data.get("result")
-        return EndEvent(ExecutionResult.from_dict(result) if result is not None else None,
-                        data.get("status", "completed"), data.get("error"))
+        return EndEvent(
+            ExecutionResult.from_dict(result) if result is not None else None,
+            data.get("status", "completed"),
+            data.get("error"),
+        )
     if kind == "block_end":
         error = data.get("error")
-        return BlockEndEvent(data["index"], data.get("language", ""), data["status"], data["exit_code"],
-                             data.get("duration_s", 0.0), ErrorInfo(**error) if error else None,
-                             data.get("timed_out", False), data.get("truncated", False))
+        return BlockEndEvent(
+            data["index"],
+            data.get("language", ""),
+            data["status"],
+            data["exit_code"],
+            data.get("duration_s", 0.0),
+            ErrorInfo(**error) if error else None,
+            data.get("timed_out", False),
+            data.get("truncated", False),
+        )
     kinds: dict[str, Any] = {"start": StartEvent, "block_start": BlockStartEvent, "truncated": TruncatedEvent}
     if kind not in kinds:
         raise ValueError(f"unknown event {kind!r}")
@@ -170,8 +216,11 @@ class EventSink:
     text)``, plus ``display`` and ``emit``; it knows the block that runs.
     Called from the thread that runs the blocks."""
 
-    def __init__(self, on_event: Callable[[RunEvent], object] | None,
-                 on_output: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_event: Callable[[RunEvent], object] | None,
+        on_output: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._on_event = on_event
         self._on_output = on_output
         self.block = 0

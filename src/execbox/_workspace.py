@@ -122,12 +122,16 @@ class Workspace:
             raise PathEscapeError(text, "climbs out of the workspace with '..'")
         try:
             real = Path(os.path.realpath(candidate))
-        except OSError as exc:  # code running meanwhile swapped a link for a file (readlink: EINVAL) or removed it
-            raise WorkspaceError(f"cannot resolve {text!r} in the workspace: it changed while execbox looked at it "
-                                 f"({exc.strerror}); try again once the code that changes it has ended") from None
+        except (
+            OSError
+        ) as exc:  # code running meanwhile swapped a link for a file (readlink: EINVAL) or removed it
+            raise WorkspaceError(
+                f"cannot resolve {text!r} in the workspace: it changed while execbox looked at it "
+                f"({exc.strerror}); try again once the code that changes it has ended"
+            ) from None
         if not _inside(real, self._root):
             raise PathEscapeError(text, "goes through a symlink that leads outside the workspace")
-        if candidate.parts[len(self._root.parts):][:1] == (INTERNAL_DIR,):
+        if candidate.parts[len(self._root.parts) :][:1] == (INTERNAL_DIR,):
             raise PathEscapeError(text, f"is inside execbox's own {INTERNAL_DIR}/ folder")
         return candidate
 
@@ -193,7 +197,9 @@ class Workspace:
         head, name = os.path.split(os.path.normpath(text)) if text else ("", "")
         if name in ("", ".", "..") or (not head and name == INTERNAL_DIR):
             raise PathEscapeError(text, "does not name a file or folder of the workspace")
-        folders = self.resolve(head).relative_to(self._root).parts if head else ()  # the link itself: not followed
+        folders = (
+            self.resolve(head).relative_to(self._root).parts if head else ()
+        )  # the link itself: not followed
         parent = open_folders(self._root, folders, relative, create=False, repair=False)
         try:
             try:
@@ -212,8 +218,10 @@ class Workspace:
         following symlinks; execbox's own folder left out."""
         parts = () if relative in (".", "") else self.resolve(relative).relative_to(self._root).parts
         top = open_folders(self._root, parts, relative, create=False, repair=False)
-        found = [FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode), st.st_mtime)
-                 for path, st, _, _ in _walk(top, parts, Snapshot())]
+        found = [
+            FileInfo(path, st.st_size, stat.S_ISDIR(st.st_mode), st.st_mtime)
+            for path, st, _, _ in _walk(top, parts, Snapshot())
+        ]
         return sorted(found, key=lambda info: info.path)
 
     # -- change report ----------------------------------------------------
@@ -260,7 +268,9 @@ class Workspace:
 Level = tuple[int, Iterator[os.DirEntry[str]], str]
 
 
-def _walk(top: int, parts: tuple[str, ...], report: Snapshot) -> Iterator[tuple[str, os.stat_result, int, str]]:
+def _walk(
+    top: int, parts: tuple[str, ...], report: Snapshot
+) -> Iterator[tuple[str, os.stat_result, int, str]]:
     """(path, lstat, parent folder's descriptor, name) of each entry under
     the folder ``top`` (a descriptor, closed here) at ``parts``, depth
     first, ``.execbox/`` left out. Each folder is opened from its parent's

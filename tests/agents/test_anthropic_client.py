@@ -17,14 +17,22 @@ def client(fake: FakeAnthropic, **options) -> AnthropicClient:
 
 
 def test_context_translation_system_alternation_and_tool_results():
-    context = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "first"},
-               {"role": "user", "content": "second"},
-               {"role": "assistant", "content": "", "tool_calls": [
-                   {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
-                   {"id": "t2", "type": "function", "function": {"name": "f", "arguments": '{"x": 2}'}}]},
-               {"role": "tool", "tool_call_id": "t1", "content": "1"},
-               {"role": "tool", "tool_call_id": "t2", "content": "2"},
-               {"role": "user", "content": "and now?"}]
+    context = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": "second"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+                {"id": "t2", "type": "function", "function": {"name": "f", "arguments": '{"x": 2}'}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "1"},
+        {"role": "tool", "tool_call_id": "t2", "content": "2"},
+        {"role": "user", "content": "and now?"},
+    ]
     with FakeAnthropic(["3"]) as fake:
         reply = client(fake).create(context)
         sent = fake.requests[0]
@@ -32,14 +40,22 @@ def test_context_translation_system_alternation_and_tool_results():
     assert sent["system"] == "Be brief." and sent["max_tokens"] == 4096
     assert [t["role"] for t in sent["messages"]] == ["user", "assistant", "user"]
     assert [b["type"] for b in sent["messages"][2]["content"]] == ["tool_result", "tool_result", "text"]
-    assert sent["messages"][1]["content"][0] == {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}
+    assert sent["messages"][1]["content"][0] == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "f",
+        "input": {"x": 1},
+    }
 
 
 def test_structured_output_is_a_forced_tool_call():
-    with FakeAnthropic([{"tool_calls": [{"name": "Decision", "arguments": {"retry": True, "reason": "typo"}}]}]) as fake:
-        decision = client(fake).create_json([{"role": "user", "content": "retry?"}],
-                                            {"title": "Decision", "type": "object",
-                                             "properties": {"retry": {"type": "boolean"}}})
+    with FakeAnthropic(
+        [{"tool_calls": [{"name": "Decision", "arguments": {"retry": True, "reason": "typo"}}]}]
+    ) as fake:
+        decision = client(fake).create_json(
+            [{"role": "user", "content": "retry?"}],
+            {"title": "Decision", "type": "object", "properties": {"retry": {"type": "boolean"}}},
+        )
         sent = fake.requests[0]
     assert decision == {"retry": True, "reason": "typo"}
     assert sent["tool_choice"] == {"type": "tool", "name": "Decision"}
@@ -60,7 +76,8 @@ def test_errors_name_what_to_change(monkeypatch):
             client(fake, max_retries=0).create([{"role": "user", "content": "hi"}])
     with pytest.raises(ModelError, match=r"cannot reach the model server at http://127.0.0.1:9"):
         AnthropicClient("claude-x", base_url="http://127.0.0.1:9", api_key="k", max_retries=0).create(
-            [{"role": "user", "content": "hi"}])
+            [{"role": "user", "content": "hi"}]
+        )
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="set ANTHROPIC_API_KEY or pass api_key"):
         AnthropicClient("claude-x")

@@ -82,8 +82,16 @@ def test_a_tool_call_runs_and_its_result_goes_back_with_its_id(local):
 
 
 def test_parallel_calls_each_answered_in_order_and_a_plain_function_is_a_tool(local):
-    script = [{"tool_calls": [call("weather", city="Oslo"), call("shell", command="echo from-shell"),
-                              call("nope")]}, "Done."]
+    script = [
+        {
+            "tool_calls": [
+                call("weather", city="Oslo"),
+                call("shell", command="echo from-shell"),
+                call("nope"),
+            ]
+        },
+        "Done.",
+    ]
     with FakeModel(script) as fake, ShellTool(local) as shell:
         agent = AssistantAgent("assistant", openai_model(fake), tools=[weather, shell])
         response = agent.run("weather and a shell command")
@@ -92,8 +100,11 @@ def test_parallel_calls_each_answered_in_order_and_a_plain_function_is_a_tool(lo
         first_calls = fake.requests[1]["messages"][-4]["tool_calls"]
     assert schema["description"] == "Today's temperature in a city."
     assert schema["parameters"]["required"] == ["city"]
-    assert schema["parameters"]["properties"]["unit"] == {"enum": ["c", "f"], "default": "c",
-                                                          "description": "c for Celsius, f for Fahrenheit."}
+    assert schema["parameters"]["properties"]["unit"] == {
+        "enum": ["c", "f"],
+        "default": "c",
+        "description": "c for Celsius, f for Fahrenheit.",
+    }
     assert [m["tool_call_id"] for m in answered] == [c["id"] for c in first_calls]
     assert json.loads(answered[0]["content"]) == {"city": "Oslo", "temperature": 21}
     assert json.loads(answered[1]["content"])["stdout"] == "from-shell\n"
@@ -109,16 +120,19 @@ def test_the_iteration_limit_is_said_or_reflected_on(local):
     assert "Stopped after 2 round(s) of tool calls (max_tool_iterations)" in stopped.content
     assert '"Rome"' in stopped.content
     with FakeModel([looping, "It is 21 degrees in Rome."]) as fake:
-        agent = AssistantAgent("assistant", openai_model(fake), tools=[weather], max_tool_iterations=1,
-                               reflect_on_tool_use=True)
+        agent = AssistantAgent(
+            "assistant", openai_model(fake), tools=[weather], max_tool_iterations=1, reflect_on_tool_use=True
+        )
         reflected = agent.run("loop")
         last = fake.requests[-1]
     assert reflected.content == "It is 21 degrees in Rome." and last["tool_choice"] == "none"
 
 
 def test_bad_arguments_come_back_to_the_model_to_fix(local):
-    script = [{"tool_calls": [{"name": "weather", "arguments": "{not json"}, call("weather", town="Oslo")]},
-              "ok"]
+    script = [
+        {"tool_calls": [{"name": "weather", "arguments": "{not json"}, call("weather", town="Oslo")]},
+        "ok",
+    ]
     with FakeModel(script) as fake:
         AssistantAgent("assistant", openai_model(fake), tools=[weather]).run("go")
         answered = tool_messages(fake.requests[1])
@@ -127,11 +141,14 @@ def test_bad_arguments_come_back_to_the_model_to_fix(local):
 
 
 def test_anthropic_messages_api_with_thinking_kept_apart_and_sent_back_signed(local):
-    script = [{"thinking": "I should compute it.", "tool_calls": [call("python", code=fib(10))]},
-              {"content": "It is 55."}]
+    script = [
+        {"thinking": "I should compute it.", "tool_calls": [call("python", code=fib(10))]},
+        {"content": "It is 55."},
+    ]
     with FakeAnthropic(script) as fake, PythonTool(local) as tool:
-        model = AnthropicClient("claude-sonnet-4-6", base_url=fake.base_url, api_key="k",
-                                thinking_budget=2048)
+        model = AnthropicClient(
+            "claude-sonnet-4-6", base_url=fake.base_url, api_key="k", thinking_budget=2048
+        )
         agent = AssistantAgent("assistant", model, tools=[tool], stream_model=True)
         events = list(agent.stream("the 10th Fibonacci number"))
         second = fake.requests[1]
@@ -140,8 +157,11 @@ def test_anthropic_messages_api_with_thinking_kept_apart_and_sent_back_signed(lo
     assert [e.content for e in events if isinstance(e, ThoughtEvent)] == ["I should compute it."]
     assert "".join(e.content for e in events if isinstance(e, StreamChunkEvent)) == "It is 55."
     assistant_turn = second["messages"][1]
-    assert assistant_turn["content"][0] == {"type": "thinking", "thinking": "I should compute it.",
-                                            "signature": "sig-1"}
+    assert assistant_turn["content"][0] == {
+        "type": "thinking",
+        "thinking": "I should compute it.",
+        "signature": "sig-1",
+    }
     result = second["messages"][2]["content"][0]
     assert result["type"] == "tool_result" and json.loads(result["content"])["stdout"] == "55\n"
     assert second["tools"][0]["input_schema"]["required"] == ["code"]
@@ -180,7 +200,10 @@ def test_cancelling_arun_kills_the_tool_s_running_code(local):
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    with FakeModel([{"tool_calls": [call("python", code=code)]}, "never asked"]) as fake, PythonTool(local) as tool:
+    with (
+        FakeModel([{"tool_calls": [call("python", code=code)]}, "never asked"]) as fake,
+        PythonTool(local) as tool,
+    ):
         asyncio.run(scenario(AssistantAgent("assistant", openai_model(fake), tools=[tool])))
         time.sleep(2.5)
         assert fake.remaining == 1  # the model was not asked again
@@ -189,7 +212,9 @@ def test_cancelling_arun_kills_the_tool_s_running_code(local):
 
 def test_model_context_keeps_the_system_message_and_tool_pairs_whole(local):
     with FakeModel([{"tool_calls": [call("weather", city=str(i))]} for i in range(4)] + ["end"]) as fake:
-        agent = AssistantAgent("assistant", openai_model(fake), tools=[weather], model_context=BufferedContext(3))
+        agent = AssistantAgent(
+            "assistant", openai_model(fake), tools=[weather], model_context=BufferedContext(3)
+        )
         agent.run("go")
         sent = [r["messages"] for r in fake.requests]
     for messages in sent:
@@ -201,14 +226,26 @@ def test_model_context_keeps_the_system_message_and_tool_pairs_whole(local):
 
 def test_save_and_load_keep_the_tools(local, tmp_path):
     with FakeModel(["hi"]) as fake, PythonTool(local) as tool:
-        agent = AssistantAgent("assistant", openai_model(fake), tools=[tool, weather, *file_tools(local)],
-                               max_tool_iterations=3, model_context=5)
+        agent = AssistantAgent(
+            "assistant",
+            openai_model(fake),
+            tools=[tool, weather, *file_tools(local)],
+            max_tool_iterations=3,
+            model_context=5,
+        )
         agent.save(tmp_path / "agent.json")
         with AssistantAgent.load(tmp_path / "agent.json", api_key="k") as loaded:
-            assert [t.name for t in loaded.tools] == ["python", "weather", "list_files", "read_file", "write_file"]
+            assert [t.name for t in loaded.tools] == [
+                "python",
+                "weather",
+                "list_files",
+                "read_file",
+                "write_file",
+            ]
             assert loaded.max_tool_iterations == 3 and loaded.model_context == BufferedContext(5)
             assert loaded.run("hello").content == "hi"
             assert loaded.tools[0].executor is not local
+
     def local_only() -> int:
         return 1
 
@@ -235,8 +272,12 @@ def test_function_tool_schema_and_errors():
 
     tool = FunctionTool(slow_add)
     schema = tool.parameters()
-    assert schema["properties"]["b"] == {"type": "array", "items": {"type": "integer"}, "default": None,
-                                         "description": "more of them."}
+    assert schema["properties"]["b"] == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "default": None,
+        "description": "more of them.",
+    }
     assert tool.call({"a": 1, "b": [2, 3]}) == "6"
     assert asyncio.run(tool.acall('{"a": 1}')) == "1"
     with pytest.raises(ConfigurationError, match="tool name"):

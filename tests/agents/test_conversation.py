@@ -18,8 +18,10 @@ from execbox.agents import (
 )
 
 BROKEN = "First try:\n```python\n# filename: fib.py\nprint(fib(10))\n```"
-FIXED = ("Define it first:\n```python\n# filename: fib.py\ndef fib(n):\n    a, b = 0, 1\n"
-         "    for _ in range(n):\n        a, b = b, a + b\n    return a\nprint(fib(10))\n```")
+FIXED = (
+    "Define it first:\n```python\n# filename: fib.py\ndef fib(n):\n    a, b = 0, 1\n"
+    "    for _ in range(n):\n        a, b = b, a + b\n    return a\nprint(fib(10))\n```"
+)
 DONE = "fib(10) is 55. TERMINATE"
 
 
@@ -34,7 +36,14 @@ def test_unattended_chat_fixes_an_error_and_ends_on_terminate(tmp_path):
         chat = Conversation(writer, ex, on_message=seen.append)
         result = chat.initiate_chat("Compute the 10th Fibonacci number.")
         first_prompt = server.requests[0]["messages"]
-    assert [m.source for m in result.chat_history] == ["user", "writer", "executor", "writer", "executor", "writer"]
+    assert [m.source for m in result.chat_history] == [
+        "user",
+        "writer",
+        "executor",
+        "writer",
+        "executor",
+        "writer",
+    ]
     assert seen == result.chat_history
     assert result.chat_history[2].content.startswith("exitcode: 1 (execution failed)")
     assert "NameError" in result.chat_history[2].content
@@ -67,34 +76,57 @@ def test_a_person_guides_runs_and_ends_the_chat():
         return next(typed)
 
     with _script(BROKEN, FIXED, DONE) as server, execbox.LocalExecutor() as ex:
-        chat = Conversation(WriterAgent(ModelClient("m", base_url=server.base_url)), ex,
-                            human_input_mode="ALWAYS", human_input=person)
+        chat = Conversation(
+            WriterAgent(ModelClient("m", base_url=server.base_url)),
+            ex,
+            human_input_mode="ALWAYS",
+            human_input=person,
+        )
         result = chat.initiate_chat("fib(10)?")
         last_prompt = server.requests[-1]["messages"]
     assert result.human_input == ["", "Use a loop, not recursion.", ""]
     # Enter ran the broken code; the guidance went to the writer instead of running FIXED; Enter at DONE ended it
-    assert [m.source for m in result.chat_history] == ["user", "writer", "executor", "writer", "user", "writer"]
+    assert [m.source for m in result.chat_history] == [
+        "user",
+        "writer",
+        "executor",
+        "writer",
+        "user",
+        "writer",
+    ]
     assert result.chat_history[4].content == "Use a loop, not recursion."
     assert {"role": "user", "content": "Use a loop, not recursion."} in last_prompt
-    assert prompts[0].startswith("Enter runs the code") and prompts[-1].startswith("The writer says the task is done")
+    assert prompts[0].startswith("Enter runs the code") and prompts[-1].startswith(
+        "The writer says the task is done"
+    )
     assert result.stop_reason == "the writer said TERMINATE"
     assert len(result.executions) == 1
 
 
 def test_exit_stops_at_once():
     with _script(BROKEN) as server, execbox.LocalExecutor() as ex:
-        chat = Conversation(WriterAgent(ModelClient("m", base_url=server.base_url)), ex,
-                            human_input_mode="ALWAYS", human_input=lambda prompt: "exit")
+        chat = Conversation(
+            WriterAgent(ModelClient("m", base_url=server.base_url)),
+            ex,
+            human_input_mode="ALWAYS",
+            human_input=lambda prompt: "exit",
+        )
         result = chat.initiate_chat("go")
     assert result.stop_reason == "the person typed exit" and result.executions == []
 
 
 def test_terminate_mode_asks_only_at_the_end_and_text_continues():
     answers = iter(["Also print fib(5).", ""])
-    with _script(FIXED, "Done. TERMINATE", "```python\nprint(5)\n```", "fib(5) is 5. TERMINATE") as server, \
-            execbox.LocalExecutor() as ex:
-        chat = Conversation(WriterAgent(ModelClient("m", base_url=server.base_url)), ex,
-                            human_input_mode="TERMINATE", human_input=lambda prompt: next(answers))
+    with (
+        _script(FIXED, "Done. TERMINATE", "```python\nprint(5)\n```", "fib(5) is 5. TERMINATE") as server,
+        execbox.LocalExecutor() as ex,
+    ):
+        chat = Conversation(
+            WriterAgent(ModelClient("m", base_url=server.base_url)),
+            ex,
+            human_input_mode="TERMINATE",
+            human_input=lambda prompt: next(answers),
+        )
         result = chat.initiate_chat("fib")
     assert result.human_input == ["Also print fib(5).", ""]
     assert [e.output for e in result.executions] == ["55\n", "5\n"]
@@ -137,14 +169,18 @@ def test_approval_sees_the_code_and_a_refusal_reaches_the_writer(tmp_path):
         seen.append(request.code)
         return Approval(False, "use the standard library only") if "import requests" in request.code else True
 
-    script = ["```python\nimport requests\nopen('net.txt', 'w')\n```", "```python\nprint('stdlib')\n```",
-              "Done. TERMINATE"]
+    script = [
+        "```python\nimport requests\nopen('net.txt', 'w')\n```",
+        "```python\nprint('stdlib')\n```",
+        "Done. TERMINATE",
+    ]
     with FakeModel(script) as server, execbox.LocalExecutor(workspace=tmp_path) as ex:
         writer = WriterAgent(ModelClient("m", base_url=server.base_url, api_key="k"))
         result = Conversation(writer, ex, approval=approve).initiate_chat("fetch something")
     assert "import requests" in seen[0] and len(seen) == 2
-    assert result.chat_history[2].content == ("The user refused to run this: use the standard library only. "
-                                             "Nothing was run.")
+    assert result.chat_history[2].content == (
+        "The user refused to run this: use the standard library only. Nothing was run."
+    )
     assert not (tmp_path / "net.txt").exists()
     assert [r.reason for r in result.refusals] == ["use the standard library only"]
     assert len(result.executions) == 1 and result.executions[0].stdout == "stdlib\n"

@@ -47,8 +47,10 @@ def test_without_a_model_it_runs_the_code_in_messages(local):
 
 def test_only_given_sources_are_run(local, tmp_path):
     agent = CodeExecutorAgent("runner", local, sources=["coder"])
-    messages = [{"source": "stranger", "content": "```python\nopen('stranger.txt', 'w')\n```"},
-                {"source": "coder", "content": "```python\nprint('from coder')\n```"}]
+    messages = [
+        {"source": "stranger", "content": "```python\nopen('stranger.txt', 'w')\n```"},
+        {"source": "coder", "content": "```python\nprint('from coder')\n```"},
+    ]
     assert agent.run(messages).content == "from coder\n"
     assert not (local.workspace.path / "stranger.txt").exists()
     only_stranger = agent.run([messages[0]])
@@ -71,8 +73,14 @@ def test_generate_fail_retry_succeed_reflect(local):
         items = list(agent.stream("Compute six times seven."))
         requests = server.requests
     kinds = [type(i).__name__ for i in items]
-    assert kinds == ["CodeGenerationEvent", "CodeExecutionEvent", "RetryDecisionEvent", "CodeGenerationEvent",
-                     "CodeExecutionEvent", "Response"]
+    assert kinds == [
+        "CodeGenerationEvent",
+        "CodeExecutionEvent",
+        "RetryDecisionEvent",
+        "CodeGenerationEvent",
+        "CodeExecutionEvent",
+        "Response",
+    ]
     first_run, retry, second_run, response = items[1], items[2], items[4], items[5]
     assert first_run.result.exit_code == 1 and "NameError" in first_run.output
     assert retry.retry and "define the value" in retry.reason
@@ -87,9 +95,12 @@ def test_generate_fail_retry_succeed_reflect(local):
 
 
 def test_the_model_may_decline_to_retry(local):
-    with FakeModel([FAILING, '{"retry": false, "reason": "needs data we do not have"}', "Cannot do it."]) as server:
-        agent = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url),
-                                  max_retries_on_error=3)
+    with FakeModel(
+        [FAILING, '{"retry": false, "reason": "needs data we do not have"}', "Cannot do it."]
+    ) as server:
+        agent = CodeExecutorAgent(
+            "coder", local, model=ModelClient("m", base_url=server.base_url), max_retries_on_error=3
+        )
         response = agent.run("go")
     decisions = [e for e in response.inner if isinstance(e, RetryDecisionEvent)]
     assert [d.retry for d in decisions] == [False]
@@ -116,8 +127,9 @@ def test_a_reply_without_code_is_the_answer(local):
 def test_streamed_model_chunks_and_async_stream(local):
     async def collect():
         with FakeModel(["```python\nprint(5)\n```", "Five was printed."]) as server:
-            agent = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url),
-                                      stream_model=True)
+            agent = CodeExecutorAgent(
+                "coder", local, model=ModelClient("m", base_url=server.base_url), stream_model=True
+            )
             return [item async for item in agent.arun_stream("print five")]
 
     items = asyncio.run(collect())
@@ -137,8 +149,13 @@ def test_save_and_load(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     with FakeModel(["```python\nprint(2 ** 10)\n```", "1024."]) as server:
         executor = execbox.LocalExecutor(workspace=tmp_path / "ws", limits=execbox.Limits(timeout_s=9))
-        agent = CodeExecutorAgent("coder", executor, model=ModelClient("m", base_url=server.base_url),
-                                  max_retries_on_error=1, sources=["a"])
+        agent = CodeExecutorAgent(
+            "coder",
+            executor,
+            model=ModelClient("m", base_url=server.base_url),
+            max_retries_on_error=1,
+            sources=["a"],
+        )
         path = tmp_path / "agent.json"
         agent.save(path)
         executor.close()
@@ -175,8 +192,12 @@ def test_approval_refuses_code_and_nothing_runs(local):
     assert asked[0].kind == "code" and "refused.txt" in asked[0].code_blocks[0].code
 
     with FakeModel(["```python\nopen('refused.txt', 'w')\n```", "I will not write it."]) as server:
-        writer = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url, api_key="k"),
-                                   approval=lambda r: Approval(False, "no files"))
+        writer = CodeExecutorAgent(
+            "coder",
+            local,
+            model=ModelClient("m", base_url=server.base_url, api_key="k"),
+            approval=lambda r: Approval(False, "no files"),
+        )
         answer = writer.run("write a file")
         told = server.requests[1]["messages"][-1]["content"]
     assert told == "The user refused to run this: no files. Nothing was run."
@@ -201,8 +222,12 @@ def test_cancelling_arun_kills_the_running_block(local):
 def test_model_context_bounds_what_is_sent(local):
     replies = [f"Answer {i}." for i in range(6)]
     with FakeModel(replies) as server:
-        agent = CodeExecutorAgent("coder", local, model=ModelClient("m", base_url=server.base_url, api_key="k"),
-                                  model_context=TokenLimitedContext(30))
+        agent = CodeExecutorAgent(
+            "coder",
+            local,
+            model=ModelClient("m", base_url=server.base_url, api_key="k"),
+            model_context=TokenLimitedContext(30),
+        )
         for i in range(6):
             agent.run(f"question {i} " + "word " * 20)
         sizes = [len(r["messages"]) for r in server.requests]

@@ -10,8 +10,11 @@ from execbox import ConfigurationError
 from execbox.agents import ModelClient, ModelError, Usage, register_price
 from execbox.agents._usage import PRICES, price_of
 
-SCHEMA = {"type": "object", "properties": {"retry": {"type": "boolean"}, "reason": {"type": "string"}},
-          "required": ["retry", "reason"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"retry": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["retry", "reason"],
+}
 
 
 def test_create_sends_the_conversation_and_counts_usage():
@@ -29,7 +32,9 @@ def test_create_sends_the_conversation_and_counts_usage():
 def test_the_key_comes_from_the_named_variable(monkeypatch):
     monkeypatch.setenv("MY_KEY", "from-env")
     with FakeModel(["ok"]) as server:
-        ModelClient("m", base_url=server.base_url, api_key_env="MY_KEY").create([{"role": "user", "content": "x"}])
+        ModelClient("m", base_url=server.base_url, api_key_env="MY_KEY").create(
+            [{"role": "user", "content": "x"}]
+        )
     assert server.authorization == ["Bearer from-env"]
 
 
@@ -55,8 +60,9 @@ def test_streaming_yields_chunks_then_the_reply_with_usage():
 
 
 def test_thoughts_are_kept_apart_from_the_answer():
-    with FakeModel(["<think>count the letters</think>The answer is 3.", {"content": "ok", "reasoning_content": "r"}]) \
-            as server:
+    with FakeModel(
+        ["<think>count the letters</think>The answer is 3.", {"content": "ok", "reasoning_content": "r"}]
+    ) as server:
         client = ModelClient("m", base_url=server.base_url)
         first = client.create([{"role": "user", "content": "?"}])
         second = client.create([{"role": "user", "content": "?"}])
@@ -67,7 +73,10 @@ def test_thoughts_are_kept_apart_from_the_answer():
 def test_structured_output_uses_the_json_schema_response_format():
     with FakeModel(['{"retry": true, "reason": "typo"}']) as server:
         client = ModelClient("m", base_url=server.base_url)
-        assert client.create_json([{"role": "user", "content": "?"}], SCHEMA) == {"retry": True, "reason": "typo"}
+        assert client.create_json([{"role": "user", "content": "?"}], SCHEMA) == {
+            "retry": True,
+            "reason": "typo",
+        }
     asked = server.requests[0]["response_format"]
     assert asked["type"] == "json_schema" and asked["json_schema"]["schema"] == SCHEMA
     assert client.structured_output is True
@@ -75,8 +84,9 @@ def test_structured_output_uses_the_json_schema_response_format():
 
 def test_a_server_without_structured_output_gets_the_schema_in_the_prompt():
     answer = 'Sure!\n```json\n{"retry": false, "reason": "the data file is missing"}\n```'
-    with FakeModel([{"content": answer, "reject_response_format": True}, 'Here: {"retry": true, "reason": "x"}']) \
-            as server:
+    with FakeModel(
+        [{"content": answer, "reject_response_format": True}, 'Here: {"retry": true, "reason": "x"}']
+    ) as server:
         client = ModelClient("m", base_url=server.base_url)
         first = client.create_json([{"role": "user", "content": "?"}], SCHEMA)
         second = client.create_json([{"role": "user", "content": "?"}], SCHEMA)
@@ -95,11 +105,14 @@ def test_a_reply_without_json_is_a_model_error():
             client.create_json([{"role": "user", "content": "?"}], SCHEMA)
 
 
-@pytest.mark.parametrize("status, message", [
-    (401, "refused the API key"),
-    (404, "has no model 'm'"),
-    (400, "answered 400: bad things"),
-])
+@pytest.mark.parametrize(
+    "status, message",
+    [
+        (401, "refused the API key"),
+        (404, "has no model 'm'"),
+        (400, "answered 400: bad things"),
+    ],
+)
 def test_server_errors_are_translated(status, message):
     with FakeModel([{"status": status, "error": "bad things"}]) as server:
         client = ModelClient("m", base_url=server.base_url, api_key="k", max_retries=0)
@@ -123,8 +136,9 @@ def test_prices_can_be_extended_and_match_dated_names(monkeypatch):
 
 
 def test_config_round_trip_keeps_no_key():
-    client = ModelClient("m", base_url="http://127.0.0.1:1/v1", api_key="secret", temperature=0.5,
-                         prices={"m": (1.0, 2.0)})
+    client = ModelClient(
+        "m", base_url="http://127.0.0.1:1/v1", api_key="secret", temperature=0.5, prices={"m": (1.0, 2.0)}
+    )
     config = client.to_config()
     assert "secret" not in str(config)
     again = ModelClient.from_config(config, api_key="other")

@@ -25,9 +25,11 @@ def doubled(values: list[int]) -> str:
 
 
 autogen_str = FunctionWithRequirements.from_str(
-    'def triple(x: int) -> int:\n    """Three times x."""\n    return 3 * x\n', global_imports=["json"])
+    'def triple(x: int) -> int:\n    """Three times x."""\n    return 3 * x\n', global_imports=["json"]
+)
 ag2_str = ag2.FunctionWithRequirements.from_str(
-    "def quadruple(x):\n    return 4 * x\n", python_packages=["pydantic"])
+    "def quadruple(x):\n    return 4 * x\n", python_packages=["pydantic"]
+)
 
 
 @with_requirements(python_packages=["execbox-surely-not-a-package>=1"], global_imports=[])

@@ -39,17 +39,28 @@ def py(code: str) -> CodeBlock:
 def container_processes(client, container_id: str) -> list[str]:
     """Command lines of the container's processes, seen from a fresh exec
     (minus that exec itself)."""
-    out = client.api.exec_start(client.api.exec_create(container_id, ["python3", "-c", (
-        "import os\n"
-        "for p in os.listdir('/proc'):\n"
-        "    if p.isdigit() and int(p) != os.getpid():\n"
-        "        print(open('/proc/%s/cmdline' % p, 'rb').read().replace(b'\\0', b' ').decode().strip())")])["Id"])
+    out = client.api.exec_start(
+        client.api.exec_create(
+            container_id,
+            [
+                "python3",
+                "-c",
+                (
+                    "import os\n"
+                    "for p in os.listdir('/proc'):\n"
+                    "    if p.isdigit() and int(p) != os.getpid():\n"
+                    "        print(open('/proc/%s/cmdline' % p, 'rb').read().replace(b'\\0', b' ').decode().strip())"
+                ),
+            ],
+        )["Id"]
+    )
     return [line for line in out.decode().splitlines() if line]
 
 
 def test_hardened_by_default(tmp_path, client):
     with DockerExecutor(workspace=tmp_path / "ws") as ex:
-        result = ex.run(py("""
+        result = ex.run(
+            py("""
             import os, socket
             status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
             print('uid', os.getuid(), 'for-good', len(set(os.getresuid())) == len(set(os.getresgid())) == 1)
@@ -61,7 +72,8 @@ def test_hardened_by_default(tmp_path, client):
                     open(path, 'w').write('x'); print(path, 'written')
                 except OSError as exc:
                     print(path, type(exc).__name__)
-        """))
+        """)
+        )
         attrs = client.api.inspect_container(ex.container_id)
     assert result.exit_code == 0, result.output
     assert "uid 0" not in result.output
@@ -92,7 +104,10 @@ def test_limits_reach_the_container(tmp_path, client):
 
 def test_timeout_kills_the_tree_inside_the_container(tmp_path, client):
     with DockerExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=3)) as ex:
-        result = ex.run(CodeBlock("sh", textwrap.dedent("""
+        result = ex.run(
+            CodeBlock(
+                "sh",
+                textwrap.dedent("""
             sleep 301 &
             setsid sh -c 'sleep 302' &
             python3 -c 'import os, time
@@ -100,7 +115,9 @@ def test_timeout_kills_the_tree_inside_the_container(tmp_path, client):
                 os.setsid(); os.environ.clear(); time.sleep(303)' &
             echo started
             sleep 300
-        """)))
+        """),
+            )
+        )
         left = container_processes(client, ex.container_id)
         after = ex.run(py("print('next')"))
     assert result.exit_code == 124 and result.timed_out
@@ -120,7 +137,9 @@ def test_no_process_outlives_a_finished_block(tmp_path, client):
 
 def test_memory_limit_is_reported(tmp_path):
     with DockerExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=30, memory_mb=128)) as ex:
-        result = ex.run(py("x = bytearray(400 * 1024 * 1024); x[::4096] = b'y' * len(x[::4096]); print('no')"))
+        result = ex.run(
+            py("x = bytearray(400 * 1024 * 1024); x[::4096] = b'y' * len(x[::4096]); print('no')")
+        )
         after = ex.run(py("print('alive')"))
     assert result.error is not None and result.error.name == "MemoryLimit", result.output
     assert "Limits.memory_mb" in result.output
@@ -140,7 +159,9 @@ def test_close_stops_the_container_before_the_workspace_goes(tmp_path, client):
     ex.start()
     container_id, folder = ex.container_id, ex.workspace.path
     results = []
-    worker = threading.Thread(target=lambda: results.append(ex.run(CodeBlock("sh", "while :; do date > t; done"))))
+    worker = threading.Thread(
+        target=lambda: results.append(ex.run(CodeBlock("sh", "while :; do date > t; done")))
+    )
     worker.start()
     time.sleep(1.0)
     ex.close()
@@ -158,8 +179,10 @@ def test_close_stops_the_container_before_the_workspace_goes(tmp_path, client):
 
 
 def test_container_of_a_killed_host_is_reaped(tmp_path, client):
-    script = ("import sys, time; from execbox import DockerExecutor\n"
-              "ex = DockerExecutor(); ex.start(); print(ex.container_id, flush=True); time.sleep(600)")
+    script = (
+        "import sys, time; from execbox import DockerExecutor\n"
+        "ex = DockerExecutor(); ex.start(); print(ex.container_id, flush=True); time.sleep(600)"
+    )
     host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     container_id = host.stdout.readline().strip()
     host.kill()
@@ -180,18 +203,27 @@ def test_env_pass_env_and_volumes(tmp_path, monkeypatch):
     (shared / "data.txt").write_text("from the host\n")
     monkeypatch.setenv("EXECBOX_TEST_PASSED", "yes")
     monkeypatch.delenv("EXECBOX_TEST_MISSING", raising=False)
-    ex = DockerExecutor(workspace=tmp_path / "ws", env={"GREETING": "hi"},
-                        pass_env=["EXECBOX_TEST_PASSED", "EXECBOX_TEST_MISSING"],
-                        volumes=[f"{shared}:/data:ro"])
+    ex = DockerExecutor(
+        workspace=tmp_path / "ws",
+        env={"GREETING": "hi"},
+        pass_env=["EXECBOX_TEST_PASSED", "EXECBOX_TEST_MISSING"],
+        volumes=[f"{shared}:/data:ro"],
+    )
     with pytest.warns(UserWarning, match="EXECBOX_TEST_MISSING"), ex:
-        result = ex.run(CodeBlock("sh", "echo $GREETING $EXECBOX_TEST_PASSED; cat /data/data.txt; "
-                                        "(echo x > /data/new) 2>/dev/null || echo read-only"))
+        result = ex.run(
+            CodeBlock(
+                "sh",
+                "echo $GREETING $EXECBOX_TEST_PASSED; cat /data/data.txt; "
+                "(echo x > /data/new) 2>/dev/null || echo read-only",
+            )
+        )
     assert result.output == "hi yes\nfrom the host\nread-only\n"
 
 
 def test_container_create_kwargs_override_warns(tmp_path, client):
-    ex = DockerExecutor(workspace=tmp_path / "ws", container_create_kwargs={"network_mode": "bridge",
-                                                                          "hostname": "box"})
+    ex = DockerExecutor(
+        workspace=tmp_path / "ws", container_create_kwargs={"network_mode": "bridge", "hostname": "box"}
+    )
     with pytest.warns(UserWarning, match="network_mode"), ex:
         result = ex.run(CodeBlock("sh", "hostname"))
         mode = client.api.inspect_container(ex.container_id)["HostConfig"]["NetworkMode"]
@@ -258,7 +290,9 @@ def test_gvisor_runtime(tmp_path, client):
     require("gVisor", "runsc" in runtimes, "scripts/docker-engine.sh registers runsc with the engine")
     with DockerExecutor(workspace=tmp_path / "ws", runtime="runsc", limits=Limits(timeout_s=10)) as ex:
         kernel = ex.run(CodeBlock("sh", "dmesg 2>/dev/null | head -1; echo hi > f.txt; cat f.txt"))
-        timeout = ex.run(CodeBlock("sh", "sleep 300 & echo started; sleep 300"), )
+        timeout = ex.run(
+            CodeBlock("sh", "sleep 300 & echo started; sleep 300"),
+        )
         after = ex.run(py("print('next')"))
     assert "gVisor" in kernel.output and kernel.output.endswith("hi\n")
     assert "f.txt" in kernel.files

@@ -23,8 +23,11 @@ def runtime(request):
     if request.param == "runsc":
         from execbox._docker_engine import docker_client
 
-        require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
-                "scripts/docker-engine.sh registers runsc with the engine")
+        require(
+            "gVisor",
+            "runsc" in docker_client().info().get("Runtimes", {}),
+            "scripts/docker-engine.sh registers runsc with the engine",
+        )
         return "runsc"
     return None
 
@@ -51,14 +54,16 @@ def test_blocks_of_one_executor_run_at_the_same_time(tmp_path, runtime):
         results = {}
 
         def run(me: str, other: str) -> None:
-            results[me] = ex.run(py(f"""
+            results[me] = ex.run(
+                py(f"""
                 import os, sys, time
                 open('{me}', 'w').write('x')
                 while not os.path.exists('{other}'):
                     time.sleep(0.01)
                 print('{me} saw {other}')
                 print('{me} err', file=sys.stderr)
-            """))
+            """)
+            )
 
         threads = [threading.Thread(target=run, args=pair) for pair in (("a", "b"), ("b", "a"))]
         for thread in threads:
@@ -75,18 +80,22 @@ def test_blocks_of_one_executor_run_at_the_same_time(tmp_path, runtime):
 def test_a_timeout_leaves_the_container_and_its_agent_usable(tmp_path, runtime):
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=3)) as ex:
         first = ex.container_id
-        slow = ex.run(py("""
+        slow = ex.run(
+            py("""
             import subprocess, time
             subprocess.Popen(['sleep', '300'])
             print('before', flush=True)
             time.sleep(300)
-        """))
-        after = ex.run(py("""
+        """)
+        )
+        after = ex.run(
+            py("""
             import os
             names = [open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0] for p in os.listdir('/proc')
                      if p.isdigit() and int(p) != os.getpid()]
             print(b'sleep' in names)
-        """))
+        """)
+        )
         assert ex.container_id == first
     assert slow.timed_out and slow.exit_code == 124
     assert "before" in slow.output and "Limits.timeout_s" in slow.output
@@ -114,8 +123,9 @@ def as_root(ex: DockerExecutor, command: str) -> None:
 def start_in_thread(ex: DockerExecutor, block: CodeBlock, results: dict, name: str) -> threading.Thread:
     """Run ``block`` in a thread (its result in ``results[name]``) and wait until it printed."""
     started = threading.Event()
-    thread = threading.Thread(target=lambda: results.__setitem__(
-        name, ex.run(block, on_output=lambda stream, text: started.set())))
+    thread = threading.Thread(
+        target=lambda: results.__setitem__(name, ex.run(block, on_output=lambda stream, text: started.set()))
+    )
     thread.start()
     assert started.wait(30), "the block did not start"
     return thread
@@ -126,7 +136,9 @@ def test_an_agent_that_dies_is_replaced_for_the_next_block(tmp_path, runtime):
         first = ex.container_id
         ex.run(CodeBlock("sh", "echo kept > /tmp/note"))
         results: dict = {}
-        thread = start_in_thread(ex, py("import time; print('up', flush=True); time.sleep(60)"), results, "running")
+        thread = start_in_thread(
+            ex, py("import time; print('up', flush=True); time.sleep(60)"), results, "running"
+        )
         as_root(ex, f"kill -KILL {ex._link.info['pid']}")  # as the OOM killer would
         thread.join(timeout=30)
         after = ex.run(py("import os; print('hello', os.path.exists('/tmp/note'))"))
@@ -141,14 +153,16 @@ def test_an_agent_that_dies_is_replaced_for_the_next_block(tmp_path, runtime):
 def test_output_order_and_cap(tmp_path, runtime):
     limits = Limits(max_output_bytes=10_000)
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=limits) as ex:
-        ordered = ex.run(py("""
+        ordered = ex.run(
+            py("""
             import sys, time
             for i in range(3):
                 print('out', i, flush=True)
                 time.sleep(0.05)
                 print('err', i, file=sys.stderr, flush=True)
                 time.sleep(0.05)
-        """))
+        """)
+        )
         big = ex.run(py("print('x' * 1_000_000); print('end')"))
         shell = ex.run(CodeBlock("sh", "echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three"))
     assert ordered.output == "".join(f"out {i}\nerr {i}\n" for i in range(3))
@@ -159,12 +173,14 @@ def test_output_order_and_cap(tmp_path, runtime):
 def test_a_python_block_is_a_fresh_main(tmp_path, runtime):
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime) as ex:
         ex.run(py("x = 1\nimport sys\nsys.modules['planted'] = 1"))
-        again = ex.run(py("""
+        again = ex.run(
+            py("""
             import sys
             print('x' in globals(), 'planted' in sys.modules, __name__, sys.argv[0].endswith('.py'))
             for name in ('wire', 'killer', 'ipc_sweep', 'run_file'):
                 assert name not in sys.modules, name
-        """))
+        """)
+        )
     assert again.exit_code == 0 and again.output == "False False __main__ True\n", again.output
 
 
@@ -176,8 +192,12 @@ def test_an_image_without_python3_runs_blocks_as_docker_exec(tmp_path, runtime):
     programs.chmod(0o755)
     for name in ("sh", "sleep", "cat"):
         (programs / name).symlink_to(f"/bin/{name}")
-    with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, env={"PATH": "/opt/bin"},
-                        volumes={str(programs): {"bind": "/opt/bin", "mode": "ro"}}) as ex:
+    with DockerExecutor(
+        workspace=tmp_path / "ws",
+        runtime=runtime,
+        env={"PATH": "/opt/bin"},
+        volumes={str(programs): {"bind": "/opt/bin", "mode": "ro"}},
+    ) as ex:
         result = ex.run(CodeBlock("sh", "echo by exec; echo $EXECBOX_RUN_TOKEN | cat"))
         languages = ex.capabilities.languages
     assert result.exit_code == 0 and result.output.splitlines()[0] == "by exec", result.output
@@ -197,7 +217,9 @@ def test_a_slow_on_output_neither_holds_a_block_past_its_timeout_nor_queues_its_
     with DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=Limits(timeout_s=2)) as ex:
         before = rss_mb()
         started = time.monotonic()
-        flood = ex.run(CodeBlock("sh", "yes 0123456789abcdef"), on_output=lambda stream, text: time.sleep(0.001))
+        flood = ex.run(
+            CodeBlock("sh", "yes 0123456789abcdef"), on_output=lambda stream, text: time.sleep(0.001)
+        )
         took = time.monotonic() - started
         grew = rss_mb() - before
         after = ex.run(py("print('after')"))

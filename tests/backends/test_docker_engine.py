@@ -67,15 +67,21 @@ def engine(tmp_path):
 
 def test_a_kill_the_engine_refuses_is_a_warning_not_a_raw_api_error(engine):
     # what escaped DockerExecutor.close() as docker.errors.APIError before
-    engine.answers[("POST", "/containers/abc123/kill")] = (500, "tried to kill container, but did not "
-                                                                 "receive an exit event")
-    with pytest.warns(UserWarning, match=r"abc123 could not be killed .*did not receive an exit event.*"
-                                         r"docker rm -f abc123"):
+    engine.answers[("POST", "/containers/abc123/kill")] = (
+        500,
+        "tried to kill container, but did not receive an exit event",
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"abc123 could not be killed .*did not receive an exit event.*"
+        r"docker rm -f abc123",
+    ):
         kill_container(engine, "abc123")
 
 
-@pytest.mark.parametrize("status, message", [(404, "No such container: abc123"),
-                                             (409, "Container abc123 is not running")])
+@pytest.mark.parametrize(
+    "status, message", [(404, "No such container: abc123"), (409, "Container abc123 is not running")]
+)
 def test_killing_a_container_gone_or_stopped_is_quiet(engine, status, message):
     engine.answers[("POST", "/containers/abc123/kill")] = (status, message)
     with warnings.catch_warnings():
@@ -86,7 +92,9 @@ def test_killing_a_container_gone_or_stopped_is_quiet(engine, status, message):
 def test_an_engine_that_does_not_answer_names_where_it_was_looked_for(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
     client = docker.DockerClient(base_url=f"unix://{tmp_path}/nothing.sock", version="1.41", timeout=5)
-    with pytest.raises(BackendUnavailableError, match=r"not reachable at unix://.*nothing\.sock.*DOCKER_HOST"):
+    with pytest.raises(
+        BackendUnavailableError, match=r"not reachable at unix://.*nothing\.sock.*DOCKER_HOST"
+    ):
         with engine_errors("listing containers"):
             client.api.containers()
     with pytest.warns(UserWarning, match="could not be killed"):

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from execbox import (CodeBlock, ConfigurationError, DockerExecutor, DockerPython, EnvironmentSetupError,
-                     LocalExecutor)
+from execbox import (
+    CodeBlock,
+    ConfigurationError,
+    DockerExecutor,
+    DockerPython,
+    EnvironmentSetupError,
+    LocalExecutor,
+)
 from execbox.cli import main
 from execbox.images import BASE_ALIAS, ImageSpec, base_tag, build_image, list_images
 from tests.conftest import require_docker
@@ -41,9 +47,15 @@ def test_spec_errors_name_the_fix(tmp_path):
 def test_docker_python_with_packages(docker_ready, tmp_path):
     env = DockerPython(pip_packages=["matplotlib"])  # built by ./dev.sh; built here otherwise
     with DockerExecutor(workspace=tmp_path / "ws", environment=env) as ex:
-        result = ex.run(CodeBlock("python", (
-            "import matplotlib.pyplot as plt\n"
-            "plt.plot([1, 2, 3]); plt.savefig('plot.png'); print('saved')")))
+        result = ex.run(
+            CodeBlock(
+                "python",
+                (
+                    "import matplotlib.pyplot as plt\n"
+                    "plt.plot([1, 2, 3]); plt.savefig('plot.png'); print('saved')"
+                ),
+            )
+        )
     assert result.exit_code == 0, result.output
     assert result.output == "saved\n" and "plot.png" in result.files
     assert (tmp_path / "ws" / "plot.png").read_bytes()[:4] == b"\x89PNG"

@@ -31,17 +31,23 @@ def test_state_and_plots(server, tmp_path):
 
 def test_kernels_are_confined(server, tmp_path):
     with JupyterExecutor(kernel=server, workspace=tmp_path / "ws") as ex:
-        result = ex.run(CodeBlock("python", (
-            "import os, socket\n"
-            "print(os.getuid())\n"
-            "try:\n"
-            "    socket.create_connection(('1.1.1.1', 53), timeout=1); print('online')\n"
-            "except OSError:\n"
-            "    print('offline')\n"
-            "try:\n"
-            "    open('/etc/x', 'w')\n"
-            "except OSError:\n"
-            "    print('read-only')\n")))
+        result = ex.run(
+            CodeBlock(
+                "python",
+                (
+                    "import os, socket\n"
+                    "print(os.getuid())\n"
+                    "try:\n"
+                    "    socket.create_connection(('1.1.1.1', 53), timeout=1); print('online')\n"
+                    "except OSError:\n"
+                    "    print('offline')\n"
+                    "try:\n"
+                    "    open('/etc/x', 'w')\n"
+                    "except OSError:\n"
+                    "    print('read-only')\n"
+                ),
+            )
+        )
     assert result.output == "65534\noffline\nread-only\n"
 
 

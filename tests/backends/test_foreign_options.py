@@ -19,13 +19,16 @@ EXECUTORS = [LocalExecutor, SandboxExecutor, DockerExecutor, JupyterExecutor]
 
 
 @pytest.mark.parametrize("cls", EXECUTORS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name, value, hint", [
-    ("timeout", 30, "limits=Limits(timeout_s=...)"),
-    ("work_dir", "work", "workspace="),
-    ("virtual_env_context", object(), "environment=Venv(path=...)"),
-    ("venv_path", ".venv", "environment=Venv(path=...)"),
-    ("cleanup_temp_files", True, "keep_code_files=False"),
-])
+@pytest.mark.parametrize(
+    "name, value, hint",
+    [
+        ("timeout", 30, "limits=Limits(timeout_s=...)"),
+        ("work_dir", "work", "workspace="),
+        ("virtual_env_context", object(), "environment=Venv(path=...)"),
+        ("venv_path", ".venv", "environment=Venv(path=...)"),
+        ("cleanup_temp_files", True, "keep_code_files=False"),
+    ],
+)
 def test_executor_constructors_name_the_execbox_spelling(cls, name, value, hint):
     # refused before anything starts: no backend needs to be installed for this
     with pytest.raises(TypeError) as caught:
@@ -64,6 +67,7 @@ def test_an_option_a_backend_has_is_never_refused():
 
         accepted = _accepted(cls)
         assert accepted is not None and not accepted & set(EXECUTOR_HINTS), cls
+
     # a subclass that takes one of the names gets it
     class Timed(LocalExecutor):
         def __init__(self, *, timeout: float = 1.0, **options):

@@ -25,9 +25,12 @@ else:
 def _needs_the_frameworks() -> None:
     require("ag2 and autogen-core", MISSING is None, MISSING or "")
 
-USE = ("from functions import circle, doubled, triple, quadruple\n"
-       "print(circle(1.0)); print(doubled([1, 2])); print(triple(2), quadruple(2))\n"
-       "import functions; print(functions.root(16.0), functions.j.__name__)")
+
+USE = (
+    "from functions import circle, doubled, triple, quadruple\n"
+    "print(circle(1.0)); print(doubled([1, 2])); print(triple(2), quadruple(2))\n"
+    "import functions; print(functions.root(16.0), functions.j.__name__)"
+)
 EXPECTED = '{"radius":1.0,"area":3.14}\n[2, 4]\n6 8\n4.0 json\n'
 ALL = [fns.circle, fns.doubled, fns.autogen_str, fns.ag2_str] if MISSING is None else []
 
@@ -62,8 +65,9 @@ def test_the_autogen_adapter_takes_them():
     async def scenario():
         runner = AutoGenCodeExecutor(backend="local", functions=ALL)
         try:
-            return await runner.execute_code_blocks([AutoGenBlock(code=USE, language="python")],
-                                                    CancellationToken())
+            return await runner.execute_code_blocks(
+                [AutoGenBlock(code=USE, language="python")], CancellationToken()
+            )
         finally:
             await runner.stop()
 
@@ -72,7 +76,9 @@ def test_the_autogen_adapter_takes_them():
 
 
 def test_a_system_python_without_the_packages_is_refused_by_name(tmp_path):
-    executor = LocalExecutor(workspace=tmp_path / "ws", functions=[fns.needs_missing], environment=SystemPython())
+    executor = LocalExecutor(
+        workspace=tmp_path / "ws", functions=[fns.needs_missing], environment=SystemPython()
+    )
     with pytest.raises(ConfigurationError) as caught:
         executor.run(CodeBlock("python", "print(1)"))
     executor.close()
@@ -106,8 +112,11 @@ def test_packages_are_installed_into_a_venv_execbox_owns(tmp_path, monkeypatch, 
     monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
     cls = SandboxExecutor if backend == "sandbox" else LocalExecutor
     with cls(workspace=tmp_path / "ws", functions=[fns.six_kind], environment=Venv()) as executor:
-        result = executor.run(CodeBlock("python", "from functions import six_kind\nprint(six_kind())\n"
-                                                  "import sys; print(sys.prefix)"))
+        result = executor.run(
+            CodeBlock(
+                "python", "from functions import six_kind\nprint(six_kind())\nimport sys; print(sys.prefix)"
+            )
+        )
     assert result.ok, result.output
     kind, prefix = result.output.split()
     assert kind == "py3" and prefix == str(executor.environment.path)

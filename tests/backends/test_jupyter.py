@@ -35,8 +35,9 @@ def jupyter(request, tmp_path):
 @pytest.fixture
 def jailed(tmp_path):
     require_jupyter("sandbox")
-    with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=10, memory_mb=200),
-                         kernel="sandbox") as ex:
+    with JupyterExecutor(
+        workspace=tmp_path / "ws", limits=Limits(timeout_s=10, memory_mb=200), kernel="sandbox"
+    ) as ex:
         yield ex
 
 
@@ -61,8 +62,10 @@ def test_a_plot_comes_back_as_a_png_file(jupyter):
 
 
 def test_values_html_and_json_displays(jupyter):
-    code = ("from IPython.display import HTML, JSON, display\n"
-            "display(HTML('<b>hi</b>'))\ndisplay(JSON({'a': 1}))\n40 + 2")
+    code = (
+        "from IPython.display import HTML, JSON, display\n"
+        "display(HTML('<b>hi</b>'))\ndisplay(JSON({'a': 1}))\n40 + 2"
+    )
     result = jupyter.run(py(code))
     kinds = [d.mime_type for d in result.displays]
     assert "text/html" in kinds and "application/json" in kinds
@@ -108,8 +111,12 @@ def test_a_kernel_a_thread_stopped_or_killed_is_replaced_before_the_next_block(j
     from execbox.backends.jupyter import INTERRUPT_GRACE_S
 
     signal_or_exit = "os.kill(os.getpid(), signal.SIGSTOP)" if how == "stopped" else "os._exit(7)"
-    armed = jupyter.run(py(f"import os, signal, threading\nlost = 1\n"
-                           f"threading.Timer(0.2, lambda: {signal_or_exit}).start()\nprint('armed')"))
+    armed = jupyter.run(
+        py(
+            f"import os, signal, threading\nlost = 1\n"
+            f"threading.Timer(0.2, lambda: {signal_or_exit}).start()\nprint('armed')"
+        )
+    )
     assert armed.output == "armed\n"
     time.sleep(1)
     started = time.monotonic()
@@ -117,7 +124,9 @@ def test_a_kernel_a_thread_stopped_or_killed_is_replaced_before_the_next_block(j
     assert after.exit_code == 0 and after.output.startswith("ran False\n"), after.output
     assert f"The kernel had {'been stopped' if how == 'stopped' else 'died'}" in after.output
     # (was: the block's timeout, the interrupt's grace, a restart)
-    assert time.monotonic() - started < jupyter.limits.timeout_s + INTERRUPT_GRACE_S, "it waited for the kernel"
+    assert time.monotonic() - started < jupyter.limits.timeout_s + INTERRUPT_GRACE_S, (
+        "it waited for the kernel"
+    )
 
 
 def test_a_kernel_that_takes_nothing_of_a_cell_is_replaced_and_the_cell_runs_in_a_new_one(tmp_path):
@@ -129,8 +138,10 @@ def test_a_kernel_that_takes_nothing_of_a_cell_is_replaced_and_the_cell_runs_in_
 
     require_jupyter("sandbox")
     with JupyterExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=120), kernel="sandbox") as ex:
-        hog = ("import re, threading, time\n"
-               "threading.Thread(target=lambda: (time.sleep(0.3), re.match('(a*)*b', 'a' * 60)), daemon=True).start()")
+        hog = (
+            "import re, threading, time\n"
+            "threading.Thread(target=lambda: (time.sleep(0.3), re.match('(a*)*b', 'a' * 60)), daemon=True).start()"
+        )
         assert ex.run(py(hog)).exit_code == 0
         time.sleep(1)
         started = time.monotonic()
@@ -212,20 +223,25 @@ def test_the_jailed_kernel_writes_only_its_workspace(jailed):
 
 
 def test_a_daemon_started_by_a_cell_is_killed_when_the_cell_ends(jailed):
-    code = ("import subprocess\n"
-            "subprocess.Popen(['sh', '-c', '(setsid sleep 300 &) ; sleep 300 &'])\n"
-            "import time; time.sleep(0.3)")
+    code = (
+        "import subprocess\n"
+        "subprocess.Popen(['sh', '-c', '(setsid sleep 300 &) ; sleep 300 &'])\n"
+        "import time; time.sleep(0.3)"
+    )
     assert jailed.run(py(code)).exit_code == 0
-    listing = ("import os\n"
-               "def state(p):\n"
-               "    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
-               "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and state(p) != 'Z'))")
+    listing = (
+        "import os\n"
+        "def state(p):\n"
+        "    return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and state(p) != 'Z'))"
+    )
     pids = eval(jailed.run(py(listing)).output)
     assert len(pids) == 2, f"only the jail's init and the kernel should be left (zombies aside): {pids}"
 
 
 def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
     from execbox.backends.sandbox._cgroups import cgroup_support
+
     require("cgroups", cgroup_support()[0] is not None, "run as root or with a delegated cgroup")
     jailed.run(py("lost = 1"))
     result = jailed.run(py("hog = bytearray(400 * 1024 * 1024)\nhog[::4096] = b'x' * len(hog[::4096])"))
@@ -238,6 +254,7 @@ def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
 def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
     require_jupyter(kernel)
     import time
+
     first = JupyterExecutor(kernel=kernel, warm_kernels=1)
     first.run(py("mine = 1"))
     for _ in range(600):  # the pool fills behind the first executor
@@ -267,7 +284,9 @@ def test_executors_without_a_workspace_take_a_warm_kernel(kernel):
 def test_one_display_of_an_image_is_one_png_file(jupyter):
     require("Pillow", importlib.util.find_spec("PIL") is not None, "pip install pillow")
     # a PIL image displays as PNG and JPEG at once: one file is kept, the PNG
-    code = "from PIL import Image\nfrom IPython.display import display\ndisplay(Image.new('RGB', (8, 8), 'red'))"
+    code = (
+        "from PIL import Image\nfrom IPython.display import display\ndisplay(Image.new('RGB', (8, 8), 'red'))"
+    )
     result = jupyter.run(py(code))
     assert result.exit_code == 0, result.output
     files = [d for d in result.displays if d.path is not None]

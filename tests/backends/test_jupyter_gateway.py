@@ -47,8 +47,10 @@ def py(code: str) -> CodeBlock:
 
 
 def test_one_server_many_executors_each_with_its_own_kernel(server, tmp_path):
-    with JupyterExecutor(workspace=tmp_path / "a", kernel=server) as a, \
-            JupyterExecutor(workspace=tmp_path / "b", kernel=server) as b:
+    with (
+        JupyterExecutor(workspace=tmp_path / "a", kernel=server) as a,
+        JupyterExecutor(workspace=tmp_path / "b", kernel=server) as b,
+    ):
         a.run(py("mine = 'a'"))
         assert b.run(py("print('mine' in globals())")).output == "False\n"
         assert a.run(py("print(mine)")).output == "a\n"
@@ -106,6 +108,7 @@ def test_a_wrong_token_is_refused_with_a_clear_error(server, tmp_path):
 def test_no_server_at_the_address_is_a_clear_error(tmp_path):
     require_gateway()
     import socket
+
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]

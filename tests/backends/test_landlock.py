@@ -116,8 +116,10 @@ class TestConfinement:
     def test_the_environment_is_cleared_and_the_temporary_folder_is_the_blocks(self, tmp_path, monkeypatch):
         token = secrets.token_hex(16)
         monkeypatch.setenv("EXECBOX_TEST_SECRET", token)
-        code = ("import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())\n"
-                "print('cwd', os.getcwd())\nprint('tmp', os.environ['TMPDIR'], os.environ['HOME'])")
+        code = (
+            "import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())\n"
+            "print('cwd', os.getcwd())\nprint('tmp', os.environ['TMPDIR'], os.environ['HOME'])"
+        )
         with _executor(tmp_path) as ex:
             first = _run(ex, code)
             second = _run(ex, code)
@@ -145,8 +147,10 @@ class TestConfinement:
             except OSError:
                 pass
 
-        code = (f"import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                "    print('CONNECTED', s.recv(5))\nexcept OSError as exc:\n    print('refused', exc.errno)\n")
+        code = (
+            f"import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+            "    print('CONNECTED', s.recv(5))\nexcept OSError as exc:\n    print('refused', exc.errno)\n"
+        )
         try:
             with _executor(tmp_path) as ex:
                 off = _run(ex, code)
@@ -193,21 +197,26 @@ class TestConfinement:
                 server.accept()
         finally:
             server.close()
-        assert result.output == ("refused SOCK_STREAM 1\nrefused SOCK_SEQPACKET 1\nsocketpair b'pair'\n"
-                                 "datagram ok\n"), result.output
+        assert result.output == (
+            "refused SOCK_STREAM 1\nrefused SOCK_SEQPACKET 1\nsocketpair b'pair'\ndatagram ok\n"
+        ), result.output
 
     def test_a_host_process_of_the_same_uid_cannot_be_signalled(self, tmp_path):
         if _landlock.abi() < 6:
-            pytest.skip(f"Landlock ABI {_landlock.abi()} < 6 has no signal scoping: a block may signal the "
-                        "processes of its own uid (the tier's documented gap)")
+            pytest.skip(
+                f"Landlock ABI {_landlock.abi()} < 6 has no signal scoping: a block may signal the "
+                "processes of its own uid (the tier's documented gap)"
+            )
         with _executor(tmp_path) as ex:
             uid = int(_run(ex, "import os; print(os.getuid())").output)
             # as root the block's uid is the executor's jail id: the sleeper runs as that id too
             sleeper = subprocess.Popen(["sleep", "30"], **({"user": uid, "group": uid} if ROOT else {}))
             try:
-                code = (f"import os, signal\nfor sig in (0, signal.SIGTERM):\n    try:\n"
-                        f"        os.kill({sleeper.pid}, sig)\n        print('SIGNALLED', sig)\n"
-                        "    except OSError as exc:\n        print('refused', exc.errno)\n")
+                code = (
+                    f"import os, signal\nfor sig in (0, signal.SIGTERM):\n    try:\n"
+                    f"        os.kill({sleeper.pid}, sig)\n        print('SIGNALLED', sig)\n"
+                    "    except OSError as exc:\n        print('refused', exc.errno)\n"
+                )
                 result = _run(ex, code)
             finally:
                 sleeper.kill()
@@ -218,15 +227,19 @@ class TestConfinement:
 
 @pytest.mark.filterwarnings("ignore::execbox.WeakerIsolationWarning")
 class TestLimits:
-    FORK = ("import os, time\nmade = 0\nfor _ in range(300):\n    try:\n        pid = os.fork()\n"
-            "    except OSError as exc:\n        print('refused after', made, exc.errno, flush=True)\n        break\n"
-            "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    made += 1\n")
+    FORK = (
+        "import os, time\nmade = 0\nfor _ in range(300):\n    try:\n        pid = os.fork()\n"
+        "    except OSError as exc:\n        print('refused after', made, exc.errno, flush=True)\n        break\n"
+        "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    made += 1\n"
+    )
 
     @pytest.mark.parametrize("cgroups", [True, False], ids=["cgroups", "rlimit-only"])
     def test_a_fork_bomb_is_bounded_and_the_next_block_runs(self, tmp_path, cgroups):
         if not ROOT:
-            pytest.skip("as a user who is not root RLIMIT_NPROC counts every process of the user "
-                        "(the tier's documented gap): the bound is not the block's own")
+            pytest.skip(
+                "as a user who is not root RLIMIT_NPROC counts every process of the user "
+                "(the tier's documented gap): the bound is not the block's own"
+            )
         with _executor(tmp_path, LIMITS.replace(max_processes=20), cgroups=cgroups) as ex:
             result = _run(ex, self.FORK)
             assert result.output.startswith("refused after"), result.output
@@ -239,8 +252,10 @@ class TestLimits:
     @pytest.mark.parametrize("cgroups", [True, False], ids=["cgroups", "rlimit-only"])
     def test_a_setsid_daemon_dies_at_the_timeout(self, tmp_path, cgroups, env):
         if env == "cleared" and not ROOT and not (cgroups and cgroup_support()[0] is not None):
-            pytest.skip("as a user who is not root without a cgroup, a daemon that clears its environment (its "
-                        "run token) and leaves the session outlives the block (the tier's documented gap)")
+            pytest.skip(
+                "as a user who is not root without a cgroup, a daemon that clears its environment (its "
+                "run token) and leaves the session outlives the block (the tier's documented gap)"
+            )
         marker = f"execbox-landlock-{uuid.uuid4().hex}"
         code = textwrap.dedent(f"""
             import os, sys, time
@@ -302,8 +317,14 @@ print([str(w.message) for w in seen if issubclass(w.category, WeakerIsolationWar
 
 
 def test_the_landlock_tier_warns_once():
-    done = subprocess.run([sys.executable, "-c", WARNS_ONCE], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": SRC}, cwd=CHECKOUT)
+    done = subprocess.run(
+        [sys.executable, "-c", WARNS_ONCE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": SRC},
+        cwd=CHECKOUT,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:2] == ["42", "42"] and lines[2] == "warnings 1", done.stdout
@@ -377,12 +398,27 @@ def _in_a_namespace_without_namespaces(open_folder: Path, landlock: str) -> subp
     (open_folder / "secret.txt").write_text(secrets.token_hex(16))
     os.chmod(open_folder / "secret.txt", 0o644)
     return subprocess.run(
-        [sys.executable, "-c", LAUNCHER, FALLBACK, str(open_folder / "secret.txt"), str(open_folder / "ws"),
-         landlock],
-        capture_output=True, text=True, timeout=180, cwd=CHECKOUT,
+        [
+            sys.executable,
+            "-c",
+            LAUNCHER,
+            FALLBACK,
+            str(open_folder / "secret.txt"),
+            str(open_folder / "ws"),
+            landlock,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=CHECKOUT,
         # the executor's jail ids from a range inside the mapped ones
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": SRC, "LANG": "C.UTF-8",
-             "EXECBOX_JAIL_IDS": "50000:1000"})
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": SRC,
+            "LANG": "C.UTF-8",
+            "EXECBOX_JAIL_IDS": "50000:1000",
+        },
+    )
 
 
 def test_auto_falls_back_to_landlock_where_bubblewrap_cannot_make_a_namespace(open_folder):
@@ -400,6 +436,12 @@ def test_where_neither_tier_can_run_the_error_names_both_causes_and_fixes(open_f
     assert done.returncode == 0, done.stdout + done.stderr
     error = done.stdout.removeprefix("error ")
     assert error.startswith("sandbox backend unavailable: neither isolation tier can run here"), done.stdout
-    for named in ("max_*_namespaces", "apparmor_restrict_unprivileged_userns", "the kernel has no Landlock",
-                  "lsm=", "backend='local'", "execbox doctor"):
+    for named in (
+        "max_*_namespaces",
+        "apparmor_restrict_unprivileged_userns",
+        "the kernel has no Landlock",
+        "lsm=",
+        "backend='local'",
+        "execbox doctor",
+    ):
         assert named in error, error

@@ -44,8 +44,21 @@ def test_host_secrets_are_not_passed_by_default(tmp_path, monkeypatch):
 
 def test_child_environment_is_minimal(local):
     names = local.run(CodeBlock(PY, "import os; print(sorted(os.environ))")).output
-    allowed = {"HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "PATH", "PYTHONUNBUFFERED",
-               "PYTHONIOENCODING", "MPLBACKEND", "EXECBOX_RUN_TOKEN", "LC_CTYPE"}
+    allowed = {
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TZ",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "PATH",
+        "PYTHONUNBUFFERED",
+        "PYTHONIOENCODING",
+        "MPLBACKEND",
+        "EXECBOX_RUN_TOKEN",
+        "LC_CTYPE",
+    }
     assert set(eval(names)) <= allowed
 
 
@@ -69,7 +82,9 @@ def test_functions_are_importable_and_described(tmp_path):
         return text.upper() + "!"
 
     with LocalExecutor(workspace=tmp_path, functions=[add, shout, "import math\nPI = math.pi"]) as ex:
-        result = ex.run(CodeBlock(PY, "from functions import add, shout, PI\nprint(add(2, 3), shout('hi'), round(PI, 2))"))
+        result = ex.run(
+            CodeBlock(PY, "from functions import add, shout, PI\nprint(add(2, 3), shout('hi'), round(PI, 2))")
+        )
         assert result.output == "5 HI! 3.14\n"
         prompt = ex.functions_prompt
     assert "from functions import add" in prompt
@@ -115,7 +130,7 @@ def test_execution_policies(tmp_path):
 
 
 def test_silence_pip_quiets_installs(local):
-    result = local.run(CodeBlock("sh", "pip() { echo \"pip $*\"; }\npip install requests"))
+    result = local.run(CodeBlock("sh", 'pip() { echo "pip $*"; }\npip install requests'))
     assert result.output == "pip install -qqq requests\n"
 
 
@@ -153,8 +168,13 @@ def test_huge_output_does_not_grow_the_host():
         "peak = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
         "print(r.truncated, len(r.output), peak // 1024)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     truncated, length, peak_mb = out.stdout.split()
     assert truncated == "True"
     assert int(length) < 2 * 1024 * 1024
@@ -166,13 +186,18 @@ def test_huge_output_does_not_grow_the_host():
 def test_venv_with_packages(tmp_path, monkeypatch, installer):
     if installer == "uv":
         from execbox.environments._interpreters import find_uv
+
         require("uv", find_uv() is not None, "pip install uv (part of the dev extra)")
     monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
     steps: list[str] = []
     env = Venv(packages=["six==1.16.0"], installer=installer)
     with LocalExecutor(workspace=tmp_path / "ws", environment=env, progress=steps.append) as ex:
-        result = ex.run([CodeBlock(PY, "import six, sys; print(six.__version__, sys.prefix)"),
-                         CodeBlock("sh", "python -c 'import six; print(six.__file__)'")])
+        result = ex.run(
+            [
+                CodeBlock(PY, "import six, sys; print(six.__version__, sys.prefix)"),
+                CodeBlock("sh", "python -c 'import six; print(six.__file__)'"),
+            ]
+        )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("1.16.0 " + str(env.path))
     assert str(env.path) in result.blocks[1].output

@@ -71,8 +71,9 @@ def test_death_by_signal_is_128_plus_n(tmp_path):
 
 def test_timeout_kills_the_command_and_everything_it_started(tmp_path):
     # a child in the group, and a daemon that left it (setsid) but keeps the token
-    script = ("sleep 300 & echo $! >pids; setsid sleep 301 & echo $! >>pids; echo >>pids; "
-              "echo partial; sleep 300")
+    script = (
+        "sleep 300 & echo $! >pids; setsid sleep 301 & echo $! >>pids; echo >>pids; echo partial; sleep 300"
+    )
     started = time.monotonic()
     outcome = run(script, tmp_path, timeout_s=1.0)
     took = time.monotonic() - started
@@ -156,6 +157,7 @@ def test_the_callback_gets_whole_characters(tmp_path):
 def test_cancellation_mid_run_kills_and_keeps_the_output_so_far(tmp_path):
     cancel = Cancellation()
     try:
+
         def on_output(_stream: str, text: str) -> None:
             if "started" in text:
                 threading.Timer(0.1, cancel.cancel).start()
@@ -187,8 +189,14 @@ def test_the_memory_limit_holds_from_the_first_instruction(tmp_path):
     # at once cannot get ahead of it (set from outside after the start, it
     # sometimes did under load).
     def python(code: str):
-        return run_process([sys.executable, "-c", code], cwd=str(tmp_path), env=ENV, timeout_s=20.0,
-                           output_limit=1 << 20, memory_mb=300)
+        return run_process(
+            [sys.executable, "-c", code],
+            cwd=str(tmp_path),
+            env=ENV,
+            timeout_s=20.0,
+            output_limit=1 << 20,
+            memory_mb=300,
+        )
 
     for _ in range(5):
         done = python("blob = bytearray(600 * 1024 * 1024)\nprint('allocated')")

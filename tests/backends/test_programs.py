@@ -29,12 +29,15 @@ DOCKER = Path(_exec.__file__).parent
 def _can_unshare() -> bool:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return False
-    done = subprocess.run(["unshare", "--pid", "--fork", "--mount", "--ipc", "--mount-proc", "true"],
-                          capture_output=True)
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount", "--ipc", "--mount-proc", "true"], capture_output=True
+    )
     return done.returncode == 0
 
 
-needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs root and unshare (PID, mount, IPC namespaces)")
+needs_unshare = pytest.mark.skipif(
+    not _can_unshare(), reason="needs root and unshare (PID, mount, IPC namespaces)"
+)
 
 
 # The wrapper's scene mounts a tmpfs on /tmp: a virtual environment under /tmp
@@ -45,14 +48,26 @@ BASE_PYTHON = str(Path(sys.base_prefix) / "bin" / "python3")
 
 def _in_namespaces(script: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``script`` as PID 1 (``sh``) of new PID, mount and IPC namespaces."""
-    return subprocess.run(["unshare", "--pid", "--fork", "--mount", "--ipc", "--mount-proc", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    return subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount", "--ipc", "--mount-proc", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
 
 
 def test_the_programs_are_files_of_the_package():
-    for path in (DOCKER / WRAPPER_FILE, DOCKER / KILLER_FILE, DOCKER / IPC_SWEEP_FILE, INKERNEL_SOURCE,
-                 PROBE_SOURCE, ZYGOTE_SOURCE / "zygote.py", ZYGOTE_SOURCE / "run_file.py",
-                 ZYGOTE_SOURCE / "warm_up.py"):
+    for path in (
+        DOCKER / WRAPPER_FILE,
+        DOCKER / KILLER_FILE,
+        DOCKER / IPC_SWEEP_FILE,
+        INKERNEL_SOURCE,
+        PROBE_SOURCE,
+        ZYGOTE_SOURCE / "zygote.py",
+        ZYGOTE_SOURCE / "run_file.py",
+        ZYGOTE_SOURCE / "warm_up.py",
+    ):
         assert path.is_file(), path
     assert program(KILLER_FILE) == (DOCKER / KILLER_FILE).read_text(encoding="utf-8")
 
@@ -84,9 +99,15 @@ def test_the_killer_kills_the_marked_and_the_orphans_and_spares_the_rest():
     done = _in_namespaces(KILL_SCENE, PYTHON=sys.executable, KILLER=str(DOCKER / KILLER_FILE))
     states = dict(line.split() for line in done.stdout.splitlines())
     assert states.pop("found") == "child", done.stdout + done.stderr
-    assert states == {"keep": "alive", "other": "alive",  # the keep-alive, and a live token
-                      "marked": "dead", "parent": "dead", "child": "dead",  # the token, and its descendants
-                      "forged": "dead", "orphan": "dead"}, done.stdout + done.stderr
+    assert states == {
+        "keep": "alive",
+        "other": "alive",  # the keep-alive, and a live token
+        "marked": "dead",
+        "parent": "dead",
+        "child": "dead",  # the token, and its descendants
+        "forged": "dead",
+        "orphan": "dead",
+    }, done.stdout + done.stderr
 
 
 SWEEP_SCENE = """
@@ -103,8 +124,12 @@ print(count())
 
 @needs_unshare
 def test_the_ipc_sweep_removes_shared_memory_queues_and_semaphores():
-    done = subprocess.run(["unshare", "--ipc", sys.executable, "-c", SWEEP_SCENE, str(DOCKER / IPC_SWEEP_FILE)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["unshare", "--ipc", sys.executable, "-c", SWEEP_SCENE, str(DOCKER / IPC_SWEEP_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout.splitlines() == ["[1, 1, 1]", "[0, 0, 0]"], done.stdout + done.stderr
 
 
@@ -135,8 +160,13 @@ echo "left $state"
 @needs_unshare
 def test_the_wrapper_empties_tmp_before_and_kills_leftovers_after_keeping_the_exit_status():
     assert not BASE_PYTHON.startswith("/tmp/"), BASE_PYTHON
-    done = _in_namespaces(WRAPPER_SCENE, PYTHON=BASE_PYTHON, WRAPPER=program(WRAPPER_FILE),
-                          EXECBOX_KILLER=program(KILLER_FILE), EXECBOX_IPC_SWEEP=program(IPC_SWEEP_FILE))
+    done = _in_namespaces(
+        WRAPPER_SCENE,
+        PYTHON=BASE_PYTHON,
+        WRAPPER=program(WRAPPER_FILE),
+        EXECBOX_KILLER=program(KILLER_FILE),
+        EXECBOX_IPC_SWEEP=program(IPC_SWEEP_FILE),
+    )
     lines = done.stdout.splitlines()
     assert lines[-2:] == ["rc 3", "left dead"], done.stdout + done.stderr
     assert "left" not in "".join(lines[:-2]) and ".hidden" not in done.stdout, done.stdout
@@ -144,9 +174,13 @@ def test_the_wrapper_empties_tmp_before_and_kills_leftovers_after_keeping_the_ex
 
 def test_the_wrapper_alone_passes_arguments_and_exit_status():
     # on the host it is never alone: it neither empties /tmp nor kills (its killer is a no-op here)
-    done = subprocess.run(["sh", str(DOCKER / WRAPPER_FILE), "sh", "-c", 'echo "$@"; exit 5', "x", "a b", "c"],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "EXECBOX_KILLER": "import sys; sys.exit(0)"})
+    done = subprocess.run(
+        ["sh", str(DOCKER / WRAPPER_FILE), "sh", "-c", 'echo "$@"; exit 5', "x", "a b", "c"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EXECBOX_KILLER": "import sys; sys.exit(0)"},
+    )
     assert (done.returncode, done.stdout) == (5, "a b c\n")
 
 
@@ -191,8 +225,13 @@ real.write(json.dumps(report))
 
 def test_the_kernel_setup_caps_output_and_leaves_no_name_and_the_shell_helper_runs(tmp_path):
     assert f"__execbox_setup({1000!r}, None)" in setup_code(1000)  # parameters as literals after the file
-    done = subprocess.run([sys.executable, "-c", KERNEL_SCENE, str(tmp_path)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")})
+    done = subprocess.run(
+        [sys.executable, "-c", KERNEL_SCENE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")},
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["after_setup"] == []  # silent, and the user's namespace clean
@@ -208,6 +247,7 @@ def test_the_kernel_setup_caps_output_and_leaves_no_name_and_the_shell_helper_ru
 
 
 # -- environments: which requirements are missing -----------------------------------------------------------
+
 
 def test_the_requirement_probe_finds_what_is_missing_by_name_and_version():
     wanted = ["pytest", "pytest >= 1", "pytest<1", "surely-not-installed-execbox", "pytest[extra]"]
@@ -231,24 +271,40 @@ sys.exit(run_python_file(sys.argv[2], sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("code, rc, out, err", [
-    ("import sys\nprint(__name__, sys.argv[1:], __file__ == sys.argv[0])", 0, "__main__ ['a b'] True\n", ""),
-    ("import sys\nsys.exit('bad things')", 1, "", "bad things\n"),
-    ("import atexit\natexit.register(print, 'bye')\nraise SystemExit(4)", 4, "bye\n", ""),
-])
+@pytest.mark.parametrize(
+    "code, rc, out, err",
+    [
+        (
+            "import sys\nprint(__name__, sys.argv[1:], __file__ == sys.argv[0])",
+            0,
+            "__main__ ['a b'] True\n",
+            "",
+        ),
+        ("import sys\nsys.exit('bad things')", 1, "", "bad things\n"),
+        ("import atexit\natexit.register(print, 'bye')\nraise SystemExit(4)", 4, "bye\n", ""),
+    ],
+)
 def test_run_file_runs_a_python_file_as_python_would(tmp_path, code, rc, out, err):
     block = tmp_path / "block.py"
     block.write_text(code)
-    done = subprocess.run([sys.executable, "-B", "-c", RUN_FILE_SCENE, str(ZYGOTE_SOURCE), str(block), "a b"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", RUN_FILE_SCENE, str(ZYGOTE_SOURCE), str(block), "a b"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (rc, out, err)
 
 
 def test_run_file_reports_an_error_without_its_own_frame(tmp_path):
     block = tmp_path / "block.py"
     block.write_text("def f():\n    raise ValueError('boom')\nf()\n")
-    done = subprocess.run([sys.executable, "-B", "-c", RUN_FILE_SCENE, str(ZYGOTE_SOURCE), str(block)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", RUN_FILE_SCENE, str(ZYGOTE_SOURCE), str(block)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and done.stderr.endswith("ValueError: boom\n")
     assert "run_file.py" not in done.stderr and f'File "{block}", line 3, in <module>' in done.stderr
 

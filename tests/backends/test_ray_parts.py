@@ -26,14 +26,18 @@ def _run(agent: NodeAgent, blocks: list[CodeBlock], files: dict | None = None, r
 def test_the_agent_runs_with_the_files_sent_and_sends_back_what_the_run_wrote():
     agent = NodeAgent()
     try:
-        events, end = _run(agent, [CodeBlock("python", "print(open('in.txt').read()); open('out.txt', 'w').write('o')")],
-                           files={"in.txt": b"sent"})
+        events, end = _run(
+            agent,
+            [CodeBlock("python", "print(open('in.txt').read()); open('out.txt', 'w').write('o')")],
+            files={"in.txt": b"sent"},
+        )
         assert end.error is None and end.result.output == "sent\n"
         assert end.files == {"out.txt": b"o"} and end.skipped == []
         assert "".join(e.text for e in events if isinstance(e, OutputEvent)) == "sent\n"
         assert type(events[0]).__name__ == "BlockStartEvent"  # its StartEvent is the driver's
-        events, end = _run(agent, [CodeBlock("python", "import os; print(os.path.exists('in.txt'))")],
-                           removed=["in.txt"])
+        events, end = _run(
+            agent, [CodeBlock("python", "import os; print(os.path.exists('in.txt'))")], removed=["in.txt"]
+        )
         assert end.result.output == "False\n"
         assert agent.keys() == ["k"]
     finally:
@@ -43,8 +47,9 @@ def test_the_agent_runs_with_the_files_sent_and_sends_back_what_the_run_wrote():
 
 def test_the_agent_cancels_a_run_by_its_id():
     agent = NodeAgent()
-    stream = agent.run("k", SPEC, {}, [], [CodeBlock("python", "print('up', flush=True)\nimport time; time.sleep(60)")],
-                       "r1")
+    stream = agent.run(
+        "k", SPEC, {}, [], [CodeBlock("python", "print('up', flush=True)\nimport time; time.sleep(60)")], "r1"
+    )
     try:
         first = next(stream)
         assert any(isinstance(e, OutputEvent) or type(e).__name__ == "BlockStartEvent" for e in first)

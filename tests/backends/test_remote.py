@@ -27,8 +27,10 @@ def test_the_mirror_sends_files_and_brings_back_what_the_run_wrote(remote):
     ws = remote.workspace
     ws.write_text("data/in.txt", "21")
     ws.write_bytes("blob.bin", b"\x00\xff\xfe")
-    code = ("import os\nn = int(open('data/in.txt').read())\nos.makedirs('out', exist_ok=True)\n"
-            "open('out/answer.txt', 'w').write(str(n * 2))\nprint(open('blob.bin', 'rb').read())")
+    code = (
+        "import os\nn = int(open('data/in.txt').read())\nos.makedirs('out', exist_ok=True)\n"
+        "open('out/answer.txt', 'w').write(str(n * 2))\nprint(open('blob.bin', 'rb').read())"
+    )
     result = remote.run(CodeBlock("python", code))
     assert result.output == "b'\\x00\\xff\\xfe'\n", result.output
     assert "out/answer.txt" in result.files and (ws.path / "out" / "answer.txt").read_text() == "42"
@@ -49,8 +51,14 @@ def test_restart_opens_a_new_session_and_sends_the_files_again(remote):
 
 def test_to_config_never_keeps_the_token(tmp_path):
     with running_server("--backend", "local", token="s3cret") as server:
-        executor = create_executor("remote", url=server.url, token="s3cret", backend="local",
-                                   workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=5))
+        executor = create_executor(
+            "remote",
+            url=server.url,
+            token="s3cret",
+            backend="local",
+            workspace=Workspace(tmp_path / "ws"),
+            limits=Limits(timeout_s=5),
+        )
         with executor:
             assert executor.run(CodeBlock("python", "print('authorized')")).output == "authorized\n"
             config = executor.to_config()
@@ -91,16 +99,26 @@ def test_the_mcp_server_runs_on_it_unchanged(tmp_path):
     from mcp import Client, StdioServerParameters
 
     with running_server("--backend", "local") as server:
-        env = {"PYTHONPATH": os.pathsep.join(sys.path), "EXECBOX_URL": server.url, "EXECBOX_TOKEN": server.token}
-        params = StdioServerParameters(command=sys.executable, args=["-m", "execbox.cli", "mcp", "--backend", "remote"],
-                                       env=env)
+        env = {
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "EXECBOX_URL": server.url,
+            "EXECBOX_TOKEN": server.token,
+        }
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "execbox.cli", "mcp", "--backend", "remote"], env=env
+        )
 
         async def scenario() -> None:
             async with Client(params, read_timeout_seconds=60) as client:
                 wrote = await client.call_tool("write_file", {"path": "in.txt", "content": "6"})
                 assert not wrote.is_error
-                ran = await client.call_tool("run_code", {"code": "print(int(open('in.txt').read()) * 7)\n"
-                                                                  "open('out.txt', 'w').write('made there')"})
+                ran = await client.call_tool(
+                    "run_code",
+                    {
+                        "code": "print(int(open('in.txt').read()) * 7)\n"
+                        "open('out.txt', 'w').write('made there')"
+                    },
+                )
                 text = "\n".join(c.text for c in ran.content if c.type == "text")
                 assert text.startswith("exitcode: 0 (execution succeeded)\nCode output: 42\n"), text
                 read = await client.call_tool("read_file", {"path": "out.txt"})

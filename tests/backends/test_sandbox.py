@@ -16,8 +16,9 @@ from tests.conftest import require
 @pytest.fixture(params=["pool", "oneshot"])
 def sandbox(tmp_path, request):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    with SandboxExecutor(workspace=tmp_path / "ws", limits=Limits(timeout_s=20),
-                         pool=request.param == "pool") as executor:
+    with SandboxExecutor(
+        workspace=tmp_path / "ws", limits=Limits(timeout_s=20), pool=request.param == "pool"
+    ) as executor:
         yield executor
 
 
@@ -26,9 +27,13 @@ def py(code: str) -> CodeBlock:
 
 
 def test_runs_as_nobody_without_capabilities(sandbox):
-    out = sandbox.run(py("import os\nprint(os.getuid(), os.getgid())\n"
-                         "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])\n"
-                         "import socket; print(socket.gethostname())")).output.split()
+    out = sandbox.run(
+        py(
+            "import os\nprint(os.getuid(), os.getgid())\n"
+            "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])\n"
+            "import socket; print(socket.gethostname())"
+        )
+    ).output.split()
     assert out == ["65534", "65534", "0000000000000000", "execbox"]
 
 
@@ -36,8 +41,12 @@ def test_host_files_outside_the_binds_are_invisible(sandbox, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
     home_probe = os.path.expanduser("~")
-    result = sandbox.run(py(f"import os\nprint(os.path.exists({str(secret)!r}), os.path.exists({home_probe + '/.ssh'!r}))\n"
-                            f"print(sorted(os.listdir('/tmp')))"))
+    result = sandbox.run(
+        py(
+            f"import os\nprint(os.path.exists({str(secret)!r}), os.path.exists({home_probe + '/.ssh'!r}))\n"
+            f"print(sorted(os.listdir('/tmp')))"
+        )
+    )
     assert result.output.splitlines()[0] == "False False"
     assert "secret.txt" not in result.output
 
@@ -67,8 +76,12 @@ def _server() -> tuple[socket.socket, int]:
 def test_no_network_by_default(sandbox):
     server, port = _server()
     try:
-        result = sandbox.run(py(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                                "print('connected')"))
+        result = sandbox.run(
+            py(
+                f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                "print('connected')"
+            )
+        )
     finally:
         server.close()
     assert "connected" not in result.output
@@ -80,19 +93,25 @@ def test_network_when_asked(tmp_path):
     server, port = _server()
     try:
         with SandboxExecutor(workspace=tmp_path, limits=Limits(network=True)) as ex:
-            result = ex.run(py(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                               "print('connected')"))
+            result = ex.run(
+                py(
+                    f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                    "print('connected')"
+                )
+            )
     finally:
         server.close()
     assert result.output == "connected\n"
 
 
 def test_host_processes_are_invisible(sandbox):
-    code = ("import os\n"
-            "for p in os.listdir('/proc'):\n"
-            "    if p.isdigit():\n"
-            "        try: print(open(f'/proc/{p}/cmdline').read().replace('\\0', ' '))\n"
-            "        except OSError: pass\n")
+    code = (
+        "import os\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if p.isdigit():\n"
+        "        try: print(open(f'/proc/{p}/cmdline').read().replace('\\0', ' '))\n"
+        "        except OSError: pass\n"
+    )
     result = sandbox.run(py(code))
     assert result.exit_code == 0, result.output
     seen = result.output.splitlines()

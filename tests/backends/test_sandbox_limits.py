@@ -38,12 +38,14 @@ def test_memory_exhaustion_is_reported_as_the_limit(tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_process_limit_contains_a_fork_bomb(tmp_path, mode):
     _need_cgroups()
-    code = ("import os, time\nmade = 0\n"
-            "for _ in range(200):\n"
-            "    try:\n        pid = os.fork()\n    except OSError as exc:\n"
-            "        print('refused after', made, exc.errno, flush=True)\n        break\n"
-            "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
-            "    made += 1\n")
+    code = (
+        "import os, time\nmade = 0\n"
+        "for _ in range(200):\n"
+        "    try:\n        pid = os.fork()\n    except OSError as exc:\n"
+        "        print('refused after', made, exc.errno, flush=True)\n        break\n"
+        "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
+        "    made += 1\n"
+    )
     with _make(tmp_path, mode, limits=Limits(timeout_s=20, max_processes=20)) as ex:
         result = ex.run(CodeBlock("python", code))
         assert result.output.startswith("refused after"), result.output
@@ -55,9 +57,11 @@ def test_process_limit_contains_a_fork_bomb(tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_cpu_quota_throttles(tmp_path, mode):
     _need_cgroups()
-    code = ("import time\nstart, cpu = time.monotonic(), time.process_time()\n"
-            "while time.monotonic() - start < 1.0:\n    pass\n"
-            "print(round((time.process_time() - cpu) / (time.monotonic() - start), 2))")
+    code = (
+        "import time\nstart, cpu = time.monotonic(), time.process_time()\n"
+        "while time.monotonic() - start < 1.0:\n    pass\n"
+        "print(round((time.process_time() - cpu) / (time.monotonic() - start), 2))"
+    )
     with _make(tmp_path, mode, limits=Limits(timeout_s=20, cpus=0.2)) as ex:
         share = float(ex.run(CodeBlock("python", code)).output)
     assert share < 0.5  # unthrottled, a busy loop gets ~1.0
@@ -65,10 +69,12 @@ def test_cpu_quota_throttles(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_rlimits(tmp_path, mode):
-    code = ("import resource\n"
-            "print(*(resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in ('NOFILE', 'FSIZE', 'CORE')))\n"
-            "try:\n    open('big', 'wb').write(b'x' * (3 * 1024 * 1024))\nexcept OSError as exc:\n"
-            "    print('write refused', exc.errno)\n")
+    code = (
+        "import resource\n"
+        "print(*(resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in ('NOFILE', 'FSIZE', 'CORE')))\n"
+        "try:\n    open('big', 'wb').write(b'x' * (3 * 1024 * 1024))\nexcept OSError as exc:\n"
+        "    print('write refused', exc.errno)\n"
+    )
     with _make(tmp_path, mode, file_size_mb=2, max_open_files=64) as ex:
         result = ex.run(CodeBlock("python", code))
     assert result.output == f"(64, 64) {(2 << 20, 2 << 20)} (0, 0)\nwrite refused 27\n"
@@ -76,12 +82,14 @@ def test_rlimits(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_seccomp_denies_namespaces_ptrace_mount(tmp_path, mode):
-    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            "def err(r):\n    return ctypes.get_errno() if r != 0 else 0\n"
-            "print(err(libc.unshare(0x10000000)), err(libc.ptrace(0, 0, 0, 0)),\n"
-            "      err(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)))\n"
-            "import threading, subprocess\nt = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
-            "print(subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout.strip())")
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "def err(r):\n    return ctypes.get_errno() if r != 0 else 0\n"
+        "print(err(libc.unshare(0x10000000)), err(libc.ptrace(0, 0, 0, 0)),\n"
+        "      err(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)))\n"
+        "import threading, subprocess\nt = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "print(subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout.strip())"
+    )
     with _make(tmp_path, mode) as ex:
         result = ex.run(CodeBlock("python", code))
     assert result.output == "1 1 1\nthread\nchild\n"  # EPERM x3; threads and subprocesses still work
@@ -138,17 +146,30 @@ def test_seccomp_can_keep_sockets_to_unix_and_refuse_the_hosts_ipc(tmp_path):
 
     require("seccomp", supported(), "x86_64 or aarch64")
     program = filter_program(unix_sockets_only=True, no_unix_streams=True, also_denied=HOST_IPC).hex()
-    done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, program], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_TRY, program], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     seen = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert seen["AF_UNIX"] == "ok" and seen["socketpair"] == "ok", done.stdout
-    for family in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_VSOCK", "AF_UNIX-SOCK_STREAM",
-                   "AF_UNIX-SOCK_SEQPACKET"):
+    for family in (
+        "AF_INET",
+        "AF_INET6",
+        "AF_NETLINK",
+        "AF_PACKET",
+        "AF_VSOCK",
+        "AF_UNIX-SOCK_STREAM",
+        "AF_UNIX-SOCK_SEQPACKET",
+    ):
         assert seen[family] == "EPERM", done.stdout
     assert seen["shmget"] == "False EPERM" and seen["msgget"] == "False EPERM", done.stdout
     assert seen["mq_open"] == "False", done.stdout
     # the default filter keeps every family (the namespaces tier has a network namespace of its own)
-    done = subprocess.run([sys.executable, "-c", LOAD_AND_TRY, filter_program().hex()], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_TRY, filter_program().hex()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "AF_INET ok" in done.stdout and "AF_UNIX-SOCK_STREAM ok" in done.stdout, done.stdout + done.stderr
     assert "shmget True" in done.stdout, done.stdout

@@ -26,8 +26,8 @@ PROGRAMS = {
     "atexit": "import atexit\natexit.register(lambda: print('bye'))\nprint('hi')",
     "stdin_closed": "import sys\nprint(repr(sys.stdin.read()))",
     "non_daemon_thread": "import threading, time\n"
-                         "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
-                         "print('main done')",
+    "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+    "print('main done')",
     "stderr_and_stdout": "import sys\nprint('out')\nprint('err', file=sys.stderr)",
     "keyboard_interrupt": "raise KeyboardInterrupt",
     "signal_self": "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)",
@@ -46,8 +46,10 @@ def pair(tmp_path_factory):
     _need_bwrap()
     workspace = Workspace(tmp_path_factory.mktemp("pair") / "ws")
     limits = Limits(timeout_s=20)
-    with SandboxExecutor(workspace=workspace, limits=limits, pool=True) as pooled, \
-            SandboxExecutor(workspace=workspace, limits=limits, pool=False) as oneshot:
+    with (
+        SandboxExecutor(workspace=workspace, limits=limits, pool=True) as pooled,
+        SandboxExecutor(workspace=workspace, limits=limits, pool=False) as oneshot,
+    ):
         yield pooled, oneshot
     workspace.close()
 
@@ -76,12 +78,22 @@ def test_expected_file_run_details(pair):
 
 def test_nothing_leaks_from_one_block_to_the_next(pair):
     pooled, _ = pair
-    first = pooled.run(CodeBlock("python", "import json, os\njson.leak = 1\nos.environ['LEAK'] = '1'\n"
-                                           "open('/tmp/leak', 'w').write('x')\nimport decimal\nprint('ok')"))
+    first = pooled.run(
+        CodeBlock(
+            "python",
+            "import json, os\njson.leak = 1\nos.environ['LEAK'] = '1'\n"
+            "open('/tmp/leak', 'w').write('x')\nimport decimal\nprint('ok')",
+        )
+    )
     assert first.output == "ok\n"
-    second = pooled.run(CodeBlock("python", "import json, os, sys\n"
-                                            "print(hasattr(json, 'leak'), 'LEAK' in os.environ, "
-                                            "os.path.exists('/tmp/leak'), 'decimal' in sys.modules)"))
+    second = pooled.run(
+        CodeBlock(
+            "python",
+            "import json, os, sys\n"
+            "print(hasattr(json, 'leak'), 'LEAK' in os.environ, "
+            "os.path.exists('/tmp/leak'), 'decimal' in sys.modules)",
+        )
+    )
     assert second.output == "False False False False\n"
 
 

@@ -28,7 +28,9 @@ def py(code: str) -> CodeBlock:
 @pytest.fixture
 def session(tmp_path):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    executor = SandboxExecutor(workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=4), stateful=True)
+    executor = SandboxExecutor(
+        workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=4), stateful=True
+    )
     try:
         executor.start()
     except BackendUnavailableError as exc:
@@ -95,11 +97,14 @@ def test_an_interrupt_that_does_not_take_restarts_the_session(session):
 
 
 @pytest.mark.as_user
-@pytest.mark.parametrize("death, how", [
-    ("import os\nos._exit(4)", "exit code 4"),
-    ("import ctypes\nctypes.string_at(0)", "signal 11"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "signal 9"),
-])
+@pytest.mark.parametrize(
+    "death, how",
+    [
+        ("import os\nos._exit(4)", "exit code 4"),
+        ("import ctypes\nctypes.string_at(0)", "signal 11"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "signal 9"),
+    ],
+)
 def test_a_dead_interpreter_is_replaced_and_the_result_says_so(session, death, how):
     session.run(py("v = 1"))
     result = session.run(py(death))
@@ -111,7 +116,9 @@ def test_a_dead_interpreter_is_replaced_and_the_result_says_so(session, death, h
 
 
 def test_a_death_between_blocks_is_told_by_the_next_block(session):
-    code = "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(9))).start()"
+    code = (
+        "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(9))).start()"
+    )
     assert session.run(py(code)).ok
     time.sleep(2)  # not a timed assertion: a wait for the thread to end the session
     result = session.run(py("print('fresh')"))
@@ -122,8 +129,9 @@ def test_a_death_between_blocks_is_told_by_the_next_block(session):
 
 def test_memory_limit_kills_or_fails_the_allocation_and_the_session_goes_on(tmp_path):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    with SandboxExecutor(workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=20, memory_mb=128),
-                         stateful=True) as executor:
+    with SandboxExecutor(
+        workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=20, memory_mb=128), stateful=True
+    ) as executor:
         result = executor.run(py("big = bytearray(512 << 20)"))
         assert result.exit_code != 0
         assert result.error is not None and result.error.name == "MemoryLimit", result.output
@@ -134,8 +142,9 @@ def test_memory_limit_kills_or_fails_the_allocation_and_the_session_goes_on(tmp_
 def test_processes_a_block_started_end_with_it_and_the_state_stays(session):
     started = session.run(py("import subprocess\np = subprocess.Popen(['sleep', '300'])\npid = p.pid"))
     assert started.ok, started.output
-    result = session.run(py("import os\ntry:\n    os.kill(pid, 0)\nexcept ProcessLookupError:\n"
-                            "    print('gone')"))  # killed after its block, and reaped
+    result = session.run(
+        py("import os\ntry:\n    os.kill(pid, 0)\nexcept ProcessLookupError:\n    print('gone')")
+    )  # killed after its block, and reaped
     assert result.output == "gone\n"
 
 
@@ -156,8 +165,12 @@ def test_a_planted_outputs_link_is_not_written_through(session, tmp_path):
     pytest.importorskip("matplotlib")
     outside = tmp_path / "outside"
     outside.mkdir()
-    result = session.run(py(f"import os\nos.symlink({str(outside)!r}, 'outputs')\n"
-                            "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('drawn')"))
+    result = session.run(
+        py(
+            f"import os\nos.symlink({str(outside)!r}, 'outputs')\n"
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('drawn')"
+        )
+    )
     assert "drawn" in result.output and "image/png not saved" in result.output, result.output
     assert not result.blocks[0].displays
     assert list(outside.iterdir()) == []
@@ -165,8 +178,12 @@ def test_a_planted_outputs_link_is_not_written_through(session, tmp_path):
 
 
 def test_a_block_holding_every_descriptor_does_not_wedge_the_session(session):
-    result = session.run(py("import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/dev/null', 0))\n"
-                            "except OSError as exc:\n    print('errno', exc.errno)"))
+    result = session.run(
+        py(
+            "import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/dev/null', 0))\n"
+            "except OSError as exc:\n    print('errno', exc.errno)"
+        )
+    )
     assert "errno 24" in result.output
     after = session.run(py("print(6 * 7)"))
     assert after.ok and after.output == "42\n"  # descriptors kept aside for the session: the state stays
@@ -175,8 +192,10 @@ def test_a_block_holding_every_descriptor_does_not_wedge_the_session(session):
 
 def test_executors_do_not_see_each_others_state_or_tmp(tmp_path):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    with SandboxExecutor(workspace=Workspace(tmp_path / "a"), stateful=True) as a, \
-            SandboxExecutor(workspace=Workspace(tmp_path / "b"), stateful=True) as b:
+    with (
+        SandboxExecutor(workspace=Workspace(tmp_path / "a"), stateful=True) as a,
+        SandboxExecutor(workspace=Workspace(tmp_path / "b"), stateful=True) as b,
+    ):
         a.run(py("secret = 'a'\nopen('/tmp/a-was-here', 'w').write('1')"))
         result = b.run(py("import os\nprint('secret' in globals(), os.path.exists('/tmp/a-was-here'))"))
         assert result.output == "False False\n"
@@ -206,4 +225,3 @@ def test_the_option_survives_the_config_round_trip():
         again.close()
     finally:
         executor.close()
-

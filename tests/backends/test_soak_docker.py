@@ -55,13 +55,20 @@ def test_soak(runtime):
     if runtime == "runsc":
         from execbox._docker_engine import docker_client
 
-        require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
-                "scripts/docker-engine.sh registers runsc with the engine")
+        require(
+            "gVisor",
+            "runsc" in docker_client().info().get("Runtimes", {}),
+            "scripts/docker-engine.sh registers runsc with the engine",
+        )
     containers, children, before_fds = _ours(), descendants(), fds(_release)
-    size = dict(timeout_s=TIMEOUT_S, burst=100 if FAST else 200, rounds=1 if FAST else 2) \
-        if runtime == "runc" else GVISOR
-    executor = DockerExecutor(runtime=None if runtime == "runc" else runtime,
-                              limits=Limits(timeout_s=size["timeout_s"]))
+    size = (
+        dict(timeout_s=TIMEOUT_S, burst=100 if FAST else 200, rounds=1 if FAST else 2)
+        if runtime == "runc"
+        else GVISOR
+    )
+    executor = DockerExecutor(
+        runtime=None if runtime == "runc" else runtime, limits=Limits(timeout_s=size["timeout_s"])
+    )
     workspace = executor.workspace.path  # its own, temporary: removed by close()
     with executor:
         seen = soak(executor, gap_s=GAP_S, solo=("kill_all",), expect=EXPECT, release=_release, **size)

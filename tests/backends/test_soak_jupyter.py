@@ -46,8 +46,15 @@ def test_soak():
     workspace = executor.workspace.path  # its own, temporary: removed by close()
     runtimes = set()
     with executor:
-        seen = soak(executor, timeout_s=TIMEOUT_S, gap_s=GAP_S, burst=BURST, rounds=1 if FAST else 2,
-                    expect=EXPECT, call_deadline_s=CALL_DEADLINE_S)
+        seen = soak(
+            executor,
+            timeout_s=TIMEOUT_S,
+            gap_s=GAP_S,
+            burst=BURST,
+            rounds=1 if FAST else 2,
+            expect=EXPECT,
+            call_deadline_s=CALL_DEADLINE_S,
+        )
         runtimes.add(executor._kernel._runtime)  # the kernel's socket folder on the host
     print(seen)  # shown with -s, or when an assertion fails
     assert_healthy(seen)

@@ -24,20 +24,30 @@ def _groups() -> set[str]:
     support = cgroup_support()[0]
     if support is None:
         return set()
-    return {f"{base}/{name}" for base in set(support.bases.values()) for name in os.listdir(base)
-            if name.startswith("b")}
+    return {
+        f"{base}/{name}"
+        for base in set(support.bases.values())
+        for name in os.listdir(base)
+        if name.startswith("b")
+    }
 
 
 @pytest.mark.parametrize("stateful", [False, True], ids=["pool", "stateful"])
 def test_soak(tmp_path, stateful):
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     groups, children = _groups(), descendants()
-    executor = SandboxExecutor(workspace=tmp_path / "ws", stateful=stateful, limits=Limits(timeout_s=TIMEOUT_S))
+    executor = SandboxExecutor(
+        workspace=tmp_path / "ws", stateful=stateful, limits=Limits(timeout_s=TIMEOUT_S)
+    )
     with executor:
         # a stateful session runs one block at a time: its burst is smaller, its threads wait their turn
-        seen = soak(executor, timeout_s=TIMEOUT_S, gap_s=GAP_S,
-                    burst=(40 if FAST else 100) if stateful else None,
-                    call_deadline_s=90.0 if stateful else None)
+        seen = soak(
+            executor,
+            timeout_s=TIMEOUT_S,
+            gap_s=GAP_S,
+            burst=(40 if FAST else 100) if stateful else None,
+            call_deadline_s=90.0 if stateful else None,
+        )
         health = executor.pool_health
     assert_healthy(seen)
     assert health is not None and health["stalls"] == 0, health
@@ -47,4 +57,6 @@ def test_soak(tmp_path, stateful):
         time.sleep(0.25)
     assert descendants() <= children, "a process of the executor outlived close()"
     assert _groups() <= groups, f"cgroups left: {sorted(_groups() - groups)[:3]}"
-    assert not (tmp_path / "ws" / ".execbox" / "tmp").exists() or not os.listdir(tmp_path / "ws" / ".execbox" / "tmp")
+    assert not (tmp_path / "ws" / ".execbox" / "tmp").exists() or not os.listdir(
+        tmp_path / "ws" / ".execbox" / "tmp"
+    )

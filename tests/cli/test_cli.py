@@ -15,10 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "reply.md"
 
 
-def execbox(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def execbox(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("execbox", path=os.path.dirname(sys.executable))
     command = [exe] if exe else [sys.executable, "-m", "execbox.cli"]
-    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def test_run_example_reply():
@@ -40,14 +44,25 @@ def test_run_json_and_exit_status_is_the_codes(tmp_path):
 
 
 def test_run_from_stdin_with_timeout():
-    done = execbox("run", "--timeout", "1", "-", stdin="```python\nimport time\nprint('hi', flush=True)\ntime.sleep(9)\n```")
+    done = execbox(
+        "run",
+        "--timeout",
+        "1",
+        "-",
+        stdin="```python\nimport time\nprint('hi', flush=True)\ntime.sleep(9)\n```",
+    )
     assert done.returncode == 124
     assert "hi" in done.stdout and "Limits.timeout_s" in done.stdout
 
 
 def test_run_keeps_files_in_workdir(tmp_path):
-    done = execbox("run", "--workdir", str(tmp_path), "-",
-                   stdin="```python\n# filename: make.py\nopen('out.txt','w').write('ok')\n```")
+    done = execbox(
+        "run",
+        "--workdir",
+        str(tmp_path),
+        "-",
+        stdin="```python\n# filename: make.py\nopen('out.txt','w').write('ok')\n```",
+    )
     assert done.returncode == 0
     assert (tmp_path / "out.txt").read_text() == "ok" and (tmp_path / "make.py").exists()
     assert "out.txt" in done.stdout
@@ -69,12 +84,15 @@ def test_languages_lists_policies():
     assert "py" in rows["python"]["aliases"]
 
 
-@pytest.mark.parametrize("args, stdin, message", [
-    (["run", "/no/such/reply.md"], None, "no such file: /no/such/reply.md"),
-    (["run", "-"], "just prose, no code", "no code blocks found in standard input"),
-    (["run", "--backend", "nope", "-"], "```py\n1\n```", "unknown backend 'nope'"),
-    (["exec", "--timeout", "0", "-c", "1"], None, "Limits.timeout_s must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "args, stdin, message",
+    [
+        (["run", "/no/such/reply.md"], None, "no such file: /no/such/reply.md"),
+        (["run", "-"], "just prose, no code", "no code blocks found in standard input"),
+        (["run", "--backend", "nope", "-"], "```py\n1\n```", "unknown backend 'nope'"),
+        (["exec", "--timeout", "0", "-c", "1"], None, "Limits.timeout_s must be a positive number"),
+    ],
+)
 def test_errors_are_one_line_exit_2(args, stdin, message):
     done = execbox(*args, stdin=stdin)
     assert done.returncode == 2
@@ -102,14 +120,21 @@ def test_without_bubblewrap_the_default_says_how_to_get_it(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     from execbox.backends.sandbox._landlock_tier import landlock_problem
 
-    if landlock_problem() is None:  # the sandbox's Landlock tier runs it, and the warning says why and the fix
+    if (
+        landlock_problem() is None
+    ):  # the sandbox's Landlock tier runs it, and the warning says why and the fix
         assert done.returncode == 0 and done.stdout.strip().endswith("1"), done.stderr
         assert "Landlock tier" in done.stderr
     else:
         assert done.returncode == 2
     assert "apt-get install bubblewrap" in done.stderr and "--backend local" in done.stderr
-    local = subprocess.run([*command[:4], "--backend", "local", *command[4:]], capture_output=True,
-                           text=True, timeout=60, env=env)
+    local = subprocess.run(
+        [*command[:4], "--backend", "local", *command[4:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert local.returncode == 0 and local.stdout.strip().endswith("1")
 
 
@@ -117,21 +142,33 @@ def test_run_live_prints_output_while_the_code_runs(tmp_path):
     """The block prints, then waits for a file the test writes only on
     reading that print from the command's pipe."""
     reply = tmp_path / "r.md"
-    reply.write_text("```python\nimport os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
-                     "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
-                     "print('answered' if os.path.exists('go') else 'nobody answered')\n"
-                     "open('made.txt', 'w').write('x')\n```\n```sh\necho second >&2\n```\n")
+    reply.write_text(
+        "```python\nimport os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
+        "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
+        "print('answered' if os.path.exists('go') else 'nobody answered')\n"
+        "open('made.txt', 'w').write('x')\n```\n```sh\necho second >&2\n```\n"
+    )
     work = tmp_path / "ws"
     exe = shutil.which("execbox", path=os.path.dirname(sys.executable))
     command = [exe] if exe else [sys.executable, "-m", "execbox.cli"]
-    proc = subprocess.Popen([*command, "run", "--live", "--backend", "local", "--workdir", str(work), str(reply)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*command, "run", "--live", "--backend", "local", "--workdir", str(work), str(reply)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)
         if line == "waiting\n":
             (work / "go").write_text("")
     assert proc.wait(60) == 0
-    assert lines == ["--- block 1 (python) ---\n", "waiting\n", "answered\n", "--- block 2 (sh) ---\n",
-                     "Files created or changed: go, made.txt\n", "exitcode: 0 (execution succeeded)\n"]
+    assert lines == [
+        "--- block 1 (python) ---\n",
+        "waiting\n",
+        "answered\n",
+        "--- block 2 (sh) ---\n",
+        "Files created or changed: go, made.txt\n",
+        "exitcode: 0 (execution succeeded)\n",
+    ]
     assert proc.stderr.read() == "second\n"

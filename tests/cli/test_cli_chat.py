@@ -18,9 +18,23 @@ DONE = "The mean is 6. TERMINATE"
 
 def _chat(base_url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    return subprocess.run([sys.executable, "-m", "execbox.cli", "chat", "Find the mean of 3, 5 and 10.",
-                           "--base-url", base_url, *args], input=stdin, capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "chat",
+            "Find the mean of 3, 5 and 10.",
+            "--base-url",
+            base_url,
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_auto_chat_runs_fails_retries_and_terminates():
@@ -59,18 +73,36 @@ def test_max_turns_and_an_unreachable_server():
     assert "execbox: error: cannot reach the model server at http://127.0.0.1:9/v1" in gone.stderr
 
 
-def _tool_chat(base_url: str, *args: str, stdin: str = "", env: dict[str, str] | None = None
-               ) -> subprocess.CompletedProcess[str]:
+def _tool_chat(
+    base_url: str, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    return subprocess.run([sys.executable, "-m", "execbox.cli", "chat", "What is 6 times 7?", "--tools",
-                           "--base-url", base_url, *args], input=stdin, capture_output=True, text=True,
-                          timeout=120, env={**clean, **(env or {})})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "chat",
+            "What is 6 times 7?",
+            "--tools",
+            "--base-url",
+            base_url,
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, **(env or {})},
+    )
 
 
 def test_tools_mode_prints_each_call_its_result_and_the_cost():
-    script = [{"tool_calls": [{"name": "python", "arguments": {"code": "print(6 * 7)"}}]},
-              {"tool_calls": [{"name": "write_file", "arguments": {"path": "answer.txt", "content": "42"}}]},
-              "6 times 7 is 42."]
+    script = [
+        {"tool_calls": [{"name": "python", "arguments": {"code": "print(6 * 7)"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "answer.txt", "content": "42"}}]},
+        "6 times 7 is 42.",
+    ]
     with FakeModel(script) as server:
         done = _tool_chat(server.base_url, "--auto", "--model", "gpt-4o-mini")
         offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
@@ -86,12 +118,21 @@ def test_tools_mode_prints_each_call_its_result_and_the_cost():
 
 
 def test_tools_mode_with_anthropic_asks_before_each_call():
-    script = [{"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ./*"}}]},
-              {"tool_calls": [{"name": "python", "arguments": {"code": "print(42)"}}]},
-              "It is 42."]
+    script = [
+        {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ./*"}}]},
+        {"tool_calls": [{"name": "python", "arguments": {"code": "print(42)"}}]},
+        "It is 42.",
+    ]
     with FakeAnthropic(script) as server:
-        done = _tool_chat(server.base_url, "--model", "claude-haiku-4-5", "--backend", "local",
-                          stdin="do not delete anything\n\n", env={"ANTHROPIC_API_KEY": "k"})
+        done = _tool_chat(
+            server.base_url,
+            "--model",
+            "claude-haiku-4-5",
+            "--backend",
+            "local",
+            stdin="do not delete anything\n\n",
+            env={"ANTHROPIC_API_KEY": "k"},
+        )
         refused = server.requests[1]["messages"][-1]["content"][0]
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("Run shell? Enter runs it") == 1 and "Run python?" in done.stderr

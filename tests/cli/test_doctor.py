@@ -30,14 +30,22 @@ def _tester() -> tuple[pwd.struct_passwd, str]:
     except KeyError:
         tester = None
     python = f"{tester.pw_dir}/venv/bin/python" if tester else ""
-    require("the non-root test user", tester is not None and os.path.exists(python),
-            f"./dev.sh test creates {TESTER} and its virtual environment (as root)")
+    require(
+        "the non-root test user",
+        tester is not None and os.path.exists(python),
+        f"./dev.sh test creates {TESTER} and its virtual environment (as root)",
+    )
     return tester, python  # type: ignore[return-value]
 
 
 def _env(home: str) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "PYTHONPATH": SRC,
-            "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": SRC,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def _doctor(done: subprocess.CompletedProcess[str]) -> dict:
@@ -48,8 +56,13 @@ def _doctor(done: subprocess.CompletedProcess[str]) -> dict:
 
 def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    done = subprocess.run([sys.executable, "-m", "execbox.cli", "doctor", "--json"], capture_output=True,
-                          text=True, env=_env(os.environ.get("HOME", "/")), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(os.environ.get("HOME", "/")),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = _doctor(done)
     assert found["tier"] == "namespaces"
@@ -71,8 +84,14 @@ def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
 def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():
     tester, python = _tester()
     runuser = "/usr/sbin/runuser" if os.path.exists("/usr/sbin/runuser") else "runuser"
-    done = subprocess.run([runuser, "-u", TESTER, "--", python, "-m", "execbox.cli", "doctor", "--json"],
-                          capture_output=True, text=True, env=_env(tester.pw_dir), cwd="/", timeout=120)
+    done = subprocess.run(
+        [runuser, "-u", TESTER, "--", python, "-m", "execbox.cli", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(tester.pw_dir),
+        cwd="/",
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = _doctor(done)
     assert found["root"] is False and found["tier"] == "namespaces", found
@@ -86,11 +105,18 @@ def test_doctor_as_a_user_without_cgroups_names_rlimits_and_the_cpu_gap():
 def test_doctor_where_no_user_namespace_can_be_made_names_the_sysctl_and_the_landlock_tier():
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     tester, python = _tester()
-    done = without_user_namespaces([python, "-m", "execbox.cli", "doctor", "--json"], uid=tester.pw_uid,
-                                   gid=tester.pw_gid, env=_env(tester.pw_dir), cwd="/")
+    done = without_user_namespaces(
+        [python, "-m", "execbox.cli", "doctor", "--json"],
+        uid=tester.pw_uid,
+        gid=tester.pw_gid,
+        env=_env(tester.pw_dir),
+        cwd="/",
+    )
     found = _doctor(done)
     assert found["tier"] == "landlock", found  # the tier that needs no namespace
-    assert "RLIMIT_NPROC" in found["limits"]["max_processes"] and "unix datagram" in found["limits"]["network"], found
+    assert (
+        "RLIMIT_NPROC" in found["limits"]["max_processes"] and "unix datagram" in found["limits"]["network"]
+    ), found
     assert any("/proc" in seen for seen in found["exposed"]), found  # says what the tier does not hide
     refused = {f["name"]: f for f in found["findings"] if not f["ok"]}
     assert "the namespaces tier starts" in refused, found

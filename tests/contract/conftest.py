@@ -94,8 +94,11 @@ def _docker_gvisor(workspace: Workspace, limits: Limits) -> Executor:
     require_docker()
     from execbox._docker_engine import docker_client
 
-    require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
-            "scripts/docker-engine.sh registers runsc with the engine")
+    require(
+        "gVisor",
+        "runsc" in docker_client().info().get("Runtimes", {}),
+        "scripts/docker-engine.sh registers runsc with the engine",
+    )
     return DockerExecutor(workspace=workspace, limits=limits, runtime="runsc")
 
 

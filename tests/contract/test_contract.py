@@ -33,19 +33,24 @@ def test_output_and_exit_code(executor):
 def test_stdout_and_stderr_interleave_in_order(executor):
     # Two pipes: the order is the order of arrival, exact for writes that are
     # not microseconds apart (documented on ExecutionResult.output).
-    code = ("import sys, time\nprint('a')\ntime.sleep(0.05)\nprint('b', file=sys.stderr)\n"
-            "time.sleep(0.05)\nprint('c')\n")
+    code = (
+        "import sys, time\nprint('a')\ntime.sleep(0.05)\nprint('b', file=sys.stderr)\n"
+        "time.sleep(0.05)\nprint('c')\n"
+    )
     result = executor.run(py(code))
     assert result.output == "a\nb\nc\n"
     assert result.stdout == "a\nc\n"
     assert result.stderr == "b\n"
 
 
-@pytest.mark.parametrize("block, code", [
-    (CodeBlock("python", "import sys; sys.exit(3)"), 3),
-    (CodeBlock("sh", "echo out; exit 5"), 5),
-    (CodeBlock("bash", "false"), 1),
-])
+@pytest.mark.parametrize(
+    "block, code",
+    [
+        (CodeBlock("python", "import sys; sys.exit(3)"), 3),
+        (CodeBlock("sh", "echo out; exit 5"), 5),
+        (CodeBlock("bash", "false"), 1),
+    ],
+)
 def test_exit_codes(executor, block, code):
     result = executor.run(block)
     assert result.exit_code == code
@@ -208,8 +213,12 @@ def test_big_output_is_cut_with_a_marker(make_executor):
 
 
 def test_files_created_are_reported(executor):
-    result = executor.run(py("open('out.txt', 'w').write('x')\nimport os\nos.makedirs('d', exist_ok=True)\n"
-                             "open('d/inner.csv', 'w').write('a,b')"))
+    result = executor.run(
+        py(
+            "open('out.txt', 'w').write('x')\nimport os\nos.makedirs('d', exist_ok=True)\n"
+            "open('d/inner.csv', 'w').write('a,b')"
+        )
+    )
     assert set(result.files) == {"out.txt", "d/inner.csv"}
     assert all(not f.startswith(".execbox") for f in result.files)
     assert len(result.code_files) == 1
@@ -231,8 +240,9 @@ def test_concurrent_callers_get_their_own_output(executor):
 
 def test_identical_blocks_at_once_do_not_collide(executor):
     results = []
-    threads = [threading.Thread(target=lambda: results.append(executor.run(py("print('same')"))))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: results.append(executor.run(py("print('same')")))) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -261,8 +271,10 @@ def test_async_cancel_kills_the_block(executor):
     if getattr(executor, "runtime", None) == "runsc":
         pytest.skip("gVisor's processes are not visible from the host; the same path is checked under runc")
     marker = f"execbox-cancel-{uuid.uuid4().hex}"
-    code = ("import os, sys, time\nopen('up', 'w').write('1')\n"
-            f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])")
+    code = (
+        "import os, sys, time\nopen('up', 'w').write('1')\n"
+        f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])"
+    )
 
     async def scenario() -> float:
         task = asyncio.create_task(executor.arun(py(code)))

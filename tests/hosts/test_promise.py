@@ -50,8 +50,9 @@ def make(request, tmp_path) -> Iterator:
     made: list[Executor] = []
 
     def build(limits: Limits = LIMITS) -> Executor:
-        executor = SandboxExecutor(workspace=Workspace(tmp_path / f"ws{len(made)}"), limits=limits,
-                                   **MODES[request.param])
+        executor = SandboxExecutor(
+            workspace=Workspace(tmp_path / f"ws{len(made)}"), limits=limits, **MODES[request.param]
+        )
         made.append(executor)
         executor.start()
         return executor
@@ -210,8 +211,9 @@ def test_host_secrets_stay_out_of_reach(make, planted_in_home, monkeypatch):
     monkeypatch.setenv("EXECBOX_PROMISE_SECRET", token)  # in the executor's environment from its start
     executor = make()
     with loopback_server(token) as port:
-        result = executor.run(CodeBlock("python", PEEK.format(token=token, ssh=str(path), home=str(Path.home()),
-                                                              port=port)))
+        result = executor.run(
+            CodeBlock("python", PEEK.format(token=token, ssh=str(path), home=str(Path.home()), port=port))
+        )
     assert result.exit_code == 0, result.output
     assert token not in result.output, result.output
     assert "env []" in result.stdout, result.output
@@ -235,12 +237,20 @@ print('workspace ok')
 
 
 def test_a_block_writes_only_its_workspace(make, tmp_path):
-    open_folder = tmp_path / "open"  # beside the workspace; its mode lets every uid write: only the sandbox stops it
+    open_folder = (
+        tmp_path / "open"
+    )  # beside the workspace; its mode lets every uid write: only the sandbox stops it
     open_folder.mkdir()
     os.chmod(open_folder, 0o777)
     name = f"execbox-promise-{secrets.token_hex(4)}"
-    paths = [str(open_folder / name), str(Path.home() / name), f"/tmp/{name}", f"/dev/shm/{name}",
-             f"/usr/{name}", f"/etc/{name}"]
+    paths = [
+        str(open_folder / name),
+        str(Path.home() / name),
+        f"/tmp/{name}",
+        f"/dev/shm/{name}",
+        f"/usr/{name}",
+        f"/etc/{name}",
+    ]
     executor = make()
     try:
         result = executor.run(CodeBlock("python", WRITE_OUTSIDE.format(paths=paths)))

@@ -38,8 +38,12 @@ def runner(request, tmp_path):
 
 
 def agent_for(runner: AG2CodeExecutor) -> ConversableAgent:
-    return ConversableAgent(name="runner", llm_config=False, human_input_mode="NEVER",
-                            code_execution_config=runner.code_execution_config())
+    return ConversableAgent(
+        name="runner",
+        llm_config=False,
+        human_input_mode="NEVER",
+        code_execution_config=runner.code_execution_config(),
+    )
 
 
 def reply(agent: ConversableAgent, content: str) -> str:
@@ -55,7 +59,9 @@ def test_an_agent_runs_the_block_and_replies_in_ag2_form(runner):
 
 
 def test_a_failing_block_gives_its_exit_code_and_traceback(runner):
-    message = "```python\nprint('before')\ndef f():\n    return 1 / 0\nf()\n```\n```python\nprint('never')\n```"
+    message = (
+        "```python\nprint('before')\ndef f():\n    return 1 / 0\nf()\n```\n```python\nprint('never')\n```"
+    )
     answer = reply(agent_for(runner), message)
     assert answer.startswith("exitcode: 1 (execution failed)\nCode output: before\n"), answer
     assert "ZeroDivisionError" in answer and "return 1 / 0" in answer
@@ -103,10 +109,19 @@ def test_restart_keeps_the_executor_usable(kind, tmp_path):
 def test_a_two_agent_chat_without_a_model(tmp_path):
     with AG2CodeExecutor(backend="local", workspace=tmp_path / "ws") as runner:
         executor_agent = agent_for(runner)
-        writer = ConversableAgent(name="writer", llm_config=False, human_input_mode="NEVER",
-                                  code_execution_config=False, default_auto_reply="TERMINATE")
-        chat = writer.initiate_chat(executor_agent, max_turns=1, silent=True,
-                                    message="Please run:\n```bash\nx=$((20 + 22)); echo \"sum=$x\"\n```")
+        writer = ConversableAgent(
+            name="writer",
+            llm_config=False,
+            human_input_mode="NEVER",
+            code_execution_config=False,
+            default_auto_reply="TERMINATE",
+        )
+        chat = writer.initiate_chat(
+            executor_agent,
+            max_turns=1,
+            silent=True,
+            message='Please run:\n```bash\nx=$((20 + 22)); echo "sum=$x"\n```',
+        )
     last = chat.chat_history[-1]
     assert last["name"] == "runner"
     assert last["content"] == SUCCEEDED + "sum=42\n"
@@ -126,7 +141,9 @@ def test_the_extractor_is_execboxs(tmp_path):
         '~~~py title="calc.py"\nprint(1)\n~~~\n\n```\nls -la\n```\n\n```python\nunclosed'
     )
     assert [(b.language, b.filename, b.language_inferred) for b in blocks] == [
-        ("python", "calc.py", False), ("sh", None, True)]
+        ("python", "calc.py", False),
+        ("sh", None, True),
+    ]
     assert all(isinstance(b, AG2CodeBlock) for b in blocks)
     parts = [{"type": "text", "text": "```js\nconsole.log(1)\n```"}]
     assert [b.language for b in extractor.extract_code_blocks(parts)] == ["javascript"]

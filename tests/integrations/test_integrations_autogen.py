@@ -55,7 +55,9 @@ def test_the_agent_runs_code_and_replies_with_its_output(kind, tmp_path):
     async def main() -> None:
         async with AutoGenCodeExecutor(make(kind, tmp_path / "ws", Limits(timeout_s=20))) as code_executor:
             agent = CodeExecutorAgent("runner", code_executor=code_executor)
-            assert await ask(agent, "Run this:\n```python\nprint('hello from', 6 * 7)\n```") == "hello from 42\n"
+            assert (
+                await ask(agent, "Run this:\n```python\nprint('hello from', 6 * 7)\n```") == "hello from 42\n"
+            )
             failed = await ask(agent, "```python\ndef f():\n    return 1 / 0\nf()\n```")
             assert failed.startswith("The script ran, then exited with an error (POSIX exit code: 1)")
             assert "ZeroDivisionError" in failed and "return 1 / 0" in failed
@@ -67,8 +69,12 @@ def test_the_agent_runs_code_and_replies_with_its_output(kind, tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_cancelled_token_stops_the_block_and_the_executor_stays_usable(kind, tmp_path):
-    stopper = {"local": "import time\ntime.sleep(60)", "sandbox": "while True:\n    pass",
-               "jupyter": "import time\ntime.sleep(60)", "remote": "while True:\n    pass"}[kind]
+    stopper = {
+        "local": "import time\ntime.sleep(60)",
+        "sandbox": "while True:\n    pass",
+        "jupyter": "import time\ntime.sleep(60)",
+        "remote": "while True:\n    pass",
+    }[kind]
 
     async def main() -> None:
         async with AutoGenCodeExecutor(make(kind, tmp_path / "ws", Limits(timeout_s=60))) as code_executor:
@@ -85,11 +91,13 @@ def test_a_cancelled_token_stops_the_block_and_the_executor_stays_usable(kind, t
             assert result.exit_code == CANCELLED_EXIT_CODE
             assert result.output.startswith("started\n") and "Cancelled" in result.output
             again = await code_executor.execute_code_blocks(
-                [CodeBlock(code="print('still here')", language="python")], CancellationToken())
+                [CodeBlock(code="print('still here')", language="python")], CancellationToken()
+            )
             assert (again.exit_code, again.output) == (0, "still here\n")
             if kind == "jupyter":  # an interrupt keeps the kernel's state
                 kept = await code_executor.execute_code_blocks(
-                    [CodeBlock(code="print(kept)", language="python")], CancellationToken())
+                    [CodeBlock(code="print(kept)", language="python")], CancellationToken()
+                )
                 assert kept.output == "7\n"
 
     asyncio.run(main())
@@ -117,7 +125,8 @@ def test_a_token_cancelled_beforehand_runs_nothing(tmp_path):
             token = CancellationToken()
             token.cancel()
             result = await code_executor.execute_code_blocks(
-                [CodeBlock(code="open('ran.txt', 'w').write('x')", language="python")], token)
+                [CodeBlock(code="open('ran.txt', 'w').write('x')", language="python")], token
+            )
             assert result.exit_code == CANCELLED_EXIT_CODE and "did not run" in result.output
             assert not (tmp_path / "ws" / "ran.txt").exists()
 
@@ -128,8 +137,11 @@ def test_cancelling_the_task_raises_and_kills_the_block(tmp_path):
     async def main() -> None:
         async with AutoGenCodeExecutor(backend="local", workspace=tmp_path / "ws") as code_executor:
             code = "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)"
-            running = asyncio.ensure_future(code_executor.execute_code_blocks(
-                [CodeBlock(code=code, language="python")], CancellationToken()))
+            running = asyncio.ensure_future(
+                code_executor.execute_code_blocks(
+                    [CodeBlock(code=code, language="python")], CancellationToken()
+                )
+            )
             pid_file = tmp_path / "ws" / "pid"
             for _ in range(100):
                 if pid_file.exists() and pid_file.read_text():
@@ -164,7 +176,8 @@ def test_start_stop_restart(tmp_path):
         await code_executor.start()  # a new executor from the same config
         assert code_executor.executor is not first and isinstance(code_executor.executor, JupyterExecutor)
         again = await code_executor.execute_code_blocks(
-            [CodeBlock(code="print('back')", language="python")], CancellationToken())
+            [CodeBlock(code="print('back')", language="python")], CancellationToken()
+        )
         assert again.output == "back\n"
         await code_executor.stop()
 
@@ -175,7 +188,9 @@ def test_start_stop_restart(tmp_path):
 def test_dump_and_load_component_gives_a_working_executor(kind, tmp_path, monkeypatch):
     limits = Limits(timeout_s=17, max_output_bytes=4096)
     original = AutoGenCodeExecutor(make(kind, tmp_path / "ws", limits))
-    if kind == "remote":  # the token is never saved with the config: the loaded one reads it as a user's would
+    if (
+        kind == "remote"
+    ):  # the token is never saved with the config: the loaded one reads it as a user's would
         monkeypatch.setenv("EXECBOX_TOKEN", remote_token())
     dumped = original.dump_component()
     assert dumped.provider == "execbox.integrations.autogen.AutoGenCodeExecutor"
@@ -191,7 +206,8 @@ def test_dump_and_load_component_gives_a_working_executor(kind, tmp_path, monkey
             assert loaded.executor.workspace.path == original.executor.workspace.path
             result = await loaded.execute_code_blocks(
                 [CodeBlock(code="open('made.txt', 'w').write('ok')\nprint('loaded')", language="python")],
-                CancellationToken())
+                CancellationToken(),
+            )
             assert result.exit_code == 0 and result.output.startswith("loaded\n")
         assert (tmp_path / "ws" / "made.txt").read_text() == "ok"
 
@@ -201,8 +217,12 @@ def test_dump_and_load_component_gives_a_working_executor(kind, tmp_path, monkey
 
 def test_an_agent_with_the_executor_round_trips(tmp_path):
     async def main() -> None:
-        agent = CodeExecutorAgent("runner", code_executor=AutoGenCodeExecutor(
-            backend="local", workspace=str(tmp_path / "ws"), limits=Limits(timeout_s=9)))
+        agent = CodeExecutorAgent(
+            "runner",
+            code_executor=AutoGenCodeExecutor(
+                backend="local", workspace=str(tmp_path / "ws"), limits=Limits(timeout_s=9)
+            ),
+        )
         loaded = CodeExecutorAgent.load_component(agent.dump_component())
         assert loaded._code_executor.executor.limits.timeout_s == 9
         assert await ask(loaded, "```python\nprint('round trip')\n```") == "round trip\n"
@@ -213,8 +233,10 @@ def test_an_agent_with_the_executor_round_trips(tmp_path):
 
 def test_a_config_whose_backends_disagree_is_refused():
     model = ComponentModel(
-        provider="execbox.integrations.autogen.AutoGenCodeExecutor", component_type="code_executor",
-        config={"backend": "sandbox", "executor": {"backend": "local", "options": {}}})
+        provider="execbox.integrations.autogen.AutoGenCodeExecutor",
+        component_type="code_executor",
+        config={"backend": "sandbox", "executor": {"backend": "local", "options": {}}},
+    )
     with pytest.raises(ConfigurationError, match="make the two agree"):
         AutoGenCodeExecutor.load_component(model)
 
@@ -228,8 +250,10 @@ def test_an_executor_with_options_that_are_not_data_cannot_be_dumped(tmp_path):
 def test_filename_comments_and_inferred_languages(tmp_path):
     async def main() -> None:
         async with AutoGenCodeExecutor(backend="local", workspace=tmp_path / "ws") as code_executor:
-            blocks = [CodeBlock(code="# filename: app.py\nprint('saved and ran')\n", language="python"),
-                      CodeBlock(code="echo from-sh\n", language="")]  # a fence without a language
+            blocks = [
+                CodeBlock(code="# filename: app.py\nprint('saved and ran')\n", language="python"),
+                CodeBlock(code="echo from-sh\n", language=""),
+            ]  # a fence without a language
             result = await code_executor.execute_code_blocks(blocks, CancellationToken())
             assert (result.exit_code, result.output) == (0, "saved and ran\nfrom-sh\n")
             assert result.code_file == str(tmp_path / "ws" / "app.py")
@@ -250,5 +274,6 @@ def test_bad_arguments_name_what_to_change(tmp_path):
 
 
 def test_without_autogen_core_the_import_error_says_what_to_install():
-    assert "pip install 'execbox[autogen]'" in import_error_without("autogen_core",
-                                                                   "execbox.integrations.autogen")
+    assert "pip install 'execbox[autogen]'" in import_error_without(
+        "autogen_core", "execbox.integrations.autogen"
+    )

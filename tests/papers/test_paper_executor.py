@@ -32,15 +32,28 @@ def paper_image():
 
 def _assets(image: str) -> list[dict]:
     return [
-        {"arxiv_id": "2401.00001", "title": "A Tiny Paper on Averages", "authors": ["A. Author"],
-         "categories": ["cs.LG"], "github_url": "https://github.com/example/tiny-paper", "docker_image": image,
-         "has_docker": True, "working_directory": "/app",
-         "environment_vars": ["TINY_PAPER_TOKEN", "EXECBOX_SURELY_UNSET_VAR"],
-         "reasoning": "The image has the repository and Python.", "quickstart_hint": "cd /app && python3 train.py"},
+        {
+            "arxiv_id": "2401.00001",
+            "title": "A Tiny Paper on Averages",
+            "authors": ["A. Author"],
+            "categories": ["cs.LG"],
+            "github_url": "https://github.com/example/tiny-paper",
+            "docker_image": image,
+            "has_docker": True,
+            "working_directory": "/app",
+            "environment_vars": ["TINY_PAPER_TOKEN", "EXECBOX_SURELY_UNSET_VAR"],
+            "reasoning": "The image has the repository and Python.",
+            "quickstart_hint": "cd /app && python3 train.py",
+        },
         {"arxiv_id": "2401.00002", "title": "A Paper Without an Image", "has_docker": False},
-        {"arxiv_id": "2401.00003", "title": "A Paper Built From Its Dockerfile", "has_docker": True,
-         "docker_image": "remyx/tiny-paper-3:v1", "working_directory": "/app",
-         "dockerfile_text": "FROM execbox/base:latest\nRUN mkdir -p /app && echo 'built from the catalog' > /app/README.md\n"},
+        {
+            "arxiv_id": "2401.00003",
+            "title": "A Paper Built From Its Dockerfile",
+            "has_docker": True,
+            "docker_image": "remyx/tiny-paper-3:v1",
+            "working_directory": "/app",
+            "dockerfile_text": "FROM execbox/base:latest\nRUN mkdir -p /app && echo 'built from the catalog' > /app/README.md\n",
+        },
     ]
 
 
@@ -59,7 +72,9 @@ def test_runs_in_the_paper_image_with_its_variables(remyx, monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with PaperExecutor("2401.00001", catalog=_catalog(remyx)) as paper:
-            result = paper.run(CodeBlock("bash", "cat /app/README.md && cd /app && OUTPUT_DIR=/workspace python3 train.py"))
+            result = paper.run(
+                CodeBlock("bash", "cat /app/README.md && cd /app && OUTPUT_DIR=/workspace python3 train.py")
+            )
             context = paper.paper_context()
             assert paper.limits.timeout_s == 300
     assert result.exit_code == 0, result.output
@@ -69,8 +84,14 @@ def test_runs_in_the_paper_image_with_its_variables(remyx, monkeypatch):
     named = [str(w.message) for w in caught if "EXECBOX_SURELY_UNSET_VAR" in str(w.message)]
     assert len(named) == 1 and "paper 2401.00001 uses EXECBOX_SURELY_UNSET_VAR" in named[0]
     assert not [w for w in caught if "TINY_PAPER_TOKEN" in str(w.message)]
-    for part in ("A Tiny Paper on Averages", "2401.00001", "https://github.com/example/tiny-paper", "/app",
-                 "cd /app && python3 train.py", "The image has the repository"):
+    for part in (
+        "A Tiny Paper on Averages",
+        "2401.00001",
+        "https://github.com/example/tiny-paper",
+        "/app",
+        "cd /app && python3 train.py",
+        "The image has the repository",
+    ):
         assert part in context
 
 
@@ -83,7 +104,9 @@ def test_the_papers_code_is_read_only_and_web_languages_are_saved(remyx):
 
 
 def test_a_paper_without_an_image_says_how_to_find_one(remyx):
-    with pytest.raises(ConfigurationError, match=r"has no Docker environment.*execbox papers search QUERY --docker"):
+    with pytest.raises(
+        ConfigurationError, match=r"has no Docker environment.*execbox papers search QUERY --docker"
+    ):
         PaperExecutor("2401.00002", catalog=_catalog(remyx)).start()
 
 
@@ -98,8 +121,9 @@ def test_an_image_built_from_the_catalogs_dockerfile(remyx):
     with pytest.raises(ConfigurationError, match=r"build_missing=True.*execbox explore 2401.00003 --build"):
         PaperExecutor("2401.00003", catalog=_catalog(remyx), build_missing=False).start()
     questions = []
-    refused = PaperExecutor("2401.00003", catalog=_catalog(remyx),
-                            confirm=lambda q: questions.append(q) or False)
+    refused = PaperExecutor(
+        "2401.00003", catalog=_catalog(remyx), confirm=lambda q: questions.append(q) or False
+    )
     with pytest.raises(ConfigurationError):
         refused.start()
     assert "remyx/tiny-paper-3:v1" in questions[0] and "Build it now?" in questions[0]
@@ -111,14 +135,19 @@ def test_an_image_built_from_the_catalogs_dockerfile(remyx):
 
 def test_image_override_and_a_local_catalog(paper_image, tmp_path):
     catalog_file = tmp_path / "papers.toml"
-    catalog_file.write_text(f'[[papers]]\narxiv_id = "9999.00001"\ntitle = "Private"\n'
-                            f'docker_image = "{paper_image}"\nworking_directory = "/app"\n')
+    catalog_file.write_text(
+        f'[[papers]]\narxiv_id = "9999.00001"\ntitle = "Private"\n'
+        f'docker_image = "{paper_image}"\nworking_directory = "/app"\n'
+    )
     with PaperExecutor("9999.00001", catalog=LocalCatalog(catalog_file)) as paper:
         assert "Private" in paper.paper_context()
         assert paper.run(CodeBlock("bash", "ls /app")).output.split() == ["README.md", "train.py"]
     with PaperExecutor(image=paper_image) as bare:
         assert "no paper metadata" in bare.paper_context()
-        assert bare.run(CodeBlock("python", "print(open('/app/README.md').readline())")).output == "# Tiny Paper\n\n"
+        assert (
+            bare.run(CodeBlock("python", "print(open('/app/README.md').readline())")).output
+            == "# Tiny Paper\n\n"
+        )
     with pytest.raises(ConfigurationError, match="needs arxiv_id="):
         PaperExecutor()
     with pytest.raises(ConfigurationError, match="not saved as an executor config"):
@@ -135,14 +164,16 @@ EXPLORATION = [
 
 
 def test_explore_runs_a_session_end_to_end(remyx):
-    with FakeModel(list(EXPLORATION)) as model_server, \
-            PaperExecutor("2401.00001", catalog=_catalog(remyx), timeout=30) as paper:
+    with (
+        FakeModel(list(EXPLORATION)) as model_server,
+        PaperExecutor("2401.00001", catalog=_catalog(remyx), timeout=30) as paper,
+    ):
         model = ModelClient("gpt-4o-mini", base_url=model_server.base_url, api_key="k")
         result = paper.explore(interactive=False, model=model, verbose=False)
         system = model_server.requests[0]["messages"][0]["content"]
     assert result.stop_reason == "the writer said TERMINATE" and result.turns == 4
     outputs = [e.output for e in result.executions]
-    assert "Code for \"A Tiny Paper on Averages\"" in outputs[0]
+    assert 'Code for "A Tiny Paper on Averages"' in outputs[0]
     assert result.executions[1].exit_code != 0 and "Read-only file system" in outputs[1]
     assert result.executions[2].exit_code == 0 and "accuracy: 1.00" in outputs[2]
     assert "accuracy 1.00" in result.summary
@@ -156,7 +187,9 @@ def test_explore_interactive_takes_guidance(remyx, capsys):
     script = [EXPLORATION[0], "```bash\ncat /app/README.md\n```", EXPLORATION[2], EXPLORATION[3]]
     with FakeModel(script) as model_server, PaperExecutor("2401.00001", catalog=_catalog(remyx)) as paper:
         model = ModelClient("m", base_url=model_server.base_url)
-        result = paper.explore(interactive=True, model=model, human_input=lambda prompt: next(typed), max_turns=5)
+        result = paper.explore(
+            interactive=True, model=model, human_input=lambda prompt: next(typed), max_turns=5
+        )
     shown = capsys.readouterr().out
     assert result.human_input[1].startswith("Skip the README")
     assert [e.exit_code for e in result.executions] == [0, 0]
@@ -168,15 +201,45 @@ def test_cli_explore_end_to_end(remyx):
     env = {**os.environ, "REMYXAI_API_URL": remyx.base_url, "REMYXAI_API_KEY": KEY}
     env.pop("OPENAI_API_KEY", None)
     with FakeModel(list(EXPLORATION)) as model_server:
-        done = subprocess.run([sys.executable, "-m", "execbox.cli", "explore", "2401.00001", "--auto",
-                               "--max-turns", "6", "--base-url", model_server.base_url, "--timeout", "30"],
-                              capture_output=True, text=True, timeout=300, env=env)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "execbox.cli",
+                "explore",
+                "2401.00001",
+                "--auto",
+                "--max-turns",
+                "6",
+                "--base-url",
+                model_server.base_url,
+                "--timeout",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
     assert done.returncode == 0, done.stderr
     assert "── research_explorer" in done.stdout and "── code_executor" in done.stdout
     assert "accuracy: 1.00" in done.stdout
     assert "Stopped: the writer said TERMINATE after 4 writer turn(s)" in done.stdout
     assert "Model usage:" in done.stdout and "$" in done.stdout
-    missing = subprocess.run([sys.executable, "-m", "execbox.cli", "explore", "2401.00002", "--auto",
-                              "--base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True,
-                             timeout=120, env=env)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "explore",
+            "2401.00002",
+            "--auto",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert missing.returncode == 2 and "has no Docker environment" in missing.stderr

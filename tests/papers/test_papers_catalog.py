@@ -26,24 +26,38 @@ from execbox.papers import (
 )
 
 VIT = {
-    "arxiv_id": "2010.11929v2", "title": "An Image is Worth 16x16 Words: Transformers for Image Recognition",
+    "arxiv_id": "2010.11929v2",
+    "title": "An Image is Worth 16x16 Words: Transformers for Image Recognition",
     "abstract": "We apply a pure transformer to sequences of image patches.",
-    "authors": ["Alexey Dosovitskiy", "Lucas Beyer"], "categories": ["cs.CV", "cs.LG"],
-    "url": "https://arxiv.org/abs/2010.11929v2", "published_at": "2020-10-22T00:00:00",
+    "authors": ["Alexey Dosovitskiy", "Lucas Beyer"],
+    "categories": ["cs.CV", "cs.LG"],
+    "url": "https://arxiv.org/abs/2010.11929v2",
+    "published_at": "2020-10-22T00:00:00",
     "github_url": "https://github.com/google-research/vision_transformer",
-    "docker_image": "remyxai/2010.11929v2:latest", "has_docker": True, "working_directory": "/app/vit",
-    "environment_vars": ["HF_TOKEN"], "docker_build_status": "success",
-    "reasoning": "Small and self-contained.", "quickstart_hint": "python -m vit.train --help",
-    "dockerfile_s3_uri": "s3://remyx/dockerfiles/2010.11929v2", "dockerfile_text": "FROM python:3.11\nRUN pip install jax\n",
+    "docker_image": "remyxai/2010.11929v2:latest",
+    "has_docker": True,
+    "working_directory": "/app/vit",
+    "environment_vars": ["HF_TOKEN"],
+    "docker_build_status": "success",
+    "reasoning": "Small and self-contained.",
+    "quickstart_hint": "python -m vit.train --help",
+    "dockerfile_s3_uri": "s3://remyx/dockerfiles/2010.11929v2",
+    "dockerfile_text": "FROM python:3.11\nRUN pip install jax\n",
 }
 BERT = {
-    "arxiv_id": "1810.04805", "title": "BERT: Pre-training of Deep Bidirectional Transformers",
-    "abstract": "Language representation with transformers.", "authors": ["Jacob Devlin"],
-    "categories": ["cs.CL"], "has_docker": False,
+    "arxiv_id": "1810.04805",
+    "title": "BERT: Pre-training of Deep Bidirectional Transformers",
+    "abstract": "Language representation with transformers.",
+    "authors": ["Jacob Devlin"],
+    "categories": ["cs.CL"],
+    "has_docker": False,
 }
 RESNET = {
-    "arxiv_id": "1512.03385", "title": "Deep Residual Learning for Image Recognition",
-    "abstract": "Residual networks.", "categories": ["cs.CV"], "docker_image": "remyxai/1512.03385:latest",
+    "arxiv_id": "1512.03385",
+    "title": "Deep Residual Learning for Image Recognition",
+    "abstract": "Residual networks.",
+    "categories": ["cs.CV"],
+    "docker_image": "remyxai/1512.03385:latest",
 }
 ASSETS = [VIT, BERT, RESNET]
 
@@ -64,6 +78,7 @@ def free_port() -> int:
 
 # -- RemyxCatalog against the fake API -----------------------------------------
 
+
 def test_get_returns_every_field(remyx):
     paper = RemyxCatalog("test-key", base_url=remyx.base_url).get("2010.11929v2")
     assert paper == PaperAsset.from_dict(VIT)
@@ -79,8 +94,13 @@ def test_search_sends_the_documented_body(remyx):
     found = catalog.search("image recognition", max_results=5, has_docker=True, categories=["cs.CV"])
     assert [p.arxiv_id for p in found] == ["2010.11929v2", "1512.03385"]
     assert remyx.requests[-1].method == "POST"
-    assert remyx.requests[-1].body == {"query": "image recognition", "max_results": 5, "use_llm": False,
-                                       "has_docker": True, "categories": ["cs.CV"]}
+    assert remyx.requests[-1].body == {
+        "query": "image recognition",
+        "max_results": 5,
+        "use_llm": False,
+        "has_docker": True,
+        "categories": ["cs.CV"],
+    }
     catalog.search("transformers", use_llm=True)
     assert remyx.requests[-1].body == {"query": "transformers", "max_results": 10, "use_llm": True}
 
@@ -96,8 +116,16 @@ def test_list_pages_and_filters(remyx):
     assert [p.arxiv_id for p in catalog.list(limit=2)] == ["2010.11929v2", "1810.04805"]
     assert [p.arxiv_id for p in catalog.list(limit=2, offset=2)] == ["1512.03385"]
     assert [p.arxiv_id for p in catalog.list(has_docker=False)] == ["1810.04805"]
-    assert [p.arxiv_id for p in catalog.list(category="cs.CV", has_docker=True)] == ["2010.11929v2", "1512.03385"]
-    assert remyx.requests[-1].query == {"limit": "20", "offset": "0", "has_docker": "true", "category": "cs.CV"}
+    assert [p.arxiv_id for p in catalog.list(category="cs.CV", has_docker=True)] == [
+        "2010.11929v2",
+        "1512.03385",
+    ]
+    assert remyx.requests[-1].query == {
+        "limit": "20",
+        "offset": "0",
+        "has_docker": "true",
+        "category": "cs.CV",
+    }
 
 
 def test_list_accepts_a_bare_list(remyx, monkeypatch):
@@ -138,12 +166,16 @@ def test_the_default_url_is_the_remyx_engine(monkeypatch):
 
 def test_missing_key_says_how_to_set_it(remyx):
     catalog = RemyxCatalog(base_url=remyx.base_url)
-    with pytest.raises(CatalogError, match=r"no Remyx API key: set REMYXAI_API_KEY or pass RemyxCatalog\(api_key="):
+    with pytest.raises(
+        CatalogError, match=r"no Remyx API key: set REMYXAI_API_KEY or pass RemyxCatalog\(api_key="
+    ):
         catalog.search("transformers")
     assert remyx.requests == []
 
 
-@pytest.mark.parametrize("explicit, source", [(True, r"RemyxCatalog\(api_key=\.\.\.\)"), (False, "REMYXAI_API_KEY")])
+@pytest.mark.parametrize(
+    "explicit, source", [(True, r"RemyxCatalog\(api_key=\.\.\.\)"), (False, "REMYXAI_API_KEY")]
+)
 def test_a_refused_key_names_its_source_and_is_not_printed(remyx, monkeypatch, explicit, source):
     monkeypatch.setenv("REMYXAI_API_KEY", "wrong-secret")
     catalog = RemyxCatalog("wrong-secret" if explicit else None, base_url=remyx.base_url)
@@ -164,8 +196,9 @@ def test_an_unknown_paper_is_not_found_and_says_how_to_search(remyx):
 @pytest.mark.parametrize("status", [500, 503])
 def test_server_errors_say_try_again_later(remyx, status):
     remyx.status = status
-    with pytest.raises(CatalogError, match=f"at {remyx.base_url} answered {status}: fake failure {status}: "
-                                           ".*try again later"):
+    with pytest.raises(
+        CatalogError, match=f"at {remyx.base_url} answered {status}: fake failure {status}: .*try again later"
+    ):
         RemyxCatalog("test-key", base_url=remyx.base_url).search("vision")
 
 
@@ -185,7 +218,9 @@ def test_an_unreachable_api_names_the_url_and_the_variable(monkeypatch):
 
 def test_a_slow_api_times_out_naming_the_setting(remyx):
     remyx.delay_s = 2
-    with pytest.raises(CatalogError, match=r"did not answer within 0.3 s \(RemyxCatalog\(timeout_s=\.\.\.\)\)"):
+    with pytest.raises(
+        CatalogError, match=r"did not answer within 0.3 s \(RemyxCatalog\(timeout_s=\.\.\.\)\)"
+    ):
         RemyxCatalog("test-key", base_url=remyx.base_url, timeout_s=0.3).stats()
 
 
@@ -219,7 +254,7 @@ def test_bad_options_are_configuration_errors():
 
 # -- LocalCatalog ----------------------------------------------------------------
 
-TOML = '''
+TOML = """
 [[papers]]
 arxiv_id = "2010.11929v2"
 title = "An Image is Worth 16x16 Words: Transformers for Image Recognition"
@@ -239,7 +274,7 @@ categories = ["cs.CL"]
 arxiv_id = "local.0001"
 title = "Our own image model"
 categories = ["cs.CV"]
-'''
+"""
 
 
 @pytest.fixture
@@ -289,17 +324,23 @@ def test_local_catalog_from_json(tmp_path, content):
     assert [p.arxiv_id for p in catalog.list()] == ["2010.11929v2", "1810.04805"]
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("p.toml", '[[papers]]\narxiv_id = "1"\ntitle = \n', r"is not valid TOML: .*line 3"),
-    ("p.json", '{"papers": [\n{"arxiv_id": "1",}\n]}', r"is not valid JSON: .* at line 2, column"),
-    ("p.toml", '[[papers]]\ntitle = "Nameless"\n', r"paper #1 \('Nameless'\) has no arxiv_id"),
-    ("p.json", json.dumps([{"arxiv_id": "1"}, {"arxiv_id": "2"}, {"arxiv_id": "1"}]),
-     r"arxiv_id '1' appears twice \(papers #1 and #3\)"),
-    ("p.toml", 'title = "no tables"\n', r"has no \[\[papers\]\] tables"),
-    ("p.json", '{"items": []}', r"must hold a list of papers"),
-    ("p.json", '["2010.11929"]', r"paper #1 is not a table/object"),
-    ("p.yaml", "papers: []", r"name it .toml or .json"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("p.toml", '[[papers]]\narxiv_id = "1"\ntitle = \n', r"is not valid TOML: .*line 3"),
+        ("p.json", '{"papers": [\n{"arxiv_id": "1",}\n]}', r"is not valid JSON: .* at line 2, column"),
+        ("p.toml", '[[papers]]\ntitle = "Nameless"\n', r"paper #1 \('Nameless'\) has no arxiv_id"),
+        (
+            "p.json",
+            json.dumps([{"arxiv_id": "1"}, {"arxiv_id": "2"}, {"arxiv_id": "1"}]),
+            r"arxiv_id '1' appears twice \(papers #1 and #3\)",
+        ),
+        ("p.toml", 'title = "no tables"\n', r"has no \[\[papers\]\] tables"),
+        ("p.json", '{"items": []}', r"must hold a list of papers"),
+        ("p.json", '["2010.11929"]', r"paper #1 is not a table/object"),
+        ("p.yaml", "papers: []", r"name it .toml or .json"),
+    ],
+)
 def test_bad_local_files_name_the_file_and_the_problem(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_text(content)
@@ -314,6 +355,7 @@ def test_a_missing_local_file(tmp_path):
 
 
 # -- ChainedCatalog and default_catalog --------------------------------------------
+
 
 def test_chain_gets_from_the_first_that_has_it(remyx, toml_file):
     chain = LocalCatalog(toml_file) | RemyxCatalog("test-key", base_url=remyx.base_url)
@@ -334,16 +376,20 @@ def test_chain_search_and_list_merge_without_duplicates(remyx, toml_file):
     assert [p.arxiv_id for p in chain.list()] == ["2010.11929v2", "1810.04805", "local.0001", "1512.03385"]
     assert [p.arxiv_id for p in chain.list(limit=2, offset=2)] == ["local.0001", "1512.03385"]
     assert [p.arxiv_id for p in chain.search("image", max_results=2)] == ["2010.11929v2", "1810.04805"]
-    assert [s["catalog"] for s in chain.stats()["catalogs"]] == [f"catalog file {toml_file}",
-                                                                 f"the Remyx API at {remyx.base_url}"]
+    assert [s["catalog"] for s in chain.stats()["catalogs"]] == [
+        f"catalog file {toml_file}",
+        f"the Remyx API at {remyx.base_url}",
+    ]
 
 
 def test_chain_get_skips_a_failing_catalog_and_reports_it(remyx, toml_file):
     remyx.status = 503
     chain = ChainedCatalog(RemyxCatalog("test-key", base_url=remyx.base_url), LocalCatalog(toml_file))
     assert chain.get("1810.04805").title == "BERT"  # the failing API did not stop the chain
-    with pytest.raises(CatalogError, match=f"is not in catalog file {toml_file}, and the other catalog failed: "
-                                           ".*answered 503") as caught:
+    with pytest.raises(
+        CatalogError,
+        match=f"is not in catalog file {toml_file}, and the other catalog failed: .*answered 503",
+    ) as caught:
         chain.get("1512.03385")
     assert not isinstance(caught.value, PaperNotFoundError)  # it may exist where the API failed
     with pytest.raises(CatalogError, match="answered 503"):
@@ -380,10 +426,16 @@ def test_errors_are_in_the_tree():
 
 # -- the execbox papers command ------------------------------------------------------
 
+
 def papers(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("REMYXAI_")}
-    return subprocess.run([sys.executable, "-m", "execbox.cli", "papers", *args], capture_output=True, text=True,
-                          timeout=60, env={**base, "COLUMNS": "120", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "papers", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "COLUMNS": "120", **(env or {})},
+    )
 
 
 def api_env(remyx: FakeRemyx) -> dict[str, str]:
@@ -398,18 +450,35 @@ def test_cli_search_prints_a_table(remyx):
     assert lines[1].split()[:3] == ["2010.11929v2", "yes", "2020-10-22"]
     assert "An Image is Worth 16x16 Words" in lines[1]
     assert lines[2].split()[:2] == ["1512.03385", "yes"]
-    assert remyx.requests[0].body == {"query": "image recognition", "max_results": 10, "use_llm": False,
-                                      "has_docker": True}
+    assert remyx.requests[0].body == {
+        "query": "image recognition",
+        "max_results": 10,
+        "use_llm": False,
+        "has_docker": True,
+    }
     assert remyx.authorization == ["Bearer test-key"]
 
 
 def test_cli_search_json_and_flags(remyx):
-    done = papers("search", "transformers", "--max-results", "1", "--category", "cs.CL", "--llm", "--json",
-                  env=api_env(remyx))
+    done = papers(
+        "search",
+        "transformers",
+        "--max-results",
+        "1",
+        "--category",
+        "cs.CL",
+        "--llm",
+        "--json",
+        env=api_env(remyx),
+    )
     assert done.returncode == 0, done.stderr
     assert [p["arxiv_id"] for p in json.loads(done.stdout)] == ["1810.04805"]
-    assert remyx.requests[0].body == {"query": "transformers", "max_results": 1, "use_llm": True,
-                                      "categories": ["cs.CL"]}
+    assert remyx.requests[0].body == {
+        "query": "transformers",
+        "max_results": 1,
+        "use_llm": True,
+        "categories": ["cs.CL"],
+    }
 
 
 def test_cli_search_with_no_match(remyx):
@@ -423,11 +492,18 @@ def test_cli_show_prints_every_field(remyx):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("2010.11929v2  An Image is Worth 16x16 Words")
-    for expected in ("Alexey Dosovitskiy, Lucas Beyer", "cs.CV, cs.LG",
-                     "https://github.com/google-research/vision_transformer",
-                     "remyxai/2010.11929v2:latest (build: success)", "/app/vit", "HF_TOKEN (set)",
-                     "yes, inline (2 lines)", "python -m vit.train --help", "Small and self-contained.",
-                     "pure transformer"):
+    for expected in (
+        "Alexey Dosovitskiy, Lucas Beyer",
+        "cs.CV, cs.LG",
+        "https://github.com/google-research/vision_transformer",
+        "remyxai/2010.11929v2:latest (build: success)",
+        "/app/vit",
+        "HF_TOKEN (set)",
+        "yes, inline (2 lines)",
+        "python -m vit.train --help",
+        "Small and self-contained.",
+        "pure transformer",
+    ):
         assert expected in out, expected
 
 
@@ -440,8 +516,11 @@ def test_cli_show_json(remyx):
 def test_cli_offline_with_a_catalog_file(toml_file):
     done = papers("search", "image", "--catalog", str(toml_file), "--offline")
     assert done.returncode == 0, done.stderr
-    assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == ["2010.11929v2", "1810.04805",
-                                                                          "local.0001"]
+    assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == [
+        "2010.11929v2",
+        "1810.04805",
+        "local.0001",
+    ]
     shown = papers("show", "1810.04805", "--catalog", str(toml_file), "--offline")
     assert shown.returncode == 0, shown.stderr
     assert "Jacob Devlin, Ming-Wei Chang" in shown.stdout
@@ -455,10 +534,13 @@ def test_cli_catalog_file_comes_before_the_api(remyx, toml_file):
     assert remyx.requests == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["show", "9999.99999"], "no paper '9999.99999' in the Remyx API at"),
-    (["search", "x", "--max-results", "80"], "at most 50"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "9999.99999"], "no paper '9999.99999' in the Remyx API at"),
+        (["search", "x", "--max-results", "80"], "at most 50"),
+    ],
+)
 def test_cli_errors_are_one_line_exit_2(remyx, args, message):
     done = papers(*args, env=api_env(remyx))
     assert done.returncode == 2

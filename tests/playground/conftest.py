@@ -25,11 +25,17 @@ def browser() -> Iterator[Any]:
     # Module scope, not session: while Playwright's sync driver is open its event loop is
     # marked running on this thread, and every later test that runs its own loop
     # (asyncio.run, anyio) would fail with "Cannot run the event loop while another loop is running".
-    require("playwright", importlib.util.find_spec("playwright") is not None,
-            "pip install playwright (the dev extra; ./dev.sh does)")
+    require(
+        "playwright",
+        importlib.util.find_spec("playwright") is not None,
+        "pip install playwright (the dev extra; ./dev.sh does)",
+    )
     require("chromium", os.access(CHROMIUM, os.X_OK), "apt-get install chromium (./dev.sh does)")
-    require("the service", all(importlib.util.find_spec(m) for m in ("starlette", "uvicorn", "httpx")),
-            "pip install 'execbox[server]' (./dev.sh does)")
+    require(
+        "the service",
+        all(importlib.util.find_spec(m) for m in ("starlette", "uvicorn", "httpx")),
+        "pip install 'execbox[server]' (./dev.sh does)",
+    )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:

@@ -15,10 +15,14 @@ from tests.playground.test_playground import LATEST, finished, run_code
 
 # what a script would do: retitle the page, or the parent page from a frame
 XSS = """<img src=x onerror="document.title='pwned';alert(1)">"""
-FRAME_XSS = ("<script>parent.document.title='pwned'</script>"
-             """<img src=x onerror="parent.document.title='pwned'"><b>shown</b>""")
-SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40" onload="document.title=\'pwned\'">'
-       "<script>document.title='pwned'</script><rect width='40' height='40'/></svg>")
+FRAME_XSS = (
+    "<script>parent.document.title='pwned'</script>"
+    """<img src=x onerror="parent.document.title='pwned'"><b>shown</b>"""
+)
+SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40" onload="document.title=\'pwned\'">'
+    "<script>document.title='pwned'</script><rect width='40' height='40'/></svg>"
+)
 
 BLOCK = f"""
 import sys
@@ -61,8 +65,11 @@ def test_a_jupyter_html_display_runs_no_script_in_the_page(page):
     dialogs = _watched(page)
     page.select_option("#backend", "jupyter")
     expect(page.locator("#session")).to_contain_text("on jupyter (stateful", timeout=60_000)
-    run_code(page, f"from IPython.display import HTML, SVG, display\ndisplay(HTML({FRAME_XSS!r}))\n"
-                   f"display(SVG({SVG!r}))")
+    run_code(
+        page,
+        f"from IPython.display import HTML, SVG, display\ndisplay(HTML({FRAME_XSS!r}))\n"
+        f"display(SVG({SVG!r}))",
+    )
     run = finished(page, timeout=60_000)
     expect(run).to_have_attribute("data-status", "completed")
     frame = run.locator("iframe.html")

@@ -41,8 +41,11 @@ def test_type_code_and_run_with_ctrl_enter(page, shot):
 
 
 def test_output_appears_before_a_slow_block_ends(page, shot):
-    run_code(page, "import sys, time\nprint('first', flush=True)\nprint('warning', file=sys.stderr, flush=True)\n"
-                   "time.sleep(3)\nprint('second')")
+    run_code(
+        page,
+        "import sys, time\nprint('first', flush=True)\nprint('warning', file=sys.stderr, flush=True)\n"
+        "time.sleep(3)\nprint('second')",
+    )
     started = time.monotonic()
     out = page.locator(LATEST).locator(".out")
     expect(out).to_contain_text("first")
@@ -55,8 +58,11 @@ def test_output_appears_before_a_slow_block_ends(page, shot):
 
 
 def test_a_matplotlib_plot_shows_as_an_image(page, shot):
-    run_code(page, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                   "plt.plot([1, 3, 2, 4])\nplt.title('from the model')\nplt.savefig('plot.png')\nprint('saved')")
+    run_code(
+        page,
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 3, 2, 4])\nplt.title('from the model')\nplt.savefig('plot.png')\nprint('saved')",
+    )
     run = finished(page)
     image = run.locator("img.plot")
     expect(image).to_have_count(1)
@@ -67,7 +73,9 @@ def test_a_matplotlib_plot_shows_as_an_image(page, shot):
 
 
 def test_stop_kills_a_loop(page):
-    run_code(page, "import time\ni = 0\nwhile True:\n    print(i, flush=True)\n    i += 1\n    time.sleep(0.05)")
+    run_code(
+        page, "import time\ni = 0\nwhile True:\n    print(i, flush=True)\n    i += 1\n    time.sleep(0.05)"
+    )
     expect(page.locator(LATEST).locator(".out")).to_contain_text("3")
     page.get_by_role("button", name="Stop").click()
     run = finished(page, timeout=15_000)
@@ -99,8 +107,10 @@ def test_an_error_shows_its_traceback(page, shot):
 
 
 def test_a_model_reply_runs_its_fenced_blocks(page):
-    reply = ("Sure, here is the code:\n\n```python\nprint(6 * 7)\n```\n\nThen in the shell:\n\n"
-             "```sh\necho from the shell >&2\n```\n")
+    reply = (
+        "Sure, here is the code:\n\n```python\nprint(6 * 7)\n```\n\nThen in the shell:\n\n"
+        "```sh\necho from the shell >&2\n```\n"
+    )
     page.select_option("#language", "reply")
     page.fill("#code", reply)
     expect(page.get_by_role("list", name="Blocks found in the reply").locator("li")).to_have_count(2)
@@ -115,9 +125,12 @@ def test_a_model_reply_runs_its_fenced_blocks(page):
 def test_a_jupyter_session_keeps_state_every_display_inline_and_reset_clears_it(page, shot):
     page.select_option("#backend", "jupyter")
     expect(page.locator("#session")).to_contain_text("on jupyter (stateful", timeout=60_000)
-    run_code(page, "x = 41\nimport matplotlib.pyplot as plt\n"
-                   "for n in (1, 2):\n    plt.figure()\n    plt.plot(range(n + 2))\n    plt.show()\n"
-                   "from IPython.display import HTML, display\ndisplay(HTML('<b>bold</b> from the kernel'))")
+    run_code(
+        page,
+        "x = 41\nimport matplotlib.pyplot as plt\n"
+        "for n in (1, 2):\n    plt.figure()\n    plt.plot(range(n + 2))\n    plt.show()\n"
+        "from IPython.display import HTML, display\ndisplay(HTML('<b>bold</b> from the kernel'))",
+    )
     run = finished(page, timeout=60_000)
     expect(run).to_have_attribute("data-status", "completed")
     expect(run.locator("img.plot")).to_have_count(2)  # every display, not only the first
@@ -140,10 +153,19 @@ def test_controls_have_accessible_names_and_fit_a_phone(browser, server, shot):
     try:
         page.goto(server.page_url)
         expect(page.locator("#session")).to_contain_text("Session s_")
-        for role, name in [("button", "Run"), ("button", "Stop"), ("button", "New session"),
-                           ("button", "Reset session"), ("button", "Refresh"), ("combobox", "Backend"),
-                           ("combobox", "Language"), ("spinbutton", "Timeout (s)"), ("spinbutton", "Memory (MB)"),
-                           ("checkbox", "Network"), ("textbox", "Code or model reply")]:
+        for role, name in [
+            ("button", "Run"),
+            ("button", "Stop"),
+            ("button", "New session"),
+            ("button", "Reset session"),
+            ("button", "Refresh"),
+            ("combobox", "Backend"),
+            ("combobox", "Language"),
+            ("spinbutton", "Timeout (s)"),
+            ("spinbutton", "Memory (MB)"),
+            ("checkbox", "Network"),
+            ("textbox", "Code or model reply"),
+        ]:
             expect(page.get_by_role(role, name=name, exact=True)).to_have_count(1)
         expect(page.get_by_label("Upload a file")).to_have_count(1)
         run_code(page, "print('on a phone')")

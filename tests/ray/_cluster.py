@@ -23,9 +23,15 @@ import pytest
 IN_NAMESPACE = os.environ.get("EXECBOX_RAY_NETNS") == "1"
 OUTSIDE = "the ray tests run in a network namespace of their own: tests/test_ray_cluster.py runs them"
 NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-HEAD = {**NODE, "include_dashboard": False,
-        "_system_config": {"health_check_period_ms": 200, "health_check_failure_threshold": 3,
-                           "health_check_initial_delay_ms": 0}}
+HEAD = {
+    **NODE,
+    "include_dashboard": False,
+    "_system_config": {
+        "health_check_period_ms": 200,
+        "health_check_failure_threshold": 3,
+        "health_check_initial_delay_ms": 0,
+    },
+}
 
 _clusters: list[Any] = []
 
@@ -61,7 +67,10 @@ def ray_executor(workspace: Any, limits: Any, **options: Any) -> Any:
     from tests.conftest import require
 
     cluster = shared_cluster()
-    require("bubblewrap", find_bwrap() is not None, "the ray tests run the sandbox on each node: "
-            "apt-get install bubblewrap (./dev.sh does)")
+    require(
+        "bubblewrap",
+        find_bwrap() is not None,
+        "the ray tests run the sandbox on each node: apt-get install bubblewrap (./dev.sh does)",
+    )
     options.setdefault("per_node", 16)
     return create_executor("ray", address=cluster.address, workspace=workspace, limits=limits, **options)

@@ -17,8 +17,7 @@ from execbox import ClusterBusyError, CodeBlock, Limits, NodeLostError
 from tests.conftest import marked, wait_dead
 from tests.ray._cluster import NODE, ray_executor, shared_cluster
 
-SLEEPER = ("import sys, time\nprint('up', flush=True)\n"
-           "time.sleep(6)  # {marker}\nprint('done')\n")
+SLEEPER = "import sys, time\nprint('up', flush=True)\ntime.sleep(6)  # {marker}\nprint('done')\n"
 
 
 def _admission():
@@ -63,8 +62,11 @@ def test_a_killed_node_fails_only_its_runs(tmp_path):
         def seen(stream: str, text: str) -> None:
             if "up" in text:
                 up.release()
+
         try:
-            outcomes[i] = executor.run(CodeBlock("python", SLEEPER.replace("{marker}", marker)), on_output=seen)
+            outcomes[i] = executor.run(
+                CodeBlock("python", SLEEPER.replace("{marker}", marker)), on_output=seen
+            )
         except Exception as exc:  # noqa: BLE001 - the outcome under test
             outcomes[i] = exc
 
@@ -114,8 +116,11 @@ def test_a_burst_past_the_limit_is_refused_at_once(tmp_path):
     try:
         executor.run(CodeBlock("python", "import time; time.sleep(0.2)"))  # a duration to base retry_after on
         holder: list = []
-        thread = threading.Thread(target=lambda: holder.append(
-            executor.run(CodeBlock("python", "import time; print('long', flush=True); time.sleep(3)"))))
+        thread = threading.Thread(
+            target=lambda: holder.append(
+                executor.run(CodeBlock("python", "import time; print('long', flush=True); time.sleep(3)"))
+            )
+        )
         thread.start()
         deadline = time.monotonic() + 30
         while not ray.get(_admission().load.remote()) and time.monotonic() < deadline:

@@ -97,7 +97,9 @@ def _host_copies(mark: str, skip: Path) -> list[str]:
 def test_a_block_on_a_node_reaches_nothing_of_ray(tmp_path):
     cluster = shared_cluster()
     session = _session_dir()
-    assert os.path.exists(os.path.join(session, "sockets", "raylet")), "the probe's targets must exist on the host"
+    assert os.path.exists(os.path.join(session, "sockets", "raylet")), (
+        "the probe's targets must exist on the host"
+    )
     executor = ray_executor(tmp_path / "ws", Limits(timeout_s=30))
     with executor:
         result = executor.run(CodeBlock("python", PROBE.format(gcs=cluster.address, session=session)))
@@ -108,8 +110,11 @@ def test_a_block_on_a_node_reaches_nothing_of_ray(tmp_path):
     leaked = [p for p in seen["seen"] if "ray" in p.lower() or "plasma" in p.lower()]
     assert not leaked, f"Ray's files are visible to a block: {leaked}"
     assert not seen["env"], f"Ray's variables reach a block: {seen['env']}"
-    ray_processes = [c for c in seen["cmdlines"] if any(w in c for w in ("raylet", "gcs_server", "ray::",
-                                                                          "default_worker", "plasma"))]
+    ray_processes = [
+        c
+        for c in seen["cmdlines"]
+        if any(w in c for w in ("raylet", "gcs_server", "ray::", "default_worker", "plasma"))
+    ]
     assert not ray_processes, f"a block sees Ray's processes: {ray_processes}"
 
 

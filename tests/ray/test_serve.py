@@ -31,8 +31,10 @@ def _release(nodes: list[str]) -> None:
 
 def test_serve_on_the_cluster_and_a_session_whose_node_is_lost():
     cluster = shared_cluster()
-    with running_server("--ray", cluster.address, "--backend", "sandbox") as server, \
-            server.client(timeout=120) as client:
+    with (
+        running_server("--ray", cluster.address, "--backend", "sandbox") as server,
+        server.client(timeout=120) as client,
+    ):
         ran = client.post("/v1/run", json={"code": "print(6 * 7)"})
         assert ran.status_code == 200, ran.text
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -44,7 +46,9 @@ def test_serve_on_the_cluster_and_a_session_whose_node_is_lost():
         _hold(survivors)
         try:
             sid = open_session(client)["id"]
-            first = client.post(f"/v1/sessions/{sid}/executions", json={"code": "open('kept', 'w').write('1')"})
+            first = client.post(
+                f"/v1/sessions/{sid}/executions", json={"code": "open('kept', 'w').write('1')"}
+            )
             assert first.status_code == 200 and first.json()["result"]["node"] == doomed.node_id, first.text
         finally:
             _release(survivors)

@@ -26,8 +26,13 @@ SESSION = "s_hostile"
 EXECUTION = "e_hostile"
 SESSIONS = f"/v1/sessions/{SESSION}"
 EXECUTIONS = f"{SESSIONS}/executions"
-INFO = {"version": "0", "default_backend": "local",
-        "backends": {"local": {"isolated": False, "stateful": False, "enforced": [], "languages": ["python", "sh"]}}}
+INFO = {
+    "version": "0",
+    "default_backend": "local",
+    "backends": {
+        "local": {"isolated": False, "stateful": False, "enforced": [], "languages": ["python", "sh"]}
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,9 @@ class Reply:
 
     def json(self, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(value).encode()
-        self.head(status, {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})})
+        self.head(
+            status, {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}
+        )
         self.write(body)
 
     def forever(self, chunk: bytes, every_s: float = 0.0) -> None:
@@ -101,15 +108,26 @@ Route = Callable[[Reply], None]
 
 def result(**fields: Any) -> dict[str, Any]:
     """A well-formed result as the server sends one, with ``fields`` over it."""
-    return {"exit_code": 0, "output": "", "stdout": "", "stderr": "", "files": [], "code_files": [],
-            "duration_s": 0.1, "backend": "local", **fields}
+    return {
+        "exit_code": 0,
+        "output": "",
+        "stdout": "",
+        "stderr": "",
+        "files": [],
+        "code_files": [],
+        "duration_s": 0.1,
+        "backend": "local",
+        **fields,
+    }
 
 
 def run_events(reply: Reply, end: dict[str, Any] | None = None) -> None:
     """A run's stream: start, then ``end`` (default: a good result of this execution)."""
     reply.sse()
     reply.event("start", {"blocks": 1, "execution_id": EXECUTION, "session_id": SESSION}, 1)
-    reply.event("end", end if end is not None else {"id": EXECUTION, "status": "completed", "result": result()}, 2)
+    reply.event(
+        "end", end if end is not None else {"id": EXECUTION, "status": "completed", "result": result()}, 2
+    )
 
 
 class HostileServer:
@@ -133,8 +151,13 @@ class HostileServer:
                 with owner._lock:
                     owner.seen.append(Seen(self.command, self.path, dict(self.headers.items()), body))
                 route = owner.routes.get((self.command, path)) or next(
-                    (made for (method, where), made in owner.routes.items()
-                     if method == self.command and where.endswith("*") and path.startswith(where[:-1])), None)
+                    (
+                        made
+                        for (method, where), made in owner.routes.items()
+                        if method == self.command and where.endswith("*") and path.startswith(where[:-1])
+                    ),
+                    None,
+                )
                 reply = Reply(self, owner.stopping)
                 try:
                     if route is None:
@@ -150,8 +173,9 @@ class HostileServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="hostile-server",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="hostile-server", daemon=True
+        )
         self._thread.start()
 
     def route(self, method: str, path: str, reply: Route) -> None:
@@ -161,7 +185,9 @@ class HostileServer:
     def session_routes(self) -> None:
         """The routes of an honest session (made, info, closed): each test scripts the rest."""
         self.route("GET", "/v1/info", lambda r: r.json(INFO))
-        self.route("POST", "/v1/sessions", lambda r: r.json({"id": SESSION, "key": "k" * 32, "backend": "local"}))
+        self.route(
+            "POST", "/v1/sessions", lambda r: r.json({"id": SESSION, "key": "k" * 32, "backend": "local"})
+        )
         self.route("DELETE", SESSIONS, lambda r: r.json({"id": SESSION}))
         self.route("GET", SESSIONS, lambda r: r.json({"id": SESSION, "running_execution": None}))
 

@@ -64,8 +64,11 @@ def _require_gvisor() -> None:
     require_docker()
     from execbox._docker_engine import docker_client
 
-    require("gVisor", "runsc" in docker_client().info().get("Runtimes", {}),
-            "scripts/docker-engine.sh registers runsc with the engine")
+    require(
+        "gVisor",
+        "runsc" in docker_client().info().get("Runtimes", {}),
+        "scripts/docker-engine.sh registers runsc with the engine",
+    )
 
 
 def _require_landlock() -> None:
@@ -94,20 +97,35 @@ TIMING_OUT = LIMITS.replace(timeout_s=2)
 # The modules gVisor runs (within the battery's time budget): the attacks on
 # host files, the network and the kernel's surface; those on processes and
 # resources run under runc (mode docker).
-GVISOR_MODULES = frozenset({"test_executor", "test_files", "test_network", "test_kernel", "test_docker_host",
-                            "test_docker_frames", "test_host_side"})
+GVISOR_MODULES = frozenset(
+    {
+        "test_executor",
+        "test_files",
+        "test_network",
+        "test_kernel",
+        "test_docker_host",
+        "test_docker_frames",
+        "test_host_side",
+    }
+)
 # The modules the remote mode runs: what crosses HTTP and the mirror (files,
 # the host's side, tenants, processes and floods); the jail behind it is the
 # pool mode's, attacked there.
-REMOTE_MODULES = frozenset({"test_executor", "test_files", "test_host_side", "test_tenants", "test_processes",
-                            "test_resources"})
+REMOTE_MODULES = frozenset(
+    {"test_executor", "test_files", "test_host_side", "test_tenants", "test_processes", "test_resources"}
+)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "ends_by_timeout: the attack ends by the timeout, which is shorter "
-                                       "(TIMING_OUT in tests/security/conftest.py)")
-    config.addinivalue_line("markers", "premise: checks what every attack of the battery relies on "
-                                       "(runs even when the premise fails)")
+    config.addinivalue_line(
+        "markers",
+        "ends_by_timeout: the attack ends by the timeout, which is shorter "
+        "(TIMING_OUT in tests/security/conftest.py)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "premise: checks what every attack of the battery relies on (runs even when the premise fails)",
+    )
 
 
 # mode -> None when its executor runs ordinary blocks one after another under
@@ -145,8 +163,10 @@ def make_hostile(request, mode, tmp_path, tmp_path_factory):
     are skipped: each would fail the same way, slowly."""
     module = request.module.__name__.rsplit(".", 1)[-1]
     if mode == "docker-gvisor" and module not in GVISOR_MODULES:
-        pytest.skip(f"docker-gvisor runs {', '.join(sorted(GVISOR_MODULES))} (time budget); "
-                    "these attacks run under runc (mode docker)")
+        pytest.skip(
+            f"docker-gvisor runs {', '.join(sorted(GVISOR_MODULES))} (time budget); "
+            "these attacks run under runc (mode docker)"
+        )
     if mode == "remote" and module not in REMOTE_MODULES:
         pytest.skip(f"remote runs {', '.join(sorted(REMOTE_MODULES))}: the jail behind it is the pool mode's")
     REQUIRES[mode]()
@@ -188,8 +208,9 @@ def secret(tmp_path) -> tuple[Path, str]:
 RESTARTED = "Note: the container had stopped"
 
 
-def run_then_healthy(executor: Executor, language: str, code: str, *,
-                     may_restart: bool = False) -> ExecutionResult:
+def run_then_healthy(
+    executor: Executor, language: str, code: str, *, may_restart: bool = False
+) -> ExecutionResult:
     """Run the hostile ``code``, then an ordinary block on the same executor;
     return the hostile block's result. ``may_restart``: the Docker backend
     may have replaced its container, which it must say."""

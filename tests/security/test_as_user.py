@@ -43,8 +43,11 @@ def test_the_as_user_attempts_pass_as_a_non_root_user(tmp_path):
         pytest.skip("this run is not root's: the as_user attempts ran as this user already")
     tester = _tester()
     python = Path(tester.pw_dir if tester else "/nonexistent") / "venv" / "bin" / "python"
-    require("the non-root test user", tester is not None and python.exists(),
-            f"./dev.sh test creates {TESTER} and its virtual environment (as root)")
+    require(
+        "the non-root test user",
+        tester is not None and python.exists(),
+        f"./dev.sh test creates {TESTER} and its virtual environment (as root)",
+    )
     assert tester is not None
     copy = Path(tempfile.mkdtemp(prefix="execbox-as-user-"))
     try:
@@ -56,13 +59,36 @@ def test_the_as_user_attempts_pass_as_a_non_root_user(tmp_path):
         base = copy / "tmp"
         base.mkdir()
         os.chown(base, tester.pw_uid, tester.pw_gid)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tester.pw_dir, "LANG": "C.UTF-8",
-               "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1",
-               "EXECBOX_REQUIRE": "all" if REQUIRE_ALL else ""}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": tester.pw_dir,
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(copy / "src"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "EXECBOX_REQUIRE": "all" if REQUIRE_ALL else "",
+        }
         runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "runuser"
-        argv = [runuser, "-u", TESTER, "--", str(python), "-m", "pytest", "tests/security", "tests/hosts",
-                "-m", "as_user", "-k", AS_USER_MODES,
-                "-q", "-rf", "--tb=short", "-p", "no:cacheprovider", f"--basetemp={base / 'run'}"]
+        argv = [
+            runuser,
+            "-u",
+            TESTER,
+            "--",
+            str(python),
+            "-m",
+            "pytest",
+            "tests/security",
+            "tests/hosts",
+            "-m",
+            "as_user",
+            "-k",
+            AS_USER_MODES,
+            "-q",
+            "-rf",
+            "--tb=short",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={base / 'run'}",
+        ]
         done = subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
     finally:
         shutil.rmtree(copy, ignore_errors=True)

@@ -57,8 +57,8 @@ def _script(version: tuple[int, int], timeout_plugin: bool) -> str:
     return (
         "set -e\nmkdir -p /tmp/home\ncd /execbox\n"
         f"python3 -c 'import sys; sys.exit(0 if sys.version_info[:2] == {version!r} else 3)' || "
-        "{ echo PYTHON \"$(python3 -V)\"; exit 3; }\n"
-        f"python3 -c \"$DEFAULT_CHECK\"\n"
+        '{ echo PYTHON "$(python3 -V)"; exit 3; }\n'
+        f'python3 -c "$DEFAULT_CHECK"\n'
         f"python3 -m pytest tests/hosts/test_promise.py -k pool {plugins} -p no:cacheprovider -q -rA "
         "--basetemp=/tmp/run\n"
     )
@@ -73,23 +73,38 @@ def test_the_default_sandbox_keeps_its_promise_in_a_container_with_the_engines_d
     problem = landlock_problem()
     require("Landlock", problem is None, problem or "")
     deps = sysconfig.get_paths()["purelib"]
-    require("pytest for the image's Python", importlib.util.find_spec("pytest") is not None
-            and str(Path(importlib.util.find_spec("pytest").origin).parents[1]) == deps,
-            f"pytest installed in {deps}, bound into the container")
+    require(
+        "pytest for the image's Python",
+        importlib.util.find_spec("pytest") is not None
+        and str(Path(importlib.util.find_spec("pytest").origin).parents[1]) == deps,
+        f"pytest installed in {deps}, bound into the container",
+    )
     client = docker_client()
     version = sys.version_info[:2]
     script = _script(version, importlib.util.find_spec("pytest_timeout") is not None)
     began = time.monotonic()
     container = client.containers.run(
-        base_tag(), ["sh", "-c", script], detach=True, user=USER, init=True,  # --init reaps orphans
-        environment={"PYTHONPATH": "/execbox/src:/execbox:/deps", "PYTHONDONTWRITEBYTECODE": "1",
-                     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": "/tmp/home", "LANG": "C.UTF-8",
-                     "DEFAULT_CHECK": DEFAULT},
-        volumes={str(CHECKOUT / "src"): {"bind": "/execbox/src", "mode": "ro"},
-                 str(CHECKOUT / "tests"): {"bind": "/execbox/tests", "mode": "ro"},
-                 str(CHECKOUT / "pyproject.toml"): {"bind": "/execbox/pyproject.toml", "mode": "ro"},
-                 deps: {"bind": "/deps", "mode": "ro"}},
-        labels={"execbox.test": "container-host"})
+        base_tag(),
+        ["sh", "-c", script],
+        detach=True,
+        user=USER,
+        init=True,  # --init reaps orphans
+        environment={
+            "PYTHONPATH": "/execbox/src:/execbox:/deps",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "HOME": "/tmp/home",
+            "LANG": "C.UTF-8",
+            "DEFAULT_CHECK": DEFAULT,
+        },
+        volumes={
+            str(CHECKOUT / "src"): {"bind": "/execbox/src", "mode": "ro"},
+            str(CHECKOUT / "tests"): {"bind": "/execbox/tests", "mode": "ro"},
+            str(CHECKOUT / "pyproject.toml"): {"bind": "/execbox/pyproject.toml", "mode": "ro"},
+            deps: {"bind": "/deps", "mode": "ro"},
+        },
+        labels={"execbox.test": "container-host"},
+    )
     try:
         status = container.wait(timeout=WAIT_S)["StatusCode"]
         out = container.logs().decode(errors="replace")
@@ -97,11 +112,17 @@ def test_the_default_sandbox_keeps_its_promise_in_a_container_with_the_engines_d
         container.remove(force=True)
     print(f"\nin the container ({time.monotonic() - began:.1f} s):\n{out[-3000:]}")
     if status == 3 and out.startswith("PYTHON"):
-        require("the image's Python", False, f"{out.strip()} in the image, {version} here: pytest cannot be bound in")
+        require(
+            "the image's Python",
+            False,
+            f"{out.strip()} in the image, {version} here: pytest cannot be bound in",
+        )
     host = next((line.split()[1:] for line in out.splitlines() if line.startswith("HOST ")), None)
     assert host is not None, out[-3000:]
     fields = dict(zip(host[::2], host[1::2], strict=False))
-    assert fields["uid"] != "0" and fields["bwrap"] == "None" and fields["seccomp"] == "2", host  # the host class
+    assert fields["uid"] != "0" and fields["bwrap"] == "None" and fields["seccomp"] == "2", (
+        host
+    )  # the host class
     assert "DEFAULT landlock '42\\n'" in out, out[-3000:]
     assert status == 0, out[-3000:]
     summary = out.strip().splitlines()[-1]
@@ -146,9 +167,14 @@ def test_a_profile_refusing_keyctl_lets_blocks_run_only_if_the_keyring_is_out_of
 
     problem = landlock_problem()
     require("Landlock", problem is None, problem or "")
-    done = subprocess.run([sys.executable, "-c", FILTERED, refused, str(tmp_path / "ws")], capture_output=True,
-                          text=True, timeout=120, cwd=CHECKOUT,
-                          env={**os.environ, "PYTHONPATH": str(CHECKOUT / "src")})
+    done = subprocess.run(
+        [sys.executable, "-c", FILTERED, refused, str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=CHECKOUT,
+        env={**os.environ, "PYTHONPATH": str(CHECKOUT / "src")},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     if refused == "all":  # the block runs, and the session keyring is refused to it too
         assert done.stdout == "ran '-1\\n'\n", done.stdout + done.stderr

@@ -62,9 +62,10 @@ def _own(kind: int, payload: bytes) -> bytes:
 
 # What a block writes where it hopes the host reads the agent: block ids 1 to 64 (it cannot know its own)
 SPRAYS = {
-    "forged-exit": b"".join(wire.pack(wire.STDOUT, b, b"FORGED\n") + wire.pack(wire.EXIT, b, b'{"code": 0}')
-                            for b in range(1, 65)),
-    "2gb-header": struct.pack(">BII", wire.STDOUT, 1, 2 ** 31) + b"x" * 64,
+    "forged-exit": b"".join(
+        wire.pack(wire.STDOUT, b, b"FORGED\n") + wire.pack(wire.EXIT, b, b'{"code": 0}') for b in range(1, 65)
+    ),
+    "2gb-header": struct.pack(">BII", wire.STDOUT, 1, 2**31) + b"x" * 64,
     "malformed-exit": b"".join(wire.pack(wire.EXIT, b, b'{"code": "zero",') for b in range(1, 65)),
 }
 
@@ -141,14 +142,18 @@ time.sleep(60)
 print('the real end', flush=True)
 """
 
-LEFT = ("import os\nfound = [p for p in os.listdir('/proc') if p.isdigit() and {marker!r}.encode() in "
-        "open('/proc/%s/cmdline' % p, 'rb').read()]\nprint('left', found)\n")
+LEFT = (
+    "import os\nfound = [p for p in os.listdir('/proc') if p.isdigit() and {marker!r}.encode() in "
+    "open('/proc/%s/cmdline' % p, 'rb').read()]\nprint('left', found)\n"
+)
 
 
 def _concurrently(executor, code: str) -> tuple[threading.Thread, dict[str, ExecutionResult]]:
     """Start ``code`` in a thread; its result lands in the returned dict."""
     results: dict[str, ExecutionResult] = {}
-    thread = threading.Thread(target=lambda: results.__setitem__("it", executor.run(CodeBlock("python", code))))
+    thread = threading.Thread(
+        target=lambda: results.__setitem__("it", executor.run(CodeBlock("python", code)))
+    )
     thread.start()
     return thread, results
 
@@ -159,7 +164,7 @@ BESIDE = "import time\nprint('beside 1', flush=True)\ntime.sleep({sleep})\nprint
 @pytest.mark.ends_by_timeout
 @pytest.mark.parametrize("spray", sorted(SPRAYS))
 def test_a_block_cannot_write_to_the_hosts_channel(docker_mode, hostile, spray):
-    marker = f"{int(time.time() * 1000) % 10 ** 9}.{len(spray)}"
+    marker = f"{int(time.time() * 1000) % 10**9}.{len(spray)}"
     container = hostile.container_id
     thread, beside = _concurrently(hostile, BESIDE.format(sleep=TIMING_OUT.timeout_s / 2))
     time.sleep(0.5)  # the block beside is running (its id is among those sprayed)
@@ -217,7 +222,7 @@ BAD_EXITS = {
     "exit-too-large": json.dumps({"code": 0, "note": "x" * 8000}).encode(),
 }
 MALFORMED = {
-    "2gb-header": struct.pack(">B", wire.STDOUT) + b"BLOCK" + struct.pack(">I", 2 ** 31),
+    "2gb-header": struct.pack(">B", wire.STDOUT) + b"BLOCK" + struct.pack(">I", 2**31),
     "unknown-kind": _own(ord("z"), b""),
     **{case: _own(wire.EXIT, payload) for case, payload in BAD_EXITS.items()},
 }
@@ -227,11 +232,13 @@ MALFORMED = {
 def test_a_malformed_frame_is_a_failed_result_and_a_new_container(make_leaky, case):
     leaky = make_leaky(LIMITS)
     first = leaky.container_id
-    marker = f"{int(time.time() * 1000) % 10 ** 9}.{len(case)}"
+    marker = f"{int(time.time() * 1000) % 10**9}.{len(case)}"
     thread, beside = _concurrently(leaky, BESIDE.format(sleep=2))
     time.sleep(0.5)
     started = time.monotonic()
-    result = leaky.run(CodeBlock("python", LEAK.format(frames=MALFORMED[case].hex(), marker=marker, sleep=60)))
+    result = leaky.run(
+        CodeBlock("python", LEAK.format(frames=MALFORMED[case].hex(), marker=marker, sleep=60))
+    )
     took = time.monotonic() - started
     thread.join(timeout=30)
     assert result.error is not None and result.error.name == "ContainerDied", result.output
@@ -240,7 +247,9 @@ def test_a_malformed_frame_is_a_failed_result_and_a_new_container(make_leaky, ca
     # the block beside shared the broken stream: it ends as a failure that says so, never as an exception
     other = beside["it"]
     assert other.output.startswith("beside 1\n"), other.output
-    assert other.exit_code == 0 or (other.error is not None and other.error.name == "ContainerDied"), other.output
+    assert other.exit_code == 0 or (other.error is not None and other.error.name == "ContainerDied"), (
+        other.output
+    )
     after = run_then_healthy(leaky, "python", LEFT.format(marker=marker))
     assert after.output == "left []\n", after.output
     assert leaky.container_id != first
@@ -251,7 +260,7 @@ def test_a_block_that_forged_its_end_still_dies_at_its_deadline(make_leaky):
     # a well-formed EXIT 0 cannot be told from the agent's own (blocks must not reach the channel:
     # test_a_block_cannot_write_to_the_hosts_channel); the real block dies at the agent's deadline
     leaky = make_leaky(TIMING_OUT)
-    marker = f"{int(time.time() * 1000) % 10 ** 9}.forged"
+    marker = f"{int(time.time() * 1000) % 10**9}.forged"
     frames = _own(wire.STDOUT, b"FORGED\n") + _own(wire.EXIT, b'{"code": 0}')
     sleep = TIMING_OUT.timeout_s + DEADLINE_GRACE_S + 3
     result = leaky.run(CodeBlock("python", LEAK.format(frames=frames.hex(), marker=marker, sleep=sleep)))
@@ -268,8 +277,9 @@ def test_an_agent_that_cannot_keep_blocks_off_the_channel_does_not_run_them(dock
     from execbox import DockerExecutor
 
     runtime = "runsc" if docker_mode == "docker-gvisor" else None
-    executor = DockerExecutor(workspace=tmp_path / "ws", runtime=runtime, limits=TIMING_OUT,
-                              container_create_kwargs={"cap_add": []})
+    executor = DockerExecutor(
+        workspace=tmp_path / "ws", runtime=runtime, limits=TIMING_OUT, container_create_kwargs={"cap_add": []}
+    )
     with pytest.warns(UserWarning) as warned:
         executor.start()
     try:
@@ -309,7 +319,7 @@ class _ScriptedAgent:
 
     def out(self, data: bytes) -> None:
         for at in range(0, len(data), 1 << 15):  # as the engine frames a container's stdout
-            chunk = data[at:at + (1 << 15)]
+            chunk = data[at : at + (1 << 15)]
             self.sock.sendall(struct.pack(">BxxxL", 1, len(chunk)) + chunk)
 
     def serve(self) -> None:
@@ -320,21 +330,33 @@ class _ScriptedAgent:
                         self.out(wire.pack_json(wire.READY, 0, {"pid": 7, "programs": ["python3"]}))
                     elif kind == wire.RUN:
                         script = self.first if block == 1 else self.then
-                        self.out(wire.pack(wire.STARTED, block) + script.replace(b"BLOCK", struct.pack(">I", block)))
+                        self.out(
+                            wire.pack(wire.STARTED, block)
+                            + script.replace(b"BLOCK", struct.pack(">I", block))
+                        )
         except OSError:
             pass
 
 
 def _run(link: AgentLink, killed: list[str], results: dict, name: str, on_output=None) -> None:
-    results[name] = run_block(link, argv=["python3", "x.py"], python_file=None, workdir="/workspace",
-                              timeout_s=20, output_limit=1 << 20, cancel=None, on_output=on_output,
-                              kill_container=lambda: killed.append(name))
+    results[name] = run_block(
+        link,
+        argv=["python3", "x.py"],
+        python_file=None,
+        workdir="/workspace",
+        timeout_s=20,
+        output_limit=1 << 20,
+        cancel=None,
+        on_output=on_output,
+        kill_container=lambda: killed.append(name),
+    )
 
 
 HOST_CASES = {
     **MALFORMED,
     # more than the window (and a pipe read of each pipe past it) unconsumed: the host's memory is bounded
-    "output-past-the-window": _own(wire.STDOUT, b"y" * wire.MAX_PAYLOAD) * (wire.WINDOW // wire.MAX_PAYLOAD + 4),
+    "output-past-the-window": _own(wire.STDOUT, b"y" * wire.MAX_PAYLOAD)
+    * (wire.WINDOW // wire.MAX_PAYLOAD + 4),
 }
 
 
@@ -369,7 +391,9 @@ def test_the_host_turns_every_malformed_frame_into_a_failed_result(case):
 def test_a_well_formed_frame_of_no_running_block_is_ignored():
     host, agent = socket.socketpair()
     stray = wire.pack(wire.STDOUT, 999, b"stray") + wire.pack(wire.EXIT, 999, b'{"code": 0}')
-    _ScriptedAgent(agent, first=stray + _own(wire.STDOUT, b"mine\n") + _own(wire.EXIT, b'{"code": 3}'), then=b"")
+    _ScriptedAgent(
+        agent, first=stray + _own(wire.STDOUT, b"mine\n") + _own(wire.EXIT, b'{"code": 3}'), then=b""
+    )
     link = AgentLink(_Client(host), "fake")
     try:
         link.handshake(timeout_s=5)
@@ -387,8 +411,11 @@ def test_a_well_formed_frame_of_no_running_block_is_ignored():
 def test_the_wire_bounds_every_frame():
     frames = wire.Frames()
     with pytest.raises(ValueError, match="at most"):
-        frames.feed(struct.pack(">BII", wire.STDOUT, 1, 2 ** 31))
-    assert wire.Frames().feed(wire.pack(wire.STDOUT, 1, b"y" * wire.MAX_PAYLOAD))[0][2] == b"y" * wire.MAX_PAYLOAD
+        frames.feed(struct.pack(">BII", wire.STDOUT, 1, 2**31))
+    assert (
+        wire.Frames().feed(wire.pack(wire.STDOUT, 1, b"y" * wire.MAX_PAYLOAD))[0][2]
+        == b"y" * wire.MAX_PAYLOAD
+    )
     with pytest.raises(ValueError):
         wire.Frames().feed(wire.pack(wire.STDOUT, 1, b"y" * (wire.MAX_PAYLOAD + 1)))
     with pytest.raises(ValueError, match="unknown kind"):
@@ -400,4 +427,6 @@ def test_the_wire_bounds_every_frame():
         with pytest.raises(ValueError):
             wire.check_from_agent(wire.EXIT, len(payload))
             wire.read_exit(payload)
-    assert wire.read_exit(b'{"code": 0, "oom_kills": null, "note": "", "timed_out": true}')["timed_out"] is True
+    assert (
+        wire.read_exit(b'{"code": 0, "oom_kills": null, "note": "", "timed_out": true}')["timed_out"] is True
+    )

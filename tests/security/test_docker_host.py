@@ -51,8 +51,11 @@ def host_devices_keep_their_owner():
 
 @pytest.fixture(autouse=True)
 def docker_only(mode):
-    not_for(mode, {"pool", "oneshot", "stateful", "jupyter", "landlock"},
-            "these attacks aim at the Docker backend: its container restart, its docker exec wrapper")
+    not_for(
+        mode,
+        {"pool", "oneshot", "stateful", "jupyter", "landlock"},
+        "these attacks aim at the Docker backend: its container restart, its docker exec wrapper",
+    )
 
 
 def _tree(folder: Path) -> dict[str, tuple[int, int, int]]:
@@ -91,9 +94,11 @@ os.kill(-1, signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize("planted, already", [(".execbox", False), (".execbox", True),
-                                              (".execbox/matplotlib", False)],
-                         ids=["internal-folder", "internal-folder-matplotlib-there", "matplotlib-folder"])
+@pytest.mark.parametrize(
+    "planted, already",
+    [(".execbox", False), (".execbox", True), (".execbox/matplotlib", False)],
+    ids=["internal-folder", "internal-folder-matplotlib-there", "matplotlib-folder"],
+)
 def test_a_new_container_does_not_follow_a_planted_internal_link(make_hostile, tmp_path, planted, already):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -216,13 +221,19 @@ def test_ipc_objects_and_scratch_files_do_not_reach_the_next_block(make_hostile,
 
 
 def test_posix_message_queues_do_not_reach_the_next_block(mode, make_hostile):
-    not_for(mode, "docker-gvisor", "gVisor mounts no /dev/mqueue in the container: its POSIX queues cannot "
-                                   "be listed from inside, so none is removed between blocks (a known gap)")
+    not_for(
+        mode,
+        "docker-gvisor",
+        "gVisor mounts no /dev/mqueue in the container: its POSIX queues cannot "
+        "be listed from inside, so none is removed between blocks (a known gap)",
+    )
     hostile = make_hostile()
     name = f"/.execbox-{secrets.token_hex(8)}".encode()
-    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            f"fd = libc.mq_open({name!r}, os.O_RDWR | {{flags}}, 0o600, None)\n"
-            "print('queue', fd, ctypes.get_errno() if fd < 0 else 0)\n")
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        f"fd = libc.mq_open({name!r}, os.O_RDWR | {{flags}}, 0o600, None)\n"
+        "print('queue', fd, ctypes.get_errno() if fd < 0 else 0)\n"
+    )
     left = hostile.run(CodeBlock("python", code.format(flags="os.O_CREAT")))
     assert left.stdout.startswith("queue ") and " -1 " not in left.stdout, left.output
     found = run_then_healthy(hostile, "python", code.format(flags="0"))

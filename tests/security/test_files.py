@@ -68,7 +68,11 @@ def test_host_file_is_unreadable(mode, hostile, secret, path):
     result = run_then_healthy(hostile, "python", f"print(open({path!r}, 'rb').read())")
     assert result.exit_code != 0, result.output
     assert result.error is not None and result.error.name in (
-        "FileNotFoundError", "PermissionError", "NotADirectoryError", "OSError"), result.output
+        "FileNotFoundError",
+        "PermissionError",
+        "NotADirectoryError",
+        "OSError",
+    ), result.output
     assert token not in result.output
     for line in (host or "").splitlines()[:5]:
         if len(line.strip()) > 8:
@@ -77,14 +81,19 @@ def test_host_file_is_unreadable(mode, hostile, secret, path):
 
 def test_home_lists_no_host_files(mode, hostile):
     # The interpreter may live under the home (pyenv): only its own directory may show.
-    needed = {Path(os.path.realpath(p)).relative_to(HOME).parts[0]
-              for p in (sys.prefix, sys.base_prefix) if os.path.realpath(p).startswith(HOME + "/")}
+    needed = {
+        Path(os.path.realpath(p)).relative_to(HOME).parts[0]
+        for p in (sys.prefix, sys.base_prefix)
+        if os.path.realpath(p).startswith(HOME + "/")
+    }
     # A root host's home is /root, which an image has too (its own, mode 0700):
     # listing it as nobody is refused, which shows nothing of the host's either.
     # The Landlock tier sees the host's home, and is refused listing it.
     refused = "PermissionError" if mode in DOCKER_MODES or mode == "landlock" else "()"
-    code = (f"import os\ntry:\n    print(sorted(os.listdir({HOME!r})) if os.path.isdir({HOME!r}) else [])\n"
-            f"except {refused}:\n    print([])\n")
+    code = (
+        f"import os\ntry:\n    print(sorted(os.listdir({HOME!r})) if os.path.isdir({HOME!r}) else [])\n"
+        f"except {refused}:\n    print([])\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     seen = set(eval(result.output))
@@ -122,7 +131,9 @@ def test_walking_the_filesystem_finds_no_secret(hostile, secret):
     assert token not in result.output
 
 
-@pytest.mark.parametrize("source", ["environ", "proc-self-environ", "proc-1-environ", "proc-host-pid-environ"])
+@pytest.mark.parametrize(
+    "source", ["environ", "proc-self-environ", "proc-1-environ", "proc-host-pid-environ"]
+)
 def test_host_environment_is_not_visible(make_hostile, monkeypatch, secret, source):
     _, token = secret
     monkeypatch.setenv("EXECBOX_TEST_SECRET", token)
@@ -168,8 +179,10 @@ def test_host_tmp_outside_the_workspace_is_not_written(hostile, tmp_path):
     # The workspace lives under the host's tmp_path: its parent exists in the
     # jail only as an empty directory of the private /tmp.
     target = tmp_path / "pwned.txt"
-    code = (f"import os\nos.makedirs({str(tmp_path)!r}, exist_ok=True)\n"
-            f"open({str(target)!r}, 'w').write('pwned')\nprint(os.listdir({str(tmp_path)!r}))")
+    code = (
+        f"import os\nos.makedirs({str(tmp_path)!r}, exist_ok=True)\n"
+        f"open({str(target)!r}, 'w').write('pwned')\nprint(os.listdir({str(tmp_path)!r}))"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert not target.exists()
     assert "secret.txt" not in result.output
@@ -177,8 +190,10 @@ def test_host_tmp_outside_the_workspace_is_not_written(hostile, tmp_path):
 
 def test_symlinks_to_host_files_are_not_read_by_the_host(mode, hostile, secret):
     secret_path, token = secret
-    code = (f"import os\nos.symlink({str(secret_path)!r}, 'leak.txt')\nos.symlink('/etc/shadow', 'shadow')\n"
-            f"os.symlink('../secret.txt', 'relative.txt')\nprint('planted')")
+    code = (
+        f"import os\nos.symlink({str(secret_path)!r}, 'leak.txt')\nos.symlink('/etc/shadow', 'shadow')\n"
+        f"os.symlink('../secret.txt', 'relative.txt')\nprint('planted')"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     ws = hostile.workspace
@@ -226,10 +241,15 @@ def test_host_does_not_write_through_a_planted_directory_link(mode, hostile, tmp
 
 def test_hardlinks_to_host_files_fail(hostile, secret):
     secret_path, _ = secret
-    code = ("import os\nfor n, src in enumerate([" + repr(str(secret_path)) +
-            ", '/etc/ld.so.cache', '/usr/bin/env', '/proc/1/root" + str(secret_path) + "']):\n"
-            "    try:\n        os.link(src, f'hl{n}')\n        print('LINKED', src)\n"
-            "    except OSError as exc:\n        print('refused', src, exc.errno)\n")
+    code = (
+        "import os\nfor n, src in enumerate(["
+        + repr(str(secret_path))
+        + ", '/etc/ld.so.cache', '/usr/bin/env', '/proc/1/root"
+        + str(secret_path)
+        + "']):\n"
+        "    try:\n        os.link(src, f'hl{n}')\n        print('LINKED', src)\n"
+        "    except OSError as exc:\n        print('refused', src, exc.errno)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     assert "LINKED" not in result.output
@@ -241,10 +261,12 @@ def test_hardlinks_to_host_files_fail(hostile, secret):
 # jail is the user), else moved (as root, the files in it are root's, and
 # the jail owns only the workspace folder itself). The namespace sandbox
 # mounts it read-only for its blocks: the block says "sealed" and stops.
-MOVE_AWAY = ("import errno, shutil, sys\ntry:\n    try:\n        shutil.rmtree('.execbox')\n"
-             "    except PermissionError:\n        os.rename('.execbox', '.execbox-moved')\n"
-             "except OSError as exc:\n    if exc.errno not in (errno.EROFS, errno.EBUSY):\n        raise\n"
-             "    print('sealed')\n    sys.exit(0)")
+MOVE_AWAY = (
+    "import errno, shutil, sys\ntry:\n    try:\n        shutil.rmtree('.execbox')\n"
+    "    except PermissionError:\n        os.rename('.execbox', '.execbox-moved')\n"
+    "except OSError as exc:\n    if exc.errno not in (errno.EROFS, errno.EBUSY):\n        raise\n"
+    "    print('sealed')\n    sys.exit(0)"
+)
 
 
 def test_replacing_the_internal_folder_with_a_link_out_does_not_redirect_host_writes(mode, hostile, tmp_path):

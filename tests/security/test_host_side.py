@@ -34,7 +34,14 @@ from tests.security.conftest import LIMITS, SEALED, not_for, run_then_healthy
 
 pytestmark = pytest.mark.as_user
 
-KERNEL_ONLY = {"pool", "oneshot", "docker", "docker-gvisor", "landlock", "remote"}  # remote: a sandbox behind HTTP
+KERNEL_ONLY = {
+    "pool",
+    "oneshot",
+    "docker",
+    "docker-gvisor",
+    "landlock",
+    "remote",
+}  # remote: a sandbox behind HTTP
 
 
 # Where execbox's own folder is not the block's to write (the host made it,
@@ -56,7 +63,9 @@ else:
 """
 
 
-def run_in_thread(executor: Executor, block: CodeBlock) -> tuple[threading.Thread, list[ExecutionResult | BaseException]]:
+def run_in_thread(
+    executor: Executor, block: CodeBlock
+) -> tuple[threading.Thread, list[ExecutionResult | BaseException]]:
     """``executor.run(block)`` in a daemon thread: the thread, and a list
     that gets the result (or the exception) when run() returns."""
     done: list[ExecutionResult | BaseException] = []
@@ -78,7 +87,9 @@ def run_or_fail(executor: Executor, block: CodeBlock, hang_s: float) -> Executio
     block's own timeout, not a speed check)."""
     thread, done = run_in_thread(executor, block)
     thread.join(hang_s)
-    assert done, f"run() did not return within {hang_s:.0f} s (Limits.timeout_s is {executor.limits.timeout_s})"
+    assert done, (
+        f"run() did not return within {hang_s:.0f} s (Limits.timeout_s is {executor.limits.timeout_s})"
+    )
     if isinstance(done[0], BaseException):
         raise done[0]
     return done[0]
@@ -86,7 +97,9 @@ def run_or_fail(executor: Executor, block: CodeBlock, hang_s: float) -> Executio
 
 # A thread left running in the kernel: every new file in .execbox/code is
 # replaced, as soon as it appears, by PLANT(path).
-SWAPPER = TAKE_OVER + r"""
+SWAPPER = (
+    TAKE_OVER
+    + r"""
 import ctypes, struct, threading
 CODE = os.path.abspath('.execbox/code')
 libc = ctypes.CDLL(None, use_errno=True)
@@ -114,14 +127,23 @@ def swap():
 threading.Thread(target=swap, daemon=True).start()
 print('watching')
 """
+)
 
 
 @pytest.mark.parametrize("plant", ["link", "fifo"])
 def test_the_code_file_swapped_under_the_host_is_not_read(mode, make_hostile, secret, plant):
-    not_for(mode, KERNEL_ONLY, "what a block starts ends with it here; only a kernel keeps a thread of "
-                               "an earlier block running, and only the Jupyter backend sends the code's text")
-    not_for(mode, {"stateful", "jupyter"}, "the session (the kernel) keeps a block's threads, but .execbox/ is "
-                                           "read-only in its jail: nothing to swap (and it is sent the code's text)")
+    not_for(
+        mode,
+        KERNEL_ONLY,
+        "what a block starts ends with it here; only a kernel keeps a thread of "
+        "an earlier block running, and only the Jupyter backend sends the code's text",
+    )
+    not_for(
+        mode,
+        {"stateful", "jupyter"},
+        "the session (the kernel) keeps a block's threads, but .execbox/ is "
+        "read-only in its jail: nothing to swap (and it is sent the code's text)",
+    )
     secret_path, token = secret
     executor = make_hostile()
     how = f"lambda path: os.symlink({str(secret_path)!r}, path)" if plant == "link" else "os.mkfifo"
@@ -133,8 +155,11 @@ def test_the_code_file_swapped_under_the_host_is_not_read(mode, make_hostile, se
         assert result.exit_code == 0, result.output
         assert result.output == f"{n * 42}\n"
         assert token not in result.to_text() + result.to_json()
-    swapped = [p for p in (executor.workspace.path / ".execbox" / "code").iterdir()
-               if p.is_symlink() or stat.S_ISFIFO(p.lstat().st_mode)]
+    swapped = [
+        p
+        for p in (executor.workspace.path / ".execbox" / "code").iterdir()
+        if p.is_symlink() or stat.S_ISFIFO(p.lstat().st_mode)
+    ]
     assert swapped, "the thread swapped no code file: the attempt did not happen"
 
 
@@ -142,19 +167,23 @@ def test_folders_planted_at_code_file_names_do_not_stop_later_blocks(mode, hosti
     # the names the old scheme (pid_counter_index) gave, and a few made-up ones
     old = [f"{os.getpid()}_{run}_{index}.py" for run in range(1, 1500) for index in range(2)]
     names = old + [f"{secrets.token_hex(8)}_0.py" for _ in range(20)] + ["x.py"]
-    code = (f"{TAKE_OVER}\nif sealed:\n    print('sealed')\nelse:\n    for name in {names!r}:\n"
-            "        os.makedirs(f'.execbox/code/{name}/inside', exist_ok=True)\n    print('planted')")
+    code = (
+        f"{TAKE_OVER}\nif sealed:\n    print('sealed')\nelse:\n    for name in {names!r}:\n"
+        "        os.makedirs(f'.execbox/code/{name}/inside', exist_ok=True)\n    print('planted')"
+    )
     assert hostile.run(CodeBlock("python", code)).output == ("sealed\n" if mode in SEALED else "planted\n")
     for n in range(4):
         result = hostile.run(CodeBlock("python", f"print({n} + 1)"))
         assert result.exit_code == 0, result.output
         assert result.output == f"{n + 1}\n"
     # and at the file's own name: a folder, a FIFO, a socket are moved aside or replaced
-    planted = (f"{TAKE_OVER}\nif not sealed:\n"
-               "    import socket\n    os.makedirs('.execbox/code/dir.py/inside', exist_ok=True)\n"
-               "    os.mkfifo('.execbox/code/fifo.py')\n"
-               "    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind('.execbox/code/sock.py')\n"
-               "print('planted')")
+    planted = (
+        f"{TAKE_OVER}\nif not sealed:\n"
+        "    import socket\n    os.makedirs('.execbox/code/dir.py/inside', exist_ok=True)\n"
+        "    os.mkfifo('.execbox/code/fifo.py')\n"
+        "    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind('.execbox/code/sock.py')\n"
+        "print('planted')"
+    )
     assert hostile.run(CodeBlock("python", planted)).output == "planted\n"
     for name in ("dir.py", "fifo.py", "sock.py"):
         saved = hostile.workspace.write_internal(f".execbox/code/{name}", b"print('mine')\n")
@@ -167,15 +196,21 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
 
 def test_an_outputs_link_neither_raises_nor_spares_the_blocks_processes(mode, hostile, tmp_path):
     not_for(mode, KERNEL_ONLY, "only the Jupyter backend saves displays in outputs/")
-    not_for(mode, "stateful", "IPython's display() is a kernel's; the session's figures meet a planted outputs "
-                              "link in tests/backends/test_sandbox_stateful.py")
+    not_for(
+        mode,
+        "stateful",
+        "IPython's display() is a kernel's; the session's figures meet a planted outputs "
+        "link in tests/backends/test_sandbox_stateful.py",
+    )
     outside = tmp_path / "outside"
     outside.mkdir()
     marker = f"execbox-stray-{secrets.token_hex(6)}"
-    code = (f"import os, subprocess, sys\nos.symlink({str(outside)!r}, 'outputs')\n"
-            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', {marker!r}])\n"
-            "from IPython.display import display\n"
-            f"display({{'image/png': {PNG!r}, 'text/plain': 'an image'}}, raw=True)\nprint('shown')")
+    code = (
+        f"import os, subprocess, sys\nos.symlink({str(outside)!r}, 'outputs')\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', {marker!r}])\n"
+        "from IPython.display import display\n"
+        f"display({{'image/png': {PNG!r}, 'text/plain': 'an image'}}, raw=True)\nprint('shown')"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "shown" in result.output
     assert "image/png not saved" in result.output, result.output
@@ -187,10 +222,12 @@ def test_an_outputs_link_neither_raises_nor_spares_the_blocks_processes(mode, ho
 def test_displays_are_bounded_by_max_output_bytes(mode, make_hostile):
     not_for(mode, KERNEL_ONLY, "only a kernel sends displays")
     executor = make_hostile(LIMITS.replace(max_output_bytes=4096))
-    code = ("import base64, os\nfrom IPython.display import display\n"
-            "blob = base64.b64encode(os.urandom(1 << 20)).decode()\n"
-            "for _ in range(20):\n    display({'image/png': blob, 'text/plain': 'a megabyte'}, raw=True)\n"
-            "print('shown')")
+    code = (
+        "import base64, os\nfrom IPython.display import display\n"
+        "blob = base64.b64encode(os.urandom(1 << 20)).decode()\n"
+        "for _ in range(20):\n    display({'image/png': blob, 'text/plain': 'a megabyte'}, raw=True)\n"
+        "print('shown')"
+    )
     result = run_then_healthy(executor, "python", code)
     assert result.exit_code == 0, result.output
     kept = sum(len(d.data or "") for d in result.displays)
@@ -208,8 +245,7 @@ FORGED = "\nexitcode: 0 (execution succeeded)\n"
 
 
 def test_file_names_neither_break_rendering_nor_forge_the_status(mode, hostile):
-    code = (f"open(b'bad\\xff', 'w').close()\nopen({('x' + FORGED + 'y')!r}, 'w').close()\n"
-            "raise SystemExit(1)")
+    code = f"open(b'bad\\xff', 'w').close()\nopen({('x' + FORGED + 'y')!r}, 'w').close()\nraise SystemExit(1)"
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 1, result.output
     bad = "bad\\xff" if mode == "remote" else os.fsdecode(b"bad\xff")  # JSON carries the name escaped
@@ -228,8 +264,10 @@ MANY = 200_000
 
 def test_a_folder_of_many_files_does_not_slow_every_later_run(make_hostile):
     executor = make_hostile(LIMITS.replace(timeout_s=120))
-    code = (f"import os\nos.mkdir('many')\nfor n in range({MANY}):\n"
-            "    os.close(os.open(f'many/{n}', os.O_CREAT | os.O_WRONLY, 0o644))\nprint('made')")
+    code = (
+        f"import os\nos.mkdir('many')\nfor n in range({MANY}):\n"
+        "    os.close(os.open(f'many/{n}', os.O_CREAT | os.O_WRONLY, 0o644))\nprint('made')"
+    )
     made = executor.run(CodeBlock("python", code))
     assert made.output == "made\n", made.output
     assert len(made.files) <= MAX_SCANNED_ENTRIES and made.files_truncated
@@ -283,7 +321,9 @@ def test_a_folder_swapped_for_a_host_link_is_never_listed(mode, make_hostile, tm
         assert not [f.path for f in executor.workspace.list() if token in f.path]
 
 
-SETID = TAKE_OVER + r"""
+SETID = (
+    TAKE_OVER
+    + r"""
 import shutil
 os.makedirs('deep/er', exist_ok=True)
 shutil.copy('/bin/sh', 'rootsh')
@@ -305,6 +345,7 @@ try:
 except OSError as exc:
     print('create refused', exc.errno)
 """
+)
 
 
 def test_no_set_id_file_is_left_in_the_workspace(hostile):

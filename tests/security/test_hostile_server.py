@@ -76,7 +76,7 @@ def client(server: HostileServer, **options: Any) -> Client:
 
 def test_an_answer_announcing_10_gb_is_refused_before_it_is_read(server):
     def huge(reply: Reply) -> None:
-        reply.head(200, {"Content-Type": "application/json", "Content-Length": str(10 * 1024 ** 3)})
+        reply.head(200, {"Content-Type": "application/json", "Content-Length": str(10 * 1024**3)})
         reply.write(b'{"version": "' + b"x" * 65536)
         reply.stall()
 
@@ -111,8 +111,14 @@ def test_a_gzip_bomb_is_cut_at_max_answer_bytes(server):
     bomb = gzip.compress(b'{"version": "' + b"0" * (64 * 1024 * 1024) + b'"}')  # 64 MiB in about 64 KiB
 
     def inflating(reply: Reply) -> None:
-        reply.head(200, {"Content-Type": "application/json", "Content-Encoding": "gzip",
-                         "Content-Length": str(len(bomb))})
+        reply.head(
+            200,
+            {
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "Content-Length": str(len(bomb)),
+            },
+        )
         reply.write(bomb)
 
     server.route("GET", "/v1/info", inflating)
@@ -158,15 +164,25 @@ def test_an_answer_that_stalls_mid_body_ends_by_timeout_s(server):
 
 
 def test_json_nested_too_deep_is_a_bad_answer_not_a_recursion_error(server):
-    server.route("GET", "/v1/info", lambda r: r.head(200, {"Content-Type": "application/json"}) or r.write(
-        b"[" * 200_000 + b"]" * 200_000))
+    server.route(
+        "GET",
+        "/v1/info",
+        lambda r: (
+            r.head(200, {"Content-Type": "application/json"}) or r.write(b"[" * 200_000 + b"]" * 200_000)
+        ),
+    )
     error = refused(client(server).info, "bad_answer")
     assert "nested too deep" in error.message
 
 
 def test_an_error_nested_too_deep_is_still_the_status_error(server):
-    server.route("GET", "/v1/info", lambda r: r.head(502, {"Content-Type": "application/json"}) or r.write(
-        b'{"error": ' + b"[" * 200_000))
+    server.route(
+        "GET",
+        "/v1/info",
+        lambda r: (
+            r.head(502, {"Content-Type": "application/json"}) or r.write(b'{"error": ' + b"[" * 200_000)
+        ),
+    )
     error = refused(client(server).info, "http_502")
     assert error.status == 502
 
@@ -178,26 +194,46 @@ def test_json_that_is_not_an_object_is_a_bad_answer(server):
 
 
 def test_a_page_of_html_is_a_bad_answer_naming_the_server(server):
-    server.route("GET", "/v1/info", lambda r: r.head(200, {"Content-Type": "text/html", "Content-Length": "13"})
-                 or r.write(b"<html>hi</ht>"))
+    server.route(
+        "GET",
+        "/v1/info",
+        lambda r: (
+            r.head(200, {"Content-Type": "text/html", "Content-Length": "13"}) or r.write(b"<html>hi</ht>")
+        ),
+    )
     error = refused(client(server).info, "bad_answer")
     assert "not JSON" in error.message and "execbox serve" in error.message
 
 
 def test_a_run_result_of_the_wrong_types_is_a_bad_answer_naming_the_field(server):
-    server.route("POST", "/v1/run", lambda r: r.json({"exit_code": "0; rm -rf /", "output": 5,
-                                                       "files": "/etc/passwd"}))
+    server.route(
+        "POST", "/v1/run", lambda r: r.json({"exit_code": "0; rm -rf /", "output": 5, "files": "/etc/passwd"})
+    )
     error = refused(lambda: client(server).run("print(1)"), "bad_answer")
     assert "'exit_code' must be an integer" in error.message
 
 
-@pytest.mark.parametrize("field, value", [("duration_s", -1), ("duration_s", 1e400), ("exit_code", 10 ** 30),
-                                          ("files", ["ok", 7]), ("blocks", [{"exit_code": 0}])])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("duration_s", -1),
+        ("duration_s", 1e400),
+        ("exit_code", 10**30),
+        ("files", ["ok", 7]),
+        ("blocks", [{"exit_code": 0}]),
+    ],
+)
 def test_a_run_result_with_impossible_numbers_or_shapes_is_a_bad_answer(server, field, value):
     shown = "Infinity" if value == 1e400 else json.dumps(value)  # Infinity: what json.loads takes
     body = f'{{"exit_code": 0, "output": "", "{field}": {shown}}}'.encode()
-    server.route("POST", "/v1/run", lambda r: r.head(200, {"Content-Type": "application/json",
-                                                           "Content-Length": str(len(body))}) or r.write(body))
+    server.route(
+        "POST",
+        "/v1/run",
+        lambda r: (
+            r.head(200, {"Content-Type": "application/json", "Content-Length": str(len(body))})
+            or r.write(body)
+        ),
+    )
     error = refused(lambda: client(server).run("print(1)"), "bad_answer")
     assert field in error.message or "block 0" in error.message
 
@@ -238,15 +274,20 @@ def test_a_batch_line_without_end_is_cut_at_max_answer_bytes(server):
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_to_another_origin_is_not_followed_and_the_token_stays_home(server, other, status):
-    server.route("POST", "/v1/run", lambda r: r.head(status, {"Location": f"{other.url}/v1/run",
-                                                              "Content-Length": "0"}))
+    server.route(
+        "POST",
+        "/v1/run",
+        lambda r: r.head(status, {"Location": f"{other.url}/v1/run", "Content-Length": "0"}),
+    )
     error = refused(lambda: client(server).run("print('secret code')"), "redirect")
     assert other.seen == []  # neither the token, nor the code, nor any request
     assert f"{other.url}/v1/run" in error.message and "Client(base_url=...)" in error.message
 
 
 def test_a_redirect_to_a_file_url_reads_nothing_here(server):
-    server.route("GET", "/v1/info", lambda r: r.head(302, {"Location": "file:///etc/passwd", "Content-Length": "0"}))
+    server.route(
+        "GET", "/v1/info", lambda r: r.head(302, {"Location": "file:///etc/passwd", "Content-Length": "0"})
+    )
     error = refused(client(server).info, "redirect")
     assert "root:" not in error.message and "file:///etc/passwd" in error.message
 
@@ -259,8 +300,11 @@ def test_a_redirect_loop_is_one_request(server):
 
 def test_a_redirected_stream_sends_no_token_elsewhere(server, other):
     server.session_routes()
-    server.route("POST", "/v1/sessions/s_hostile/executions",
-                 lambda r: r.head(307, {"Location": f"{other.url}/steal", "Content-Length": "0"}))
+    server.route(
+        "POST",
+        "/v1/sessions/s_hostile/executions",
+        lambda r: r.head(307, {"Location": f"{other.url}/steal", "Content-Length": "0"}),
+    )
     with client(server) as made:
         session = made.session()
         error = refused(lambda: list(session.stream("print(1)")), "redirect")
@@ -272,15 +316,21 @@ def test_a_redirected_stream_sends_no_token_elsewhere(server, other):
 
 @pytest.mark.parametrize("retry_after", ["inf", "1e308", "-5", "nan"])
 def test_a_retry_after_that_would_have_the_caller_sleep_forever_is_bounded(server, retry_after):
-    server.route("POST", "/v1/run", lambda r: r.json({"error": {"code": "busy", "message": "full"}}, 429,
-                                                     {"Retry-After": retry_after}))
+    server.route(
+        "POST",
+        "/v1/run",
+        lambda r: r.json({"error": {"code": "busy", "message": "full"}}, 429, {"Retry-After": retry_after}),
+    )
     error = refused(lambda: client(server).run("print(1)"), "busy")
-    assert error.retry_after is None or 0 <= error.retry_after <= 300  # execbox.client._wire.MAX_RETRY_AFTER_S
+    assert (
+        error.retry_after is None or 0 <= error.retry_after <= 300
+    )  # execbox.client._wire.MAX_RETRY_AFTER_S
 
 
 def test_an_error_message_of_megabytes_is_cut(server):
-    server.route("GET", "/v1/info", lambda r: r.json({"error": {"code": "internal", "message": "A" * 5_000_000}},
-                                                     500))
+    server.route(
+        "GET", "/v1/info", lambda r: r.json({"error": {"code": "internal", "message": "A" * 5_000_000}}, 500)
+    )
     error = refused(client(server).info, "internal")
     assert len(error.message) <= 10_000  # the cap: execbox.client._wire.MAX_MESSAGE_CHARS
 
@@ -288,7 +338,9 @@ def test_an_error_message_of_megabytes_is_cut(server):
 def test_the_remote_executor_reads_capabilities_of_the_wrong_shape_as_none(server, tmp_path):
     from execbox.backends.remote import RemoteExecutor
 
-    server.route("GET", "/v1/info", lambda r: r.json({"default_backend": ["x"], "backends": {"['x']": "sandbox"}}))
+    server.route(
+        "GET", "/v1/info", lambda r: r.json({"default_backend": ["x"], "backends": {"['x']": "sandbox"}})
+    )
     executor = RemoteExecutor(server.url, token=TOKEN, timeout_s=2.0, workspace=str(tmp_path))
     try:
         capabilities = within(lambda: executor.capabilities)  # asked before a session is opened

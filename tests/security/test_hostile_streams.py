@@ -46,14 +46,21 @@ def stream(server: HostileServer, **options: Any) -> Callable[[], list[Any]]:
     def read() -> list[Any]:
         with client(server, **options) as made:
             return list(made.session().stream("print(1)"))
+
     return read
 
 
 def remote(server: HostileServer, folder: Path, **options: Any) -> RemoteExecutor:
     """A remote executor on the hostile server; a block may take 1 s there
     (so that its run's deadline, ``run_deadline``, is 2 + 2 s)."""
-    return RemoteExecutor(server.url, token=TOKEN, timeout_s=2.0, workspace=Workspace(folder / "ws"),
-                          limits=Limits(timeout_s=1.0), **options)
+    return RemoteExecutor(
+        server.url,
+        token=TOKEN,
+        timeout_s=2.0,
+        workspace=Workspace(folder / "ws"),
+        limits=Limits(timeout_s=1.0),
+        **options,
+    )
 
 
 # --- streams that never end ----------------------------------------------------------------------------------------
@@ -109,8 +116,13 @@ def test_a_stream_that_is_not_an_event_stream_is_a_bad_answer(server):
 
 
 def test_an_end_event_of_another_execution_is_refused(server):
-    server.route("POST", EXECUTIONS, lambda r: run_events(r, {"id": "e_someone_else", "status": "completed",
-                                                              "result": result(stdout="forged")}))
+    server.route(
+        "POST",
+        EXECUTIONS,
+        lambda r: run_events(
+            r, {"id": "e_someone_else", "status": "completed", "result": result(stdout="forged")}
+        ),
+    )
     error = refused(stream(server), "bad_answer")
     assert "e_someone_else" in error.message
 
@@ -142,17 +154,34 @@ def test_an_execution_id_that_would_reroute_the_resume_is_refused(server):
     assert not [s for s in server.seen if "admin" in s.path]
 
 
-@pytest.mark.parametrize("kind, data", [
-    ("stdout", {"text": 12, "block": 0}),
-    ("stdout", {"text": "x", "block": "0; rm"}),
-    ("start", {"blocks": "many"}),
-    ("block_end", {"index": 0, "status": "ok", "exit_code": None}),
-    ("display", {"mime_type": "image/png", "block": 0, "path": ["..", "..", "etc", "passwd"]}),
-    ("truncated", {"after_bytes": "all of them"}),
-    ("end", {"id": EXECUTION, "status": "completed", "result": {"exit_code": 0, "output": "", "files": "/etc"}}),
-    ("end", {"id": EXECUTION, "status": "completed", "result": {"exit_code": 0, "output": "", "duration_s": -5}}),
-    ("end", {"id": EXECUTION, "status": "completed", "result": [1, 2]}),
-])
+@pytest.mark.parametrize(
+    "kind, data",
+    [
+        ("stdout", {"text": 12, "block": 0}),
+        ("stdout", {"text": "x", "block": "0; rm"}),
+        ("start", {"blocks": "many"}),
+        ("block_end", {"index": 0, "status": "ok", "exit_code": None}),
+        ("display", {"mime_type": "image/png", "block": 0, "path": ["..", "..", "etc", "passwd"]}),
+        ("truncated", {"after_bytes": "all of them"}),
+        (
+            "end",
+            {
+                "id": EXECUTION,
+                "status": "completed",
+                "result": {"exit_code": 0, "output": "", "files": "/etc"},
+            },
+        ),
+        (
+            "end",
+            {
+                "id": EXECUTION,
+                "status": "completed",
+                "result": {"exit_code": 0, "output": "", "duration_s": -5},
+            },
+        ),
+        ("end", {"id": EXECUTION, "status": "completed", "result": [1, 2]}),
+    ],
+)
 def test_an_event_of_the_wrong_shape_is_a_bad_answer_naming_it(server, kind, data):
     server.route("POST", EXECUTIONS, lambda r: r.sse() or r.event(kind, data, 1))
     error = refused(stream(server), "bad_answer")
@@ -160,8 +189,13 @@ def test_an_event_of_the_wrong_shape_is_a_bad_answer_naming_it(server, kind, dat
 
 
 def test_the_remote_executor_reports_a_forged_result_as_an_error(server, tmp_path):
-    server.route("POST", EXECUTIONS, lambda r: run_events(r, {"id": EXECUTION, "status": "completed",
-                                                              "result": {"exit_code": "0", "output": []}}))
+    server.route(
+        "POST",
+        EXECUTIONS,
+        lambda r: run_events(
+            r, {"id": EXECUTION, "status": "completed", "result": {"exit_code": "0", "output": []}}
+        ),
+    )
     with remote(server, tmp_path) as executor:
         outcome = within(lambda: executor.run(CodeBlock("python", "print(1)")))
     assert isinstance(outcome, ServiceError) and outcome.code == "bad_answer", outcome
@@ -170,11 +204,15 @@ def test_the_remote_executor_reports_a_forged_result_as_an_error(server, tmp_pat
 # --- the remote executor's mirror: hostile names and sizes ---------------------------------------------------------
 
 
-def run_writing(server: HostileServer, tmp_path: Path, names: list[str], file: Callable[[Reply], None],
-                **options: Any) -> tuple[Any, RemoteExecutor]:
+def run_writing(
+    server: HostileServer, tmp_path: Path, names: list[str], file: Callable[[Reply], None], **options: Any
+) -> tuple[Any, RemoteExecutor]:
     """A run whose result names ``names`` as written, each served by ``file``."""
-    server.route("POST", EXECUTIONS, lambda r: run_events(r, {"id": EXECUTION, "status": "completed",
-                                                              "result": result(files=names)}))
+    server.route(
+        "POST",
+        EXECUTIONS,
+        lambda r: run_events(r, {"id": EXECUTION, "status": "completed", "result": result(files=names)}),
+    )
     server.route("GET", f"{SESSIONS}/files/*", file)
     executor = remote(server, tmp_path, **options)
     try:
@@ -192,8 +230,17 @@ def test_file_names_that_climb_out_are_never_written_outside_the_workspace(serve
     outside.mkdir()
     (tmp_path / "ws").mkdir()
     os.symlink(outside, tmp_path / "ws" / "link")  # a name that is a link, here
-    names = ["../escape.txt", "../../escape.txt", str(tmp_path / "absolute.txt"), "/etc/passwd-x",
-             "link/through.txt", "link", ".execbox/planted", "sub/../../up.txt", "~/home.txt"]
+    names = [
+        "../escape.txt",
+        "../../escape.txt",
+        str(tmp_path / "absolute.txt"),
+        "/etc/passwd-x",
+        "link/through.txt",
+        "link",
+        ".execbox/planted",
+        "sub/../../up.txt",
+        "~/home.txt",
+    ]
     outcome, executor = run_writing(server, tmp_path, names, lambda r: r.json({"pwned": True}))
     assert not isinstance(outcome, BaseException), outcome
     assert everything_under(tmp_path) == {"ws", "ws/link", "outside"}, everything_under(tmp_path)
@@ -221,7 +268,7 @@ def test_a_file_body_longer_than_announced_is_cut_at_what_was_announced(server, 
 def test_a_huge_file_is_skipped_not_held(server, tmp_path, how):
     def huge(reply: Reply) -> None:
         if how == "announced":
-            reply.head(200, {"Content-Length": str(10 * 1024 ** 3)})
+            reply.head(200, {"Content-Length": str(10 * 1024**3)})
             reply.write(b"x" * 65536)
             reply.stall()
         reply.head(200, {})
@@ -234,15 +281,22 @@ def test_a_huge_file_is_skipped_not_held(server, tmp_path, how):
 
 def test_a_result_naming_thousands_of_files_fetches_at_most_max_pulled_files(server, tmp_path):
     names = [f"f{n}.txt" for n in range(MAX_PULLED_FILES + 500)]
-    outcome, executor = run_writing(server, tmp_path, names, lambda r: r.json({"error": {"code": "not_found"}}, 404))
+    outcome, executor = run_writing(
+        server, tmp_path, names, lambda r: r.json({"error": {"code": "not_found"}}, 404)
+    )
     assert not isinstance(outcome, BaseException), outcome
     assert len([s for s in server.seen if s.method == "GET" and "/files/" in s.path]) == MAX_PULLED_FILES
     assert set(names[MAX_PULLED_FILES:]) <= set(executor.mirror_skipped)
 
 
 def test_a_session_whose_times_are_not_times_reads_them_as_none(server):
-    server.route("POST", "/v1/sessions", lambda r: r.json({"id": SESSION, "key": "k" * 32, "expires_at": "soon",
-                                                           "idle_expires_at": ["never"]}))
+    server.route(
+        "POST",
+        "/v1/sessions",
+        lambda r: r.json(
+            {"id": SESSION, "key": "k" * 32, "expires_at": "soon", "idle_expires_at": ["never"]}
+        ),
+    )
     with client(server) as made:
         session = within(made.session)
         assert not isinstance(session, BaseException), session

@@ -53,8 +53,10 @@ def test_files_a_block_makes_are_not_roots(mode, hostile):
 def test_a_named_blocks_folders_are_the_blocks_to_write_in(mode, hostile):
     """Having its own id must not cost a block its own folders: execbox
     makes them for a named block (as root), and hands them to the jail."""
-    code = ("import os\nhere = os.path.dirname(os.path.abspath(__file__))\n"
-            "open(os.path.join(here, 'next-to-me.txt'), 'w').write('x')\nprint('wrote')\n")
+    code = (
+        "import os\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+        "open(os.path.join(here, 'next-to-me.txt'), 'w').write('x')\nprint('wrote')\n"
+    )
     result = hostile.run(CodeBlock("python", code, filename="deep/er/named.py"))
     assert result.exit_code == 0 and result.stdout == "wrote\n", result.output
     assert (hostile.workspace.path / "deep/er/next-to-me.txt").read_text() == "x"
@@ -62,7 +64,9 @@ def test_a_named_blocks_folders_are_the_blocks_to_write_in(mode, hostile):
 
 def test_processes_of_a_block_are_not_roots(mode, hostile):
     if mode == "docker-gvisor":
-        pytest.skip("not for docker-gvisor: the block's processes live in gVisor's own kernel, not in host /proc")
+        pytest.skip(
+            "not for docker-gvisor: the block's processes live in gVisor's own kernel, not in host /proc"
+        )
     marker = f"1.{secrets.randbelow(10**9):09d}"  # a unique command line, about a second long
     seen: dict[int, int] = {}
 
@@ -142,13 +146,17 @@ def test_root_only_folders_in_the_binds_are_unreadable(mode, hostile):
         pytest.skip(f"{private} is not a root-only folder on this host")
     result = run_then_healthy(hostile, "python", f"import os\nprint(os.listdir({private!r}))")
     assert result.exit_code != 0, result.output
-    assert result.error is not None and result.error.name in ("PermissionError", "FileNotFoundError"), result.output
+    assert result.error is not None and result.error.name in ("PermissionError", "FileNotFoundError"), (
+        result.output
+    )
 
 
 def test_a_block_cannot_spend_the_hosts_inotify_quota(mode, hostile):
     if not ROOT and mode != "docker-gvisor":
-        pytest.skip("as a non-root user the jail (and a runc container's user) is that user, and shares its "
-                    "quotas (README, security model)")
+        pytest.skip(
+            "as a non-root user the jail (and a runc container's user) is that user, and shares its "
+            "quotas (README, security model)"
+        )
     libc = ctypes.CDLL(None, use_errno=True)
     verdict: dict[str, int] = {}
     held = threading.Event()

@@ -21,11 +21,14 @@ def _try(label: str, call: str) -> str:
 
 
 def test_capabilities_are_all_dropped(mode, hostile):
-    code = ("for line in open('/proc/self/status'):\n    if line.startswith(('Cap', 'NoNewPrivs')):\n"
-            "        print(line.split(':')[0], line.split()[1])\n"
-            # the same asked of the kernel: PR_GET_NO_NEW_PRIVS, PR_CAP_AMBIENT_IS_SET for each capability
-            + LIBC + "print('prctl-nnp', libc.prctl(39, 0, 0, 0, 0))\n"
-            "print('prctl-ambient', sum(libc.prctl(47, 1, c, 0, 0) == 1 for c in range(64)))\n")
+    code = (
+        "for line in open('/proc/self/status'):\n    if line.startswith(('Cap', 'NoNewPrivs')):\n"
+        "        print(line.split(':')[0], line.split()[1])\n"
+        # the same asked of the kernel: PR_GET_NO_NEW_PRIVS, PR_CAP_AMBIENT_IS_SET for each capability
+        + LIBC
+        + "print('prctl-nnp', libc.prctl(39, 0, 0, 0, 0))\n"
+        "print('prctl-ambient', sum(libc.prctl(47, 1, c, 0, 0) == 1 for c in range(64)))\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     fields = dict(line.split() for line in result.output.splitlines())
     expected = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"}
@@ -38,11 +41,17 @@ def test_capabilities_are_all_dropped(mode, hostile):
 
 
 def test_namespaces_are_not_the_hosts(mode, hostile):
-    not_for(mode, "landlock", "this tier has no namespaces by design: it runs where they cannot be made "
-                              "(Landlock, seccomp and rlimits confine the block instead)")
+    not_for(
+        mode,
+        "landlock",
+        "this tier has no namespaces by design: it runs where they cannot be made "
+        "(Landlock, seccomp and rlimits confine the block instead)",
+    )
     kinds = ["mnt", "pid", "net", "user", "uts", "ipc", "cgroup"]
-    code = (f"import os\nfor k in {kinds!r}:\n    try:\n        print(k, os.readlink(f'/proc/self/ns/{{k}}'))\n"
-            "    except FileNotFoundError:\n        print(k, 'absent')\nprint('uid', os.getuid())\n")
+    code = (
+        f"import os\nfor k in {kinds!r}:\n    try:\n        print(k, os.readlink(f'/proc/self/ns/{{k}}'))\n"
+        "    except FileNotFoundError:\n        print(k, 'absent')\nprint('uid', os.getuid())\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     inside = dict(line.split() for line in result.output.splitlines())
     for kind in kinds:
@@ -60,11 +69,20 @@ def test_namespaces_are_not_the_hosts(mode, hostile):
         assert inside[kind] != host, f"the jail shares the host's {kind} namespace"
 
 
-@pytest.mark.parametrize("call", [
-    "os.setuid(0)", "os.setgid(0)", "os.setresuid(0, 0, 0)", "os.setgroups([0])", "os.seteuid(0)",
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "os.setuid(0)",
+        "os.setgid(0)",
+        "os.setresuid(0, 0, 0)",
+        "os.setgroups([0])",
+        "os.seteuid(0)",
+    ],
+)
 def test_becoming_root_fails(hostile, call):
-    result = run_then_healthy(hostile, "python", f"import os\n{call}\nprint('BECAME', os.getuid(), os.geteuid())")
+    result = run_then_healthy(
+        hostile, "python", f"import os\n{call}\nprint('BECAME', os.getuid(), os.geteuid())"
+    )
     assert "BECAME" not in result.stdout
     assert result.error is not None and result.error.name in ("PermissionError", "OSError"), result.output
 
@@ -73,31 +91,43 @@ SYSCALLS = {
     # name: (code, expected errnos are any; only success is an escape)
     "mount-tmpfs": _try("mount", "libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)"),
     "mount-proc": _try("mount", "libc.mount(b'proc', b'/tmp', b'proc', 0, None)"),
-    "remount-root-rw": _try("remount", "libc.mount(None, b'/', None, 0x20 | 0x1000, None)"),  # MS_REMOUNT|MS_BIND
+    "remount-root-rw": _try(
+        "remount", "libc.mount(None, b'/', None, 0x20 | 0x1000, None)"
+    ),  # MS_REMOUNT|MS_BIND
     "umount-usr": _try("umount", "libc.umount2(b'/usr', 2)"),  # MNT_DETACH
     "chroot": _try("chroot", "libc.chroot(b'/tmp')"),
     "pivot-root": _try("pivot_root", "libc.syscall(155, b'/tmp', b'/tmp')"),
     "mknod-mem": _try("mknod", "libc.mknod(b'mem', 0o20600, os.makedev(1, 1))"),
     "init-module": _try("init_module", "libc.syscall(175, b'\\0' * 64, 64, b'')"),
     "finit-module": _try("finit_module", "libc.syscall(313, os.open('/usr/bin/env', os.O_RDONLY), b'', 0)"),
-    "bpf-map-create": ("attr = (ctypes.c_uint32 * 5)(1, 4, 4, 1, 0)\n"  # BPF_MAP_TYPE_HASH
-                       + _try("bpf", "libc.syscall(321, 0, ctypes.byref(attr), 20)")),
-    "bpf-prog-load": ("insns = (ctypes.c_uint64 * 2)(0xb7, 0x95)\nlic = ctypes.c_char_p(b'GPL')\n"
-                      "attr = (ctypes.c_uint64 * 16)()\nattr[0] = 1 | (2 << 32)\n"  # SOCKET_FILTER, 2 insns
-                      "attr[1] = ctypes.addressof(insns)\nattr[2] = ctypes.cast(lic, ctypes.c_void_p).value\n"
-                      + _try("bpf", "libc.syscall(321, 5, ctypes.byref(attr), 128)")),
+    "bpf-map-create": (
+        "attr = (ctypes.c_uint32 * 5)(1, 4, 4, 1, 0)\n"  # BPF_MAP_TYPE_HASH
+        + _try("bpf", "libc.syscall(321, 0, ctypes.byref(attr), 20)")
+    ),
+    "bpf-prog-load": (
+        "insns = (ctypes.c_uint64 * 2)(0xb7, 0x95)\nlic = ctypes.c_char_p(b'GPL')\n"
+        "attr = (ctypes.c_uint64 * 16)()\nattr[0] = 1 | (2 << 32)\n"  # SOCKET_FILTER, 2 insns
+        "attr[1] = ctypes.addressof(insns)\nattr[2] = ctypes.cast(lic, ctypes.c_void_p).value\n"
+        + _try("bpf", "libc.syscall(321, 5, ctypes.byref(attr), 128)")
+    ),
     # system-wide CPU clock on cpu 0, kernel included: observing the host
-    "perf-event-open": ("attr = (ctypes.c_uint32 * 32)()\nattr[0] = 1\nattr[1] = 128\n"  # SOFTWARE, size
-                        + _try("perf", "libc.syscall(298, ctypes.byref(attr), -1, 0, -1, 0)")),
+    "perf-event-open": (
+        "attr = (ctypes.c_uint32 * 32)()\nattr[0] = 1\nattr[1] = 128\n"  # SOFTWARE, size
+        + _try("perf", "libc.syscall(298, ctypes.byref(attr), -1, 0, -1, 0)")
+    ),
     "reboot": _try("reboot", "libc.syscall(169, 0xfee1dead, 672274793, 0, None)"),  # CMD_CAD_OFF: harmless
-    "setns-proc-1": ("r = -1\nfor k in ('mnt', 'user', 'pid', 'net', 'uts', 'ipc'):\n"
-                     "    try:\n        fd = os.open(f'/proc/1/ns/{k}', os.O_RDONLY)\n"
-                     "    except OSError:\n        continue  # not even opened (the pool's init is not dumpable)\n"
-                     "    r = max(r, libc.setns(fd, 0))\n"
-                     "print(('OK' if r >= 0 else 'failed'), 'setns', ctypes.get_errno())\n"),
+    "setns-proc-1": (
+        "r = -1\nfor k in ('mnt', 'user', 'pid', 'net', 'uts', 'ipc'):\n"
+        "    try:\n        fd = os.open(f'/proc/1/ns/{k}', os.O_RDONLY)\n"
+        "    except OSError:\n        continue  # not even opened (the pool's init is not dumpable)\n"
+        "    r = max(r, libc.setns(fd, 0))\n"
+        "print(('OK' if r >= 0 else 'failed'), 'setns', ctypes.get_errno())\n"
+    ),
     "sethostname": _try("sethostname", "libc.sethostname(b'pwned', 5)"),
     "swapoff": _try("swapoff", "libc.swapoff(b'/dev/vda')"),
-    "settimeofday": ("tv = (ctypes.c_long * 2)(0, 0)\n" + _try("settimeofday", "libc.settimeofday(ctypes.byref(tv), None)")),
+    "settimeofday": (
+        "tv = (ctypes.c_long * 2)(0, 0)\n" + _try("settimeofday", "libc.settimeofday(ctypes.byref(tv), None)")
+    ),
 }
 
 
@@ -111,7 +141,9 @@ def test_privileged_syscall_fails(hostile, code):
     assert not (hostile.workspace.path / "mem").exists()
 
 
-NESTED = LIBC + r"""
+NESTED = (
+    LIBC
+    + r"""
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWUTS = 0x10000000, 0x00020000, 0x04000000
 r = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS)
 print("unshare", r, ctypes.get_errno())
@@ -139,6 +171,7 @@ for path in ("/usr/execbox-pwned", "/execbox-pwned", "/etc/execbox-pwned", "/pro
     except OSError as exc:
         print("failed write", exc.errno)
 """
+)
 
 
 def test_nested_user_namespace_reaches_nothing(hostile, secret):
@@ -183,7 +216,9 @@ echo "uid=$(id -ru) euid=$(id -u)"
         assert not line.startswith("mount rc=0"), line
 
 
-@pytest.mark.parametrize("path", ["/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg"])
+@pytest.mark.parametrize(
+    "path", ["/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg"]
+)
 def test_host_devices_are_absent(mode, hostile, path):
     code = f"import os\nprint('exists', os.path.exists({path!r}))\ntry:\n    open({path!r}, 'rb').read(16)\n    print('READ')\nexcept OSError as exc:\n    print('failed', exc.errno)\n"
     result = run_then_healthy(hostile, "python", code)
@@ -216,15 +251,21 @@ def _read(path: str) -> str | None:
 @pytest.mark.parametrize("path, data", [k[1:] for k in KNOBS], ids=[k[0] for k in KNOBS])
 def test_kernel_knobs_are_not_writable(mode, make_hostile, path, data):
     if path == "/proc/self/oom_score_adj":
-        not_for(mode, "docker-gvisor", "the block's oom_score_adj is a value in gVisor's own kernel; "
-                                       "the host's OOM killer sees the sandbox as a whole, never the block")
+        not_for(
+            mode,
+            "docker-gvisor",
+            "the block's oom_score_adj is a value in gVisor's own kernel; "
+            "the host's OOM killer sees the sandbox as a whole, never the block",
+        )
     hostile = make_hostile()
     before = {p: _read(p) for p in GLOBAL_SYSCTLS}
     value = f"open({path!r}, 'rb').read()" if data is None else repr(data.encode())
     # unbuffered, no O_CREAT: a knob is written or refused, never created as a plain file
-    code = (f"import os\ntry:\n    data = {value}\n    fd = os.open({path!r}, os.O_WRONLY)\n"
-            f"    os.write(fd, data)\n    os.close(fd)\n    print('WROTE')\n"
-            f"except OSError as exc:\n    print('failed', exc.errno)\n")
+    code = (
+        f"import os\ntry:\n    data = {value}\n    fd = os.open({path!r}, os.O_WRONLY)\n"
+        f"    os.write(fd, data)\n    os.close(fd)\n    print('WROTE')\n"
+        f"except OSError as exc:\n    print('failed', exc.errno)\n"
+    )
     try:
         result = run_then_healthy(hostile, "python", code)
         after = {p: _read(p) for p in GLOBAL_SYSCTLS}
@@ -238,9 +279,11 @@ def test_kernel_knobs_are_not_writable(mode, make_hostile, path, data):
 
 def test_hostname_of_the_host_is_unchanged(hostile):
     hostname = socket.gethostname()
-    code = (LIBC + "libc.sethostname(b'pwned', 5)\ntry:\n"
-            "    fd = os.open('/proc/sys/kernel/hostname', os.O_WRONLY)\n    os.write(fd, b'pwned')\n"
-            "except OSError as exc:\n    print('failed', exc.errno)\nimport socket\nprint('inside', socket.gethostname())\n")
+    code = (
+        LIBC + "libc.sethostname(b'pwned', 5)\ntry:\n"
+        "    fd = os.open('/proc/sys/kernel/hostname', os.O_WRONLY)\n    os.write(fd, b'pwned')\n"
+        "except OSError as exc:\n    print('failed', exc.errno)\nimport socket\nprint('inside', socket.gethostname())\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "inside" in result.output
     assert socket.gethostname() == hostname
@@ -251,7 +294,9 @@ def test_host_keyring_is_not_readable(hostile):
     """Kernel keys are owned by kernel uids: the jail's uid maps to the host's."""
     libc = ctypes.CDLL(None, use_errno=True)
     description, payload = f"execbox-test-{secrets.token_hex(8)}", secrets.token_hex(16)
-    serial = libc.syscall(248, b"user", description.encode(), payload.encode(), len(payload), -4)  # add_key @u
+    serial = libc.syscall(
+        248, b"user", description.encode(), payload.encode(), len(payload), -4
+    )  # add_key @u
     if serial < 0:
         pytest.skip(f"cannot add a key to the host's user keyring (errno {ctypes.get_errno()})")
     code = LIBC + (
@@ -259,7 +304,8 @@ def test_host_keyring_is_not_readable(hostile):
         f"for op, args in ((11, ({serial}, buf, 256)), (6, ({serial}, buf, 256)),\n"
         f"                 (10, (-4, b'user', {description.encode()!r}, 0))):\n"
         f"    print('keyctl', op, libc.syscall(250, op, *args), ctypes.get_errno(), buf.value)\n"
-        f"try:\n    print(open('/proc/keys').read())\nexcept OSError as exc:\n    print('failed', exc.errno)\n")
+        f"try:\n    print(open('/proc/keys').read())\nexcept OSError as exc:\n    print('failed', exc.errno)\n"
+    )
     try:
         result = run_then_healthy(hostile, "python", code)
     finally:

@@ -45,12 +45,17 @@ def serve(factory: Callable[[], Executor], scenario: Callable[[Any], Awaitable[N
     async def main() -> None:
         with anyio.fail_after(DEADLINE_S):
             async with Client(create_server(executor_factory=factory), read_timeout_seconds=60) as client:
+
                 async def call(tool: str, **arguments: Any) -> tuple[bool, str]:
                     try:
                         result = await client.call_tool(tool, arguments)
                     except MCPError as exc:  # a protocol error: the model has nothing to fix
-                        raise AssertionError(f"{tool}({arguments!r}) failed as a protocol error: {exc}") from None
-                    return bool(result.is_error), "\n".join(c.text for c in result.content if c.type == "text")
+                        raise AssertionError(
+                            f"{tool}({arguments!r}) failed as a protocol error: {exc}"
+                        ) from None
+                    return bool(result.is_error), "\n".join(
+                        c.text for c in result.content if c.type == "text"
+                    )
 
                 await scenario(call)
 
@@ -82,12 +87,25 @@ def test_paths_that_leave_the_workspace_are_tool_errors(tmp_path):
     folder, token = host_secret(tmp_path)
     workspace = tmp_path / "ws"
     secret = str(folder / "secret.txt")
-    escapes = [os.path.relpath(secret, workspace), secret, "~/secret.txt", "~root", "a\0b",
-               "sub/../../host/secret.txt", ".execbox/code/x.py", "x" * 300, "new\nline/../../host/secret.txt"]
+    escapes = [
+        os.path.relpath(secret, workspace),
+        secret,
+        "~/secret.txt",
+        "~root",
+        "a\0b",
+        "sub/../../host/secret.txt",
+        ".execbox/code/x.py",
+        "x" * 300,
+        "new\nline/../../host/secret.txt",
+    ]
 
     async def scenario(call: Any) -> None:
         for path in escapes:
-            for tool, arguments in (("read_file", {}), ("list_files", {}), ("write_file", {"content": token})):
+            for tool, arguments in (
+                ("read_file", {}),
+                ("list_files", {}),
+                ("write_file", {"content": token}),
+            ):
                 failed, answer = await call(tool, path=path, **arguments)
                 assert failed, (tool, path, answer)
                 assert token not in answer and str(workspace) not in answer, (tool, path, answer)
@@ -114,8 +132,10 @@ def test_names_a_block_chose_do_not_forge_listing_lines(tmp_path):
 def test_links_a_block_planted_are_never_followed(tmp_path):
     folder, token = host_secret(tmp_path)
     secret = str(folder / "secret.txt")
-    code = (f"import os\nos.symlink({secret!r}, 'x')\nos.symlink({str(folder)!r}, 'd')\n"
-            "os.symlink('../../..', 'up')\nos.makedirs('sub')\nos.symlink('../d', 'sub/d')\n")
+    code = (
+        f"import os\nos.symlink({secret!r}, 'x')\nos.symlink({str(folder)!r}, 'd')\n"
+        "os.symlink('../../..', 'up')\nos.makedirs('sub')\nos.symlink('../d', 'sub/d')\n"
+    )
     up = os.path.relpath(secret, "/")
 
     async def scenario(call: Any) -> None:
@@ -143,8 +163,10 @@ def test_a_hardlink_to_a_host_file_is_not_written_through(tmp_path):
     must not change the host's file."""
     target = os.path.realpath("/etc/os-release")
     before = Path(target).read_bytes()
-    code = (f"import os\ntry:\n    os.link({target!r}, 'hl')\n    print('linked')\n"
-            "except OSError as exc:\n    print('refused', exc.errno)\n")
+    code = (
+        f"import os\ntry:\n    os.link({target!r}, 'hl')\n    print('linked')\n"
+        "except OSError as exc:\n    print('refused', exc.errno)\n"
+    )
 
     async def scenario(call: Any) -> None:
         await plant(call, code)
@@ -258,9 +280,13 @@ def test_a_name_swapped_for_a_link_meanwhile_is_never_followed(tmp_path):
     async def scenario(call: Any) -> None:
         await plant(call, code)
         for _ in range(200):
-            for tool, arguments in (("read_file", {"path": "x"}), ("read_file", {"path": "d/secret.txt"}),
-                                    ("list_files", {"path": "d"}), ("write_file", {"path": "d/w.txt", "content": "w"}),
-                                    ("write_file", {"path": "x", "content": "w"})):
+            for tool, arguments in (
+                ("read_file", {"path": "x"}),
+                ("read_file", {"path": "d/secret.txt"}),
+                ("list_files", {"path": "d"}),
+                ("write_file", {"path": "d/w.txt", "content": "w"}),
+                ("write_file", {"path": "x", "content": "w"}),
+            ):
                 _, answer = await call(tool, **arguments)
                 assert token not in answer and "secret.txt  (" not in answer, (tool, arguments, answer)
         await call("write_file", path="stop", content="")

@@ -108,8 +108,10 @@ def test_internet_is_unreachable(hostile):
 
 
 def test_dns_does_not_resolve(hostile):
-    code = ("import socket\ntry:\n    print('RESOLVED', socket.getaddrinfo('example.com', 80))\n"
-            "except OSError as exc:\n    print('failed', type(exc).__name__)\n")
+    code = (
+        "import socket\ntry:\n    print('RESOLVED', socket.getaddrinfo('example.com', 80))\n"
+        "except OSError as exc:\n    print('failed', type(exc).__name__)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "RESOLVED" not in result.output
     assert "failed" in result.output
@@ -121,10 +123,12 @@ def test_udp_to_host_loopback_does_not_arrive(hostile):
     receiver.settimeout(1.0)
     port = receiver.getsockname()[1]
     payload = secrets.token_hex(8)
-    code = (f"import socket\ntry:\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-            f"except OSError as exc:\n    print('failed', exc)\n    raise SystemExit\n"
-            f"for _ in range(20):\n    try:\n        s.sendto({payload!r}.encode(), ('127.0.0.1', {port}))\n"
-            f"    except OSError as exc:\n        print('failed', exc)\n        break\nprint('sent')\n")
+    code = (
+        f"import socket\ntry:\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"except OSError as exc:\n    print('failed', exc)\n    raise SystemExit\n"
+        f"for _ in range(20):\n    try:\n        s.sendto({payload!r}.encode(), ('127.0.0.1', {port}))\n"
+        f"    except OSError as exc:\n        print('failed', exc)\n        break\nprint('sent')\n"
+    )
     try:
         result = run_then_healthy(hostile, "python", code)
         received = []
@@ -146,8 +150,10 @@ def test_abstract_unix_socket_of_the_host_is_unreachable(hostile):
     server.bind(name)
     server.listen(1)
     server.settimeout(1.0)
-    code = (f"import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({name!r})\n"
-            f"    print('CONNECTED')\nexcept OSError as exc:\n    print('failed', exc)\n")
+    code = (
+        f"import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({name!r})\n"
+        f"    print('CONNECTED')\nexcept OSError as exc:\n    print('failed', exc)\n"
+    )
     try:
         result = run_then_healthy(hostile, "python", code)
         try:
@@ -161,40 +167,59 @@ def test_abstract_unix_socket_of_the_host_is_unreachable(hostile):
     assert not accepted
 
 
-@pytest.mark.parametrize("family, kind, proto", [
-    ("AF_INET", "SOCK_RAW", 1),          # raw ICMP
-    ("AF_INET", "SOCK_RAW", 255),        # raw IP
-    ("AF_PACKET", "SOCK_RAW", 0x0300),   # every ethernet frame (ETH_P_ALL, network order)
-], ids=["raw-icmp", "raw-ip", "packet"])
+@pytest.mark.parametrize(
+    "family, kind, proto",
+    [
+        ("AF_INET", "SOCK_RAW", 1),  # raw ICMP
+        ("AF_INET", "SOCK_RAW", 255),  # raw IP
+        ("AF_PACKET", "SOCK_RAW", 0x0300),  # every ethernet frame (ETH_P_ALL, network order)
+    ],
+    ids=["raw-icmp", "raw-ip", "packet"],
+)
 def test_raw_and_packet_sockets_are_refused(hostile, family, kind, proto):
-    code = (f"import socket\ntry:\n    socket.socket(socket.{family}, socket.{kind}, {proto})\n    print('OPENED')\n"
-            f"except OSError as exc:\n    print('failed', exc.errno)\n")
+    code = (
+        f"import socket\ntry:\n    socket.socket(socket.{family}, socket.{kind}, {proto})\n    print('OPENED')\n"
+        f"except OSError as exc:\n    print('failed', exc.errno)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "OPENED" not in result.output
     assert "failed" in result.output
 
 
 def test_only_loopback_interface_exists(mode, hostile):
-    not_for(mode, "landlock", "no network namespace in this tier: the host's interfaces are listed in "
-                              "/proc/net (its netlink sockets are refused)")
-    result = run_then_healthy(hostile, "python", "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))")
+    not_for(
+        mode,
+        "landlock",
+        "no network namespace in this tier: the host's interfaces are listed in "
+        "/proc/net (its netlink sockets are refused)",
+    )
+    result = run_then_healthy(
+        hostile, "python", "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"
+    )
     assert result.exit_code == 0, result.output
     assert eval(result.output) == ["lo"]
 
 
 # The sockets of the container engine, the system bus and a database: root on
 # the host for the first ones, whatever they serve for the others.
-HOST_SOCKETS = ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-                "/var/run/docker/containerd/containerd.sock", "/run/dbus/system_bus_socket",
-                "/var/run/postgresql/.s.PGSQL.5432"]
+HOST_SOCKETS = [
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/var/run/docker/containerd/containerd.sock",
+    "/run/dbus/system_bus_socket",
+    "/var/run/postgresql/.s.PGSQL.5432",
+]
 
 
 def test_host_unix_sockets_are_unreachable(hostile):
     # the socket is made inside the try: the Landlock tier refuses unix stream sockets outright
-    code = (f"import socket\nfor path in {HOST_SOCKETS!r}:\n    try:\n"
-            "        with socket.socket(socket.AF_UNIX) as s:\n            s.connect(path)\n"
-            "            print('CONNECTED', path)\n    except OSError as exc:\n"
-            "        print('failed', path, exc.errno)\n")
+    code = (
+        f"import socket\nfor path in {HOST_SOCKETS!r}:\n    try:\n"
+        "        with socket.socket(socket.AF_UNIX) as s:\n            s.connect(path)\n"
+        "            print('CONNECTED', path)\n    except OSError as exc:\n"
+        "        print('failed', path, exc.errno)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     assert "CONNECTED" not in result.output

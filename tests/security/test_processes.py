@@ -27,8 +27,10 @@ def host_sleeper():
 
 def test_test_process_is_not_signalable(hostile):
     me = os.getpid()
-    code = (f"import os, signal\nfor sig in (0, signal.SIGTERM):\n    try:\n        os.kill({me}, sig)\n"
-            f"        print('SIGNALLED', sig)\n    except OSError as exc:\n        print('failed', exc.errno)\n")
+    code = (
+        f"import os, signal\nfor sig in (0, signal.SIGTERM):\n    try:\n        os.kill({me}, sig)\n"
+        f"        print('SIGNALLED', sig)\n    except OSError as exc:\n        print('failed', exc.errno)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "SIGNALLED" not in result.output
     assert result.output.count("failed") == 2
@@ -50,29 +52,54 @@ def test_host_process_survives_kill_attempts(hostile, host_sleeper, how):
 # What a container runs besides the block: the engine's init, the keep-alive,
 # execbox's sh wrapper around the block (its script holds newlines) and killer.
 # the engine's init over the keep-alive or over the agent (its shell exec's python3), the block
-CONTAINER_OWN = ("/sbin/docker-init -- sleep infinity", "/sbin/docker-init -- /bin/sh -c ", "sleep infinity",
-                 "/bin/sh -c ", "python3 ")
+CONTAINER_OWN = (
+    "/sbin/docker-init -- sleep infinity",
+    "/sbin/docker-init -- /bin/sh -c ",
+    "sleep infinity",
+    "/bin/sh -c ",
+    "python3 ",
+)
 
 
 def test_host_processes_are_invisible_in_proc(mode, hostile):
-    not_for(mode, "landlock", "no PID namespace in this tier: host processes and their command lines are "
-                              "listed in /proc (their environment, memory and descriptors stay refused)")
+    not_for(
+        mode,
+        "landlock",
+        "no PID namespace in this tier: host processes and their command lines are "
+        "listed in /proc (their environment, memory and descriptors stay refused)",
+    )
     host_init = open("/proc/1/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
-    code = ("import os\nfor p in sorted(os.listdir('/proc')):\n    if p.isdigit():\n"
-            "        cmdline = open(f'/proc/{p}/cmdline', 'rb').read()\n"
-            "        print(p, cmdline.replace(b'\\0', b' ').replace(b'\\n', b' ').decode())\n")
+    code = (
+        "import os\nfor p in sorted(os.listdir('/proc')):\n    if p.isdigit():\n"
+        "        cmdline = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+        "        print(p, cmdline.replace(b'\\0', b' ').replace(b'\\n', b' ').decode())\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code == 0, result.output
     seen = [line.split(" ", 1)[1] if " " in line else "" for line in result.output.splitlines()]
     # only the jail's own: bwrap, and the interpreter (the pool's zygote and units, the block)
     python = getattr(hostile, "_python", None) or os.path.realpath(sys.executable)
     # the jailed kernel starts by its bare name (test_no_process_in_the_jail_names_the_host_layout)
-    own = CONTAINER_OWN if mode in DOCKER_MODES else ("/usr/bin/bwrap", python, sys.executable,
-                                                      os.path.basename(python) + " ",
-                                                      os.path.basename(sys.executable) + " ")
+    own = (
+        CONTAINER_OWN
+        if mode in DOCKER_MODES
+        else (
+            "/usr/bin/bwrap",
+            python,
+            sys.executable,
+            os.path.basename(python) + " ",
+            os.path.basename(sys.executable) + " ",
+        )
+    )
     assert all(c == "" or c.startswith(own) for c in seen), seen
     assert str(os.getpid()) not in result.output.split()
-    me = open(f"/proc/{os.getpid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    me = (
+        open(f"/proc/{os.getpid()}/cmdline", "rb")
+        .read()
+        .replace(b"\0", b" ")
+        .decode(errors="replace")
+        .strip()
+    )
     assert me not in result.output
     if host_init:
         assert host_init not in result.output
@@ -104,9 +131,20 @@ def test_no_process_in_the_jail_names_the_host_layout(mode, hostile):
     result = run_then_healthy(hostile, "python", LIST_PROCESSES)
     assert result.exit_code == 0, result.output
     repository = str(Path(__file__).resolve().parents[2])
-    leaks = {repository, sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
-             str(hostile.workspace.path), os.path.realpath(hostile.workspace.path), "execbox-kernel-",
-             "execbox-stage-", "--ro-bind", "--setenv", "--seccomp"}
+    leaks = {
+        repository,
+        sys.prefix,
+        sys.base_prefix,
+        os.path.realpath(sys.prefix),
+        os.path.realpath(sys.base_prefix),
+        str(hostile.workspace.path),
+        os.path.realpath(hostile.workspace.path),
+        "execbox-kernel-",
+        "execbox-stage-",
+        "--ro-bind",
+        "--setenv",
+        "--seccomp",
+    }
     seen = 0
     for line in result.output.splitlines():
         pid, what, data = line.split(" ")
@@ -121,11 +159,13 @@ def test_no_process_in_the_jail_names_the_host_layout(mode, hostile):
 
 
 def test_ptrace_of_a_host_process_fails(hostile, host_sleeper):
-    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nPTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
-            f"for pid in ({os.getpid()}, {host_sleeper.pid}):\n"
-            "    for req in (PTRACE_ATTACH, PTRACE_SEIZE):\n"
-            "        r = libc.ptrace(req, pid, 0, 0)\n"
-            "        print('ATTACHED' if r == 0 else 'failed', pid, ctypes.get_errno())\n")
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nPTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
+        f"for pid in ({os.getpid()}, {host_sleeper.pid}):\n"
+        "    for req in (PTRACE_ATTACH, PTRACE_SEIZE):\n"
+        "        r = libc.ptrace(req, pid, 0, 0)\n"
+        "        print('ATTACHED' if r == 0 else 'failed', pid, ctypes.get_errno())\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "ATTACHED" not in result.output
     assert result.output.count("failed") == 4
@@ -136,8 +176,10 @@ def test_ptrace_of_a_host_process_fails(hostile, host_sleeper):
 def test_ptrace_traceme_gives_nothing_outside(hostile, secret):
     # Being traced by the parent (the jail's init) is harmless; it must not open the host.
     secret_path, token = secret
-    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('traceme', libc.ptrace(0, 0, 0, 0))\n"
-            f"try:\n    print(open({str(secret_path)!r}).read())\nexcept OSError as exc:\n    print('failed', exc.errno)\n")
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('traceme', libc.ptrace(0, 0, 0, 0))\n"
+        f"try:\n    print(open({str(secret_path)!r}).read())\nexcept OSError as exc:\n    print('failed', exc.errno)\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert token not in result.output
     assert "failed" in result.output
@@ -176,11 +218,13 @@ def _assert_daemon_ended(executor, marker: str) -> None:
 @pytest.mark.ends_by_timeout
 def test_daemons_do_not_outlive_the_block(hostile, second_fork, env, ending):
     marker = f"execbox-security-{uuid.uuid4().hex}"
-    code = (DAEMON.replace("{marker}", marker)
-            .replace("{second_fork}", "if os.fork() != 0: os._exit(0)" if second_fork else "pass")
-            # a cleared environment drops the run token execbox looks for
-            .replace("{env}", "dict(os.environ)" if env == "inherited" else "{}")
-            .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+    code = (
+        DAEMON.replace("{marker}", marker)
+        .replace("{second_fork}", "if os.fork() != 0: os._exit(0)" if second_fork else "pass")
+        # a cleared environment drops the run token execbox looks for
+        .replace("{env}", "dict(os.environ)" if env == "inherited" else "{}")
+        .replace("{tail}", "time.sleep(60)" if ending == "timeout" else "")
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "daemon started" in result.output
     assert result.timed_out == (ending == "timeout")
@@ -192,9 +236,12 @@ def test_daemons_do_not_outlive_the_block(hostile, second_fork, env, ending):
 def test_a_daemon_with_a_forged_run_token_does_not_outlive_the_block(hostile, ending):
     # the token of a block that does not run: clean-up must not take it for another block's process
     marker = f"execbox-security-{uuid.uuid4().hex}"
-    code = (DAEMON.replace("{marker}", marker).replace("{second_fork}", "if os.fork() != 0: os._exit(0)")
-            .replace("{env}", "{'EXECBOX_RUN_TOKEN': '0' * 24}")
-            .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+    code = (
+        DAEMON.replace("{marker}", marker)
+        .replace("{second_fork}", "if os.fork() != 0: os._exit(0)")
+        .replace("{env}", "{'EXECBOX_RUN_TOKEN': '0' * 24}")
+        .replace("{tail}", "time.sleep(60)" if ending == "timeout" else "")
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "daemon started" in result.output, result.output
     assert result.timed_out == (ending == "timeout")
@@ -223,19 +270,26 @@ except OSError:
 def test_planted_modules_do_not_keep_daemons_alive(hostile, ending):
     marker = f"execbox-security-{uuid.uuid4().hex}"
     code = PLANT.replace("{marker!r}", repr(marker)) + (
-        DAEMON.replace("{marker}", marker).replace("{second_fork}", "pass").replace("{env}", "{}")
-        .replace("{tail}", "time.sleep(60)" if ending == "timeout" else ""))
+        DAEMON.replace("{marker}", marker)
+        .replace("{second_fork}", "pass")
+        .replace("{env}", "{}")
+        .replace("{tail}", "time.sleep(60)" if ending == "timeout" else "")
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "daemon started" in result.output, result.output
     assert result.timed_out == (ending == "timeout")
     _assert_daemon_ended(hostile, marker)
 
 
-@pytest.mark.parametrize("code", [
-    "sleep 100 &\necho started",
-    "(sleep 100; echo late) &\necho started",
-    "nohup sleep 100 >/dev/null 2>&1 &\nsetsid sleep 100 &\necho started",
-], ids=["background", "subshell", "nohup-setsid"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "sleep 100 &\necho started",
+        "(sleep 100; echo late) &\necho started",
+        "nohup sleep 100 >/dev/null 2>&1 &\nsetsid sleep 100 &\necho started",
+    ],
+    ids=["background", "subshell", "nohup-setsid"],
+)
 def test_a_background_child_does_not_hold_the_block(hostile, code):
     result = run_then_healthy(hostile, "sh", code)
     assert result.exit_code == 0, result.output
@@ -254,7 +308,9 @@ def test_closing_stdout_and_stderr_early(hostile):
 
 @pytest.mark.ends_by_timeout
 def test_closed_pipes_and_endless_loop_still_time_out(hostile):
-    result = run_then_healthy(hostile, "python", "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n")
+    result = run_then_healthy(
+        hostile, "python", "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n"
+    )
     assert result.timed_out
     assert result.exit_code == 124
 
@@ -263,9 +319,13 @@ def test_closed_pipes_and_endless_loop_still_time_out(hostile):
 def test_stopping_itself_ends_by_timeout(hostile):
     # A kernel's output leaves through threads of the stopped process (ipykernel's IOPub thread, ZeroMQ's
     # I/O thread): the short pause lets "stopping" leave before the whole process stops, as a pipe would.
-    result = run_then_healthy(hostile, "python", "import os, signal, time\nprint('stopping', flush=True)\n"
-                                                  "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGSTOP)\n"
-                                                  "print('resumed')")
+    result = run_then_healthy(
+        hostile,
+        "python",
+        "import os, signal, time\nprint('stopping', flush=True)\n"
+        "time.sleep(0.5)\nos.kill(os.getpid(), signal.SIGSTOP)\n"
+        "print('resumed')",
+    )
     assert "stopping" in result.output
     assert "resumed" not in result.output
     assert result.timed_out and result.exit_code == 124
@@ -273,9 +333,11 @@ def test_stopping_itself_ends_by_timeout(hostile):
 
 @pytest.mark.ends_by_timeout
 def test_signal_storm_inside_the_jail(hostile, host_sleeper):
-    code = ("import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):\n"
-            "    for target in (1, -1, 0):\n        try:\n            os.kill(target, sig)\n"
-            "        except OSError:\n            pass\n")
+    code = (
+        "import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):\n"
+        "    for target in (1, -1, 0):\n        try:\n            os.kill(target, sig)\n"
+        "        except OSError:\n            pass\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert result.exit_code != 0 or result.timed_out  # it killed itself
     assert process_alive(host_sleeper.pid)

@@ -36,9 +36,12 @@ def _host_safety_net():
 
 
 BOMBS = {
-    "python-fork": ("python", "import os, sys\nif sys.argv[-1] != MARK:\n"
-                              "    os.execv(sys.executable, [sys.executable, __file__, MARK])\n"
-                              "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"),
+    "python-fork": (
+        "python",
+        "import os, sys\nif sys.argv[-1] != MARK:\n"
+        "    os.execv(sys.executable, [sys.executable, __file__, MARK])\n"
+        "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    ),
     "shell": ("bash", "exec bash -c ':(){ :|:& };:' MARK"),
 }
 
@@ -61,9 +64,11 @@ def test_fork_bomb_ends_and_leaves_nothing(hostile, bomb):
 
 def test_max_processes_is_enforced(hostile):
     marker = f"execbox-security-{uuid.uuid4().hex}"
-    code = ("import subprocess\nstarted = 0\nfor _ in range(200):\n    try:\n"
-            f"        subprocess.Popen(['sleep', '30', {marker!r}][:2])\n        started += 1\n"
-            "    except OSError:\n        break\nprint('started', started)\n")
+    code = (
+        "import subprocess\nstarted = 0\nfor _ in range(200):\n    try:\n"
+        f"        subprocess.Popen(['sleep', '30', {marker!r}][:2])\n        started += 1\n"
+        "    except OSError:\n        break\nprint('started', started)\n"
+    )
     with _host_safety_net():
         result = run_then_healthy(hostile, "python", code)
     assert "started" in result.output, result.output
@@ -86,16 +91,23 @@ def test_filling_tmp_hits_its_size_and_is_not_kept(mode, make_hostile):
     # below the /tmp size (256 MB) the block is killed at the memory limit
     # instead; here the memory limit is above it, so the size cap answers.
     from tests.security.conftest import LIMITS, not_for
-    not_for(mode, "landlock", "no private /tmp without a mount namespace: the host's /tmp is closed to the "
-                              "block, its TMPDIR a folder on the host's disk bounded per file by RLIMIT_FSIZE "
-                              "(removed after the block: tests/backends/test_landlock.py)")
+
+    not_for(
+        mode,
+        "landlock",
+        "no private /tmp without a mount namespace: the host's /tmp is closed to the "
+        "block, its TMPDIR a folder on the host's disk bounded per file by RLIMIT_FSIZE "
+        "(removed after the block: tests/backends/test_landlock.py)",
+    )
     hostile = make_hostile(LIMITS.replace(memory_mb=1024))
-    code = ("import os\nchunk = b'x' * (1 << 20)\nwritten = 0\ntry:\n    with open('/tmp/fill', 'wb') as f:\n"
-            "        while written < (4 << 30):\n            f.write(chunk)\n            f.flush()\n"
-            "            written += len(chunk)\n    print('NO LIMIT', written)\n"
-            "except OSError as exc:\n    print('errno', exc.errno, 'after', written >> 20, 'MB')\n")
+    code = (
+        "import os\nchunk = b'x' * (1 << 20)\nwritten = 0\ntry:\n    with open('/tmp/fill', 'wb') as f:\n"
+        "        while written < (4 << 30):\n            f.write(chunk)\n            f.flush()\n"
+        "            written += len(chunk)\n    print('NO LIMIT', written)\n"
+        "except OSError as exc:\n    print('errno', exc.errno, 'after', written >> 20, 'MB')\n"
+    )
     result = run_then_healthy(hostile, "python", code)
-    assert "errno 28" in result.output, result.output   # ENOSPC
+    assert "errno 28" in result.output, result.output  # ENOSPC
     written_mb = int(result.output.split("after")[1].split()[0])
     assert written_mb <= 300
     again = hostile.run(__import__("execbox").CodeBlock("python", "import os\nprint(os.listdir('/tmp'))"))
@@ -107,8 +119,10 @@ def test_filling_tmp_hits_its_size_and_is_not_kept(mode, make_hostile):
 
 def test_filling_the_workspace_hits_the_file_size_limit(hostile):
     big = hostile.workspace.path / "big.bin"
-    code = ("chunk = b'x' * (1 << 20)\nwith open('big.bin', 'wb') as f:\n"
-            "    for _ in range(2048):\n        f.write(chunk)\nprint('WROTE 2 GB')\n")
+    code = (
+        "chunk = b'x' * (1 << 20)\nwith open('big.bin', 'wb') as f:\n"
+        "    for _ in range(2048):\n        f.write(chunk)\nprint('WROTE 2 GB')\n"
+    )
     try:
         result = run_then_healthy(hostile, "python", code)
         size = big.stat().st_size if big.exists() else 0
@@ -129,14 +143,23 @@ def test_a_gigabyte_of_output_is_cut_and_costs_the_host_little(hostile):
     assert grown_mb < 200, f"the host grew by {grown_mb:.0f} MB"
 
 
-@pytest.mark.parametrize("code", [
-    pytest.param("while True:\n    pass\n", id="loop", marks=pytest.mark.ends_by_timeout),
-    # the full timeout: a kernel's cell returns at once, and the next one runs beside 16 spinning threads
-    pytest.param("import threading\ndef spin():\n    while True:\n        pass\n"
-                 "for _ in range(16):\n    threading.Thread(target=spin).start()\n", id="threads"),
-    pytest.param("import os\nfor _ in range(4):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n",
-                 id="processes", marks=pytest.mark.ends_by_timeout),
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("while True:\n    pass\n", id="loop", marks=pytest.mark.ends_by_timeout),
+        # the full timeout: a kernel's cell returns at once, and the next one runs beside 16 spinning threads
+        pytest.param(
+            "import threading\ndef spin():\n    while True:\n        pass\n"
+            "for _ in range(16):\n    threading.Thread(target=spin).start()\n",
+            id="threads",
+        ),
+        pytest.param(
+            "import os\nfor _ in range(4):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n",
+            id="processes",
+            marks=pytest.mark.ends_by_timeout,
+        ),
+    ],
+)
 def test_spinners_time_out(hostile, code):
     result = run_then_healthy(hostile, "python", code)
     if hostile.capabilities.stateful and "threading" in code:
@@ -154,8 +177,10 @@ def test_spinners_time_out(hostile, code):
 
 
 def test_fd_exhaustion_stays_inside(hostile):
-    code = ("import os\nfds = []\ntry:\n    while len(fds) < 1_000_000:\n        fds.append(os.open('/dev/null', os.O_RDONLY))\n"
-            "    print('NO LIMIT')\nexcept OSError as exc:\n    print('errno', exc.errno, 'after', len(fds))\n")
+    code = (
+        "import os\nfds = []\ntry:\n    while len(fds) < 1_000_000:\n        fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "    print('NO LIMIT')\nexcept OSError as exc:\n    print('errno', exc.errno, 'after', len(fds))\n"
+    )
     result = run_then_healthy(hostile, "python", code)
     assert "errno 24" in result.output, result.output  # EMFILE
     assert os.open("/dev/null", os.O_RDONLY) >= 0

@@ -34,12 +34,14 @@ sock = session_socket()
 ATTEMPTS = {
     "an_eventfd_for_displays": FIND_SOCKET + "socket.send_fds(sock, [b'exit 0'], [os.eventfd(0)])\n",
     "a_pipe_for_displays": FIND_SOCKET + "r, w = os.pipe()\nsocket.send_fds(sock, [b'exit 0'], [r])\n",
-    "deep_json_displays": FIND_SOCKET + (
+    "deep_json_displays": FIND_SOCKET
+    + (
         "fd = os.memfd_create('d', os.MFD_ALLOW_SEALING)\nos.write(fd, b'[' * 200000)\n"
         "import fcntl\nfcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | "
-        "fcntl.F_SEAL_WRITE)\nsocket.send_fds(sock, [b'exit 0'], [fd])\n"),
-    "an_unsealed_memfd": FIND_SOCKET + (
-        "fd = os.memfd_create('d')\nos.write(fd, b'[]')\nsocket.send_fds(sock, [b'exit 0'], [fd])\n"),
+        "fcntl.F_SEAL_WRITE)\nsocket.send_fds(sock, [b'exit 0'], [fd])\n"
+    ),
+    "an_unsealed_memfd": FIND_SOCKET
+    + ("fd = os.memfd_create('d')\nos.write(fd, b'[]')\nsocket.send_fds(sock, [b'exit 0'], [fd])\n"),
 }
 
 
@@ -61,8 +63,9 @@ def test_a_forged_display_handover_is_refused_by_name(stateful, attempt):
 
 
 def test_a_forged_full_does_not_run_the_block_twice(stateful, tmp_path):
-    code = FIND_SOCKET + ("open('runs.txt', 'a').write('ran\\n')\nsock.send(b'full')\n"
-                          "import time\ntime.sleep(0.3)\n")
+    code = FIND_SOCKET + (
+        "open('runs.txt', 'a').write('ran\\n')\nsock.send(b'full')\nimport time\ntime.sleep(0.3)\n"
+    )
     result = stateful.run(CodeBlock("python", code))
     assert (tmp_path / "ws" / "runs.txt").read_text() == "ran\n"
     assert result.exit_code != 0 and "wrote on its session's socket" in result.output, result.output
@@ -70,7 +73,8 @@ def test_a_forged_full_does_not_run_the_block_twice(stateful, tmp_path):
 
 
 def test_words_the_session_never_says_end_it(stateful):
-    result = stateful.run(CodeBlock("python", FIND_SOCKET + "sock.send(b'exit 0 and more')\n"
-                                    "import time\ntime.sleep(0.3)\n"))
+    result = stateful.run(
+        CodeBlock("python", FIND_SOCKET + "sock.send(b'exit 0 and more')\nimport time\ntime.sleep(0.3)\n")
+    )
     assert result.exit_code != 0 and "never sends" in result.output, result.output
     assert stateful.run(CodeBlock("python", "print('fresh')")).output.endswith("fresh\n")

@@ -86,7 +86,9 @@ for target in ('/dev/stderr', '/dev/stdout'):
 """
     hostile.run(CodeBlock("python", plant))
     token = secrets.token_hex(8)
-    later = run_then_healthy(hostile, "bash", f"echo out-{token} > /dev/stdout\necho err-{token} > /dev/stderr")
+    later = run_then_healthy(
+        hostile, "bash", f"echo out-{token} > /dev/stdout\necho err-{token} > /dev/stderr"
+    )
     assert f"out-{token}" in later.stdout, later.output
     assert f"err-{token}" in later.stderr, later.output
     captured = hostile.workspace.path / "captured"
@@ -94,11 +96,16 @@ for target in ('/dev/stderr', '/dev/stdout'):
 
 
 def test_dev_shm_is_capped(mode, hostile):
-    not_for(mode, "landlock", "no tmpfs of the block's own without namespaces: as root its /dev/shm is a folder "
-                              "made for it on the host's disk, bounded per file by RLIMIT_FSIZE; as a user who "
-                              "is not root it has none (tests/security/test_shared_folders.py)")
-    result = run_then_healthy(hostile, "python",
-                              "import os\nst = os.statvfs('/dev/shm')\nprint(st.f_blocks * st.f_frsize)")
+    not_for(
+        mode,
+        "landlock",
+        "no tmpfs of the block's own without namespaces: as root its /dev/shm is a folder "
+        "made for it on the host's disk, bounded per file by RLIMIT_FSIZE; as a user who "
+        "is not root it has none (tests/security/test_shared_folders.py)",
+    )
+    result = run_then_healthy(
+        hostile, "python", "import os\nst = os.statvfs('/dev/shm')\nprint(st.f_blocks * st.f_frsize)"
+    )
     assert result.exit_code == 0, result.output
     # the sandbox's tmp_size_mb (256 MiB by default), Docker's own 64 MiB
     assert int(result.stdout.split()[-1]) <= 256 * MiB, result.output
@@ -158,8 +165,13 @@ def test_executors_do_not_share_a_network(mode, make_hostile):
                 listening.set()
 
     served: list = []
-    server = threading.Thread(target=lambda: served.append(tenant.run(
-        CodeBlock("python", f"SECRET = {secret!r}\nNAME = {name!r}\n{SERVE}"), on_output=on_output)))
+    server = threading.Thread(
+        target=lambda: served.append(
+            tenant.run(
+                CodeBlock("python", f"SECRET = {secret!r}\nNAME = {name!r}\n{SERVE}"), on_output=on_output
+            )
+        )
+    )
     server.start()
     try:
         assert listening.wait(20), "the tenant's server did not start"
@@ -192,7 +204,9 @@ def test_no_host_descriptor_is_inherited(mode, hostile):
 
 
 def test_a_forged_status_line_does_not_break_the_host(mode, hostile):
-    not_for(mode, {"oneshot", "jupyter", *DOCKER_MODES}, "only a pool unit reports on a socket the block holds")
+    not_for(
+        mode, {"oneshot", "jupyter", *DOCKER_MODES}, "only a pool unit reports on a socket the block holds"
+    )
     forge = """
 import os, socket, stat
 for fd in map(int, os.listdir('/proc/self/fd')):

@@ -33,9 +33,13 @@ def test_a_callers_pythonpath_runs_nothing_in_the_zygote(tmp_path):
     (folder / "lib" / "helper_mod.py").write_text("VALUE = 42\n")
     os.chmod(folder, 0o777)
     with SandboxExecutor(workspace=Workspace(folder), env={"PYTHONPATH": "lib", "MARK": "m"}) as ex:
-        ran = ex.run(CodeBlock("python", "import os, helper_mod\nprint(helper_mod.VALUE, os.environ['MARK'])"))
+        ran = ex.run(
+            CodeBlock("python", "import os, helper_mod\nprint(helper_mod.VALUE, os.environ['MARK'])")
+        )
         assert ran.output == "42 m\n", ran.output  # the blocks still get the caller's variables
-        assert not [p for p in os.listdir(folder) if p.startswith("ran-in-")], "sitecustomize ran in the zygote"
+        assert not [p for p in os.listdir(folder) if p.startswith("ran-in-")], (
+            "sitecustomize ran in the zygote"
+        )
         zygotes = []
         for pid in _tree(ex._zygote._proc.pid):
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
@@ -61,6 +65,13 @@ def test_pid_1_shows_no_host_layout(tmp_path, pool):
     with SandboxExecutor(workspace=workspace, pool=pool, env={"PLANTED": "value-of-the-caller"}) as ex:
         seen = ex.run(CodeBlock("sh", "tr '\\0' ' ' < /proc/1/cmdline")).output
     assert seen.startswith(find_bwrap()), seen
-    for leak in ("--ro-bind", "--setenv", "--seccomp", "value-of-the-caller", str(workspace), "rlimits",
-                 "/.execbox-zygote\""):
+    for leak in (
+        "--ro-bind",
+        "--setenv",
+        "--seccomp",
+        "value-of-the-caller",
+        str(workspace),
+        "rlimits",
+        '/.execbox-zygote"',
+    ):
         assert leak not in seen, (leak, seen)

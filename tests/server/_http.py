@@ -36,7 +36,9 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, token: str | None, log: Path | None = None) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], url: str, token: str | None, log: Path | None = None
+    ) -> None:
         self.proc = proc
         self.url = url
         self.token = token
@@ -61,7 +63,9 @@ class Server:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         if session_keys:
             options["event_hooks"] = {"request": [self._send_key], "response": [self._learn_key]}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=options.pop("timeout", 30.0), **options)
+        return httpx.Client(
+            base_url=self.url, headers=headers, timeout=options.pop("timeout", 30.0), **options
+        )
 
     def _send_key(self, request: httpx.Request) -> None:
         found = SESSION_PATH.match(request.url.path)
@@ -69,8 +73,11 @@ class Server:
             request.headers[KEY_HEADER] = self.keys[found[1]]
 
     def _learn_key(self, response: httpx.Response) -> None:
-        if response.request.method == "POST" and response.request.url.path == "/v1/sessions" \
-                and response.status_code == 201:
+        if (
+            response.request.method == "POST"
+            and response.request.url.path == "/v1/sessions"
+            and response.status_code == 201
+        ):
             made = response.read() and response.json()
             if isinstance(made, dict) and "key" in made:
                 self.keys[made["id"]] = made["key"]
@@ -101,8 +108,16 @@ def running_server(*args: str, token: str | None = None, log: Path | None = None
         log = Path(tempfile.mkdtemp(prefix="execbox-serve-")) / "server.log"
     if token is None and "--no-token" not in args:
         token = secrets.token_urlsafe(16)
-    argv = [sys.executable, "-m", "execbox.cli", "serve", "--port", str(port), *args,
-            *([f"--token={token}"] if token else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "execbox.cli",
+        "serve",
+        "--port",
+        str(port),
+        *args,
+        *([f"--token={token}"] if token else []),
+    ]
     with contextlib.ExitStack() as files:
         stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.PIPE
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -112,8 +127,7 @@ def running_server(*args: str, token: str | None = None, log: Path | None = None
         with server.client(timeout=2.0) as client:
             while True:
                 if proc.poll() is not None:
-                    said = server.log_text() if log is not None else \
-                        proc.stderr.read().decode()  # type: ignore[union-attr]
+                    said = server.log_text() if log is not None else proc.stderr.read().decode()  # type: ignore[union-attr]
                     raise RuntimeError(f"the server exited: {said}")
                 try:
                     if client.get("/openapi.json").status_code in (200, 401):

@@ -21,8 +21,18 @@ if MISSING and not REQUIRE_ALL:  # skipped, as a missing component is (under EXE
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     """A server on the local backend (the sandbox may be asked for)."""
-    with running_server("--backend", "local", "--backends", "sandbox", "--max-upload-mb", "1",
-                        "--max-concurrency", "4", "--sse-keepalive", "0.5") as running:
+    with running_server(
+        "--backend",
+        "local",
+        "--backends",
+        "sandbox",
+        "--max-upload-mb",
+        "1",
+        "--max-concurrency",
+        "4",
+        "--sse-keepalive",
+        "0.5",
+    ) as running:
         yield running
 
 

@@ -31,8 +31,12 @@ def test_a_token_is_made_printed_once_in_the_link_and_required(made) -> None:
     log = made.log_text()
     assert log.count(made.token) == 1  # printed once, only there
     with httpx.Client(base_url=made.url) as bare:
-        for method, path in (("GET", "/v1/info"), ("POST", "/v1/run"), ("POST", "/v1/sessions"),
-                             ("GET", "/openapi.json")):
+        for method, path in (
+            ("GET", "/v1/info"),
+            ("POST", "/v1/run"),
+            ("POST", "/v1/sessions"),
+            ("GET", "/openapi.json"),
+        ):
             error = error_of(bare.request(method, path, json={"code": "print(1)"}), 401, "unauthorized")
             assert "Authorization: Bearer" in error["message"]
         wrong = bare.get("/v1/info", headers={"Authorization": "Bearer " + made.token[:-1]})
@@ -53,16 +57,24 @@ def test_another_server_makes_another_token() -> None:
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "execbox.cli", "serve", "--port", "0", *args],
-                          capture_output=True, text=True, timeout=30, env={"PYTHONPATH": SRC, "PATH": "/usr/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "serve", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin"},
+    )
 
 
-@pytest.mark.parametrize("args, said", [
-    (("--host", "0.0.0.0", "--no-token"), "without a token (--no-token)"),
-    (("--host", "192.0.2.1", "--no-token"), "listen on 127.0.0.1"),
-    (("--no-token", "--token", "t"), "choose one"),
-    (("--token", "two words"), "without spaces"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("--host", "0.0.0.0", "--no-token"), "without a token (--no-token)"),
+        (("--host", "192.0.2.1", "--no-token"), "listen on 127.0.0.1"),
+        (("--no-token", "--token", "t"), "choose one"),
+        (("--token", "two words"), "without spaces"),
+    ],
+)
 def test_no_token_only_on_loopback_and_never_with_one(args, said) -> None:
     done = _serve(*args)
     assert done.returncode == 2 and said in done.stderr, done.stderr
@@ -82,18 +94,20 @@ def test_no_token_on_loopback_serves_with_a_warning(tmp_path: Path) -> None:
 
 
 def _routes(sid: str, eid: str) -> list[tuple[str, str, dict]]:
-    return [("GET", f"/v1/sessions/{sid}", {}),
-            ("POST", f"/v1/sessions/{sid}/keepalive", {}),
-            ("POST", f"/v1/sessions/{sid}/reset", {}),
-            ("POST", f"/v1/sessions/{sid}/executions", {"json": {"code": "print('not yours')"}}),
-            ("GET", f"/v1/sessions/{sid}/executions/{eid}", {}),
-            ("GET", f"/v1/sessions/{sid}/executions/{eid}/events", {}),
-            ("POST", f"/v1/sessions/{sid}/executions/{eid}/cancel", {}),
-            ("GET", f"/v1/sessions/{sid}/files", {}),
-            ("GET", f"/v1/sessions/{sid}/files/secret.txt", {}),
-            ("PUT", f"/v1/sessions/{sid}/files/secret.txt", {"content": b"overwritten"}),
-            ("DELETE", f"/v1/sessions/{sid}/files/secret.txt", {}),
-            ("DELETE", f"/v1/sessions/{sid}", {})]
+    return [
+        ("GET", f"/v1/sessions/{sid}", {}),
+        ("POST", f"/v1/sessions/{sid}/keepalive", {}),
+        ("POST", f"/v1/sessions/{sid}/reset", {}),
+        ("POST", f"/v1/sessions/{sid}/executions", {"json": {"code": "print('not yours')"}}),
+        ("GET", f"/v1/sessions/{sid}/executions/{eid}", {}),
+        ("GET", f"/v1/sessions/{sid}/executions/{eid}/events", {}),
+        ("POST", f"/v1/sessions/{sid}/executions/{eid}/cancel", {}),
+        ("GET", f"/v1/sessions/{sid}/files", {}),
+        ("GET", f"/v1/sessions/{sid}/files/secret.txt", {}),
+        ("PUT", f"/v1/sessions/{sid}/files/secret.txt", {"content": b"overwritten"}),
+        ("DELETE", f"/v1/sessions/{sid}/files/secret.txt", {}),
+        ("DELETE", f"/v1/sessions/{sid}", {}),
+    ]
 
 
 def test_every_session_route_needs_the_session_key(server) -> None:
@@ -107,7 +121,9 @@ def test_every_session_route_needs_the_session_key(server) -> None:
         eid = ran.json()["id"]
         for sent in ({}, {KEY_HEADER: "sk_wrong"}, {KEY_HEADER: key[:-1]}, {KEY_HEADER: ""}):
             for method, path, body in _routes(sid, eid):
-                error = error_of(other.request(method, path, headers=sent, **body), 403, "session_key_required")
+                error = error_of(
+                    other.request(method, path, headers=sent, **body), 403, "session_key_required"
+                )
                 assert KEY_HEADER in error["message"], (method, path)
         # nothing of it was done: the file is the owner's still, the session open, one execution in it
         assert owner.get(f"/v1/sessions/{sid}/files/secret.txt", headers=mine).content == b"the owner's"
@@ -116,7 +132,9 @@ def test_every_session_route_needs_the_session_key(server) -> None:
         assert owner.delete(f"/v1/sessions/{sid}", headers=mine).status_code == 200
         # once ended: 410 for its key, 403 for any other (its end says nothing to them)
         assert error_of(owner.get(f"/v1/sessions/{sid}", headers=mine), 410, "session_expired")
-        error_of(other.get(f"/v1/sessions/{sid}", headers={KEY_HEADER: "sk_wrong"}), 403, "session_key_required")
+        error_of(
+            other.get(f"/v1/sessions/{sid}", headers={KEY_HEADER: "sk_wrong"}), 403, "session_key_required"
+        )
         error_of(other.get("/v1/sessions/s_000000000000000000000000", headers=mine), 404, "not_found")
 
 
@@ -168,13 +186,19 @@ def test_a_sessions_env_configures_its_blocks_never_the_servers_processes(tmp_pa
     for name in ("sitecustomize.py", "usercustomize.py", "startup.py"):
         (planted / name).write_text(PLANTED.format(where=str(planted)))
     planted.chmod(0o777)  # whichever identity imports it can leave its mark
-    env = {"PYTHONPATH": str(planted), "PYTHONSTARTUP": str(planted / "startup.py"),
-           "PYTHONUSERBASE": str(planted), "LD_PRELOAD": str(planted / "missing.so")}
+    env = {
+        "PYTHONPATH": str(planted),
+        "PYTHONSTARTUP": str(planted / "startup.py"),
+        "PYTHONUSERBASE": str(planted),
+        "LD_PRELOAD": str(planted / "missing.so"),
+    }
     with running_server("--backend", "sandbox") as server, server.client() as client:
         sid = open_session(client, env=env)["id"]
         for _ in range(2):
-            ran = client.post(f"/v1/sessions/{sid}/executions", json={
-                "code": "import os; print(os.environ['PYTHONPATH'], os.environ['LD_PRELOAD'])"})
+            ran = client.post(
+                f"/v1/sessions/{sid}/executions",
+                json={"code": "import os; print(os.environ['PYTHONPATH'], os.environ['LD_PRELOAD'])"},
+            )
             assert ran.status_code == 200, ran.text
             assert ran.json()["result"]["stdout"].split() == [env["PYTHONPATH"], env["LD_PRELOAD"]]
         assert client.post(f"/v1/sessions/{sid}/reset").status_code == 200

@@ -44,10 +44,13 @@ def test_info_names_the_server(api):
 
 
 def test_run_with_files_in_and_fetched_back(api):
-    result = api.run("data = open('in.bin', 'rb').read()\n"
-                     "open('out.bin', 'wb').write(data[::-1])\n"
-                     "print(open('note.txt').read().upper())",
-                     files={"in.bin": NOT_UTF8, "note.txt": "héllo"}, fetch_files=["out.bin", "note.txt", "nope.txt"])
+    result = api.run(
+        "data = open('in.bin', 'rb').read()\n"
+        "open('out.bin', 'wb').write(data[::-1])\n"
+        "print(open('note.txt').read().upper())",
+        files={"in.bin": NOT_UTF8, "note.txt": "héllo"},
+        fetch_files=["out.bin", "note.txt", "nope.txt"],
+    )
     assert isinstance(result, RunResult) and result.ok, result.output
     assert result.stdout == "HÉLLO\n"
     assert result.fetched == {"out.bin": NOT_UTF8[::-1], "note.txt": "héllo".encode()}
@@ -80,11 +83,17 @@ def test_failing_code_is_a_result_and_a_refused_request_an_error(api):
 
 
 def test_arguments_are_checked_before_anything_is_sent(api):
-    for call in (lambda: api.run(), lambda: api.run("1", blocks=[{"code": "2"}]),
-                 lambda: api.run(blocks=[{"language": "sh"}]), lambda: api.run("1", files={"a": 5}),
-                 lambda: api.run("1", fetch_files="out.txt"), lambda: api.run("1", limits=5),
-                 lambda: api.batch([{"code": "1", "timeout": 3}]), lambda: api.batch([]),
-                 lambda: api.batch("print(1)")):
+    for call in (
+        lambda: api.run(),
+        lambda: api.run("1", blocks=[{"code": "2"}]),
+        lambda: api.run(blocks=[{"language": "sh"}]),
+        lambda: api.run("1", files={"a": 5}),
+        lambda: api.run("1", fetch_files="out.txt"),
+        lambda: api.run("1", limits=5),
+        lambda: api.batch([{"code": "1", "timeout": 3}]),
+        lambda: api.batch([]),
+        lambda: api.batch("print(1)"),
+    ):
         with pytest.raises(ConfigurationError):
             call()
     with pytest.raises(ConfigurationError, match="http://"):
@@ -94,9 +103,12 @@ def test_arguments_are_checked_before_anything_is_sent(api):
 
 
 def test_batch_yields_each_line_as_it_comes_with_its_index(api):
-    requests = ["import time; time.sleep(2); print('slow')", {"code": "print('fast')"},
-                {"code": "echo shell", "language": "sh", "files": {"x.bin": NOT_UTF8}, "fetch_files": ["x.bin"]},
-                {"code": "1", "limits": {"timeout_s": -1}}]
+    requests = [
+        "import time; time.sleep(2); print('slow')",
+        {"code": "print('fast')"},
+        {"code": "echo shell", "language": "sh", "files": {"x.bin": NOT_UTF8}, "fetch_files": ["x.bin"]},
+        {"code": "1", "limits": {"timeout_s": -1}},
+    ]
     began = time.monotonic()
     seen = []
     for index, item in api.batch(requests, max_concurrency=4):
@@ -120,7 +132,9 @@ def test_a_run_longer_than_run_timeout_s_is_a_timeout_naming_it(server):
     with Client(server.url, server.token, run_timeout_s=0.5) as impatient:
         with pytest.raises(ServiceError) as late:
             impatient.run("import time; time.sleep(3)")
-        assert late.value.code == "timeout" and "run_timeout_s" in str(late.value) and not late.value.retryable
+        assert (
+            late.value.code == "timeout" and "run_timeout_s" in str(late.value) and not late.value.retryable
+        )
         assert impatient.info()["version"]  # the other requests keep timeout_s
 
 
@@ -143,7 +157,11 @@ def test_a_wrong_or_missing_token_is_a_clear_error(monkeypatch):
                 client.run("print(1)")
             error = refused.value
             assert (error.status, error.code) == (401, "unauthorized")
-            assert sent in error.message and "EXECBOX_TOKEN" in error.message and "Client(token=" in error.message
+            assert (
+                sent in error.message
+                and "EXECBOX_TOKEN" in error.message
+                and "Client(token=" in error.message
+            )
         monkeypatch.setenv("EXECBOX_TOKEN", "s3cret")
         with Client(server.url) as from_env:
             assert from_env.run("print(6 * 7)").stdout == "42\n"
@@ -151,8 +169,10 @@ def test_a_wrong_or_missing_token_is_a_clear_error(monkeypatch):
 
 
 def test_a_full_server_is_service_busy_with_retry_after():
-    with running_server("--backend", "local", "--max-sessions", "1", "--max-concurrency", "1") as server, \
-            Client(server.url, server.token) as client:
+    with (
+        running_server("--backend", "local", "--max-sessions", "1", "--max-concurrency", "1") as server,
+        Client(server.url, server.token) as client,
+    ):
         with client.session() as first:
             with pytest.raises(ServiceBusyError) as busy:
                 client.session()
@@ -185,26 +205,38 @@ def test_errors_join_the_tree():
 
 
 def test_server_sent_events_read_by_hand():
-    text = ("id: 1\r\nevent: stdout\r\ndata: {\"text\": \"a\", \"block\": 0}\r\n\r\n: keepalive\n\n"
-            "id: 2\nevent: future_kind\ndata: {}\n\nid: 3\revent: stderr\rdata: {\"text\":\rdata: \"b\"}\r\r"
-            "id: 4\nevent: stdout\ndata: {\"text\": \"cut off")
+    text = (
+        'id: 1\r\nevent: stdout\r\ndata: {"text": "a", "block": 0}\r\n\r\n: keepalive\n\n'
+        'id: 2\nevent: future_kind\ndata: {}\n\nid: 3\revent: stderr\rdata: {"text":\rdata: "b"}\r\r'
+        'id: 4\nevent: stdout\ndata: {"text": "cut off'
+    )
     whole = list(frames([text]))
     assert [f.id for f in whole] == ["1", "2", "3"]  # the last one never ended: not an event
     assert whole[2] == Frame("3", "stderr", '{"text":\n"b"}')
     for size in (1, 2, 3, 7):  # however the text is cut in chunks
-        assert list(frames(text[i:i + size] for i in range(0, len(text), size))) == whole
+        assert list(frames(text[i : i + size] for i in range(0, len(text), size))) == whole
     assert run_event(whole[0]) == OutputEvent("stdout", "a", 0)
     assert run_event(whole[1]) is None  # a kind this version does not know is skipped
-    assert run_event(Frame("5", "block_start", '{"kind": "block_start", "index": 1, "language": "sh"}')).index == 1
+    assert (
+        run_event(Frame("5", "block_start", '{"kind": "block_start", "index": 1, "language": "sh"}')).index
+        == 1
+    )
     with pytest.raises(ServiceError, match="cannot read"):
         run_event(Frame("6", "block_end", '{"index": 0}'))
 
 
 def test_without_httpx_execbox_imports_and_client_names_the_extra():
-    script = ("import sys\nimport execbox\nassert 'httpx' not in sys.modules, 'imported with execbox'\n"
-              "sys.modules['httpx'] = None  # as if it were not installed\n"
-              "try:\n    execbox.Client()\nexcept execbox.ConfigurationError as exc:\n    print(exc)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": SRC})
+    script = (
+        "import sys\nimport execbox\nassert 'httpx' not in sys.modules, 'imported with execbox'\n"
+        "sys.modules['httpx'] = None  # as if it were not installed\n"
+        "try:\n    execbox.Client()\nexcept execbox.ConfigurationError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
     assert done.returncode == 0, done.stderr
     assert "pip install 'execbox[client]'" in done.stdout

@@ -63,7 +63,9 @@ def test_stream_yields_typed_events_in_order_and_ends_with_what_run_returns(sess
     assert isinstance(end, EndEvent) and end.status == "completed"
     assert text_of(events) == "0\n1\n2\n" and text_of(events, "stderr") == "oops\n"
     kinds = [type(e) for e in events]
-    assert kinds.index(BlockStartEvent) < kinds.index(OutputEvent) < kinds.index(BlockEndEvent) < len(kinds) - 1
+    assert (
+        kinds.index(BlockStartEvent) < kinds.index(OutputEvent) < kinds.index(BlockEndEvent) < len(kinds) - 1
+    )
     block_end = events[kinds.index(BlockEndEvent)]
     assert (block_end.index, block_end.language, block_end.status) == (0, "python", "ok")
     assert session.info()["executions"][-1] == start.execution_id
@@ -71,12 +73,18 @@ def test_stream_yields_typed_events_in_order_and_ends_with_what_run_returns(sess
 
 
 def test_events_carry_their_block(session):
-    events = list(session.stream(blocks=[{"code": "print('one')"},
-                                         {"language": "sh", "code": "echo two >&2; exit 4"}]))
-    assert [(e.index, e.language) for e in events if isinstance(e, BlockStartEvent)] == [(0, "python"), (1, "sh")]
+    events = list(
+        session.stream(blocks=[{"code": "print('one')"}, {"language": "sh", "code": "echo two >&2; exit 4"}])
+    )
+    assert [(e.index, e.language) for e in events if isinstance(e, BlockStartEvent)] == [
+        (0, "python"),
+        (1, "sh"),
+    ]
     outputs = [e for e in events if isinstance(e, OutputEvent)]  # a write may come in pieces
-    assert {block: "".join(e.text for e in outputs if e.block == block) for block in (0, 1)} == {0: "one\n",
-                                                                                                  1: "two\n"}
+    assert {block: "".join(e.text for e in outputs if e.block == block) for block in (0, 1)} == {
+        0: "one\n",
+        1: "two\n",
+    }
     assert {e.stream for e in outputs if e.block == 1} == {"stderr"}
     ends = [e for e in events if isinstance(e, BlockEndEvent)]
     assert [(e.index, e.status, e.exit_code) for e in ends] == [(0, "ok", 0), (1, "failed", 4)]
@@ -188,8 +196,13 @@ def test_files_round_trip_with_bytes_that_are_not_utf8(session):
 
 
 def test_a_session_starts_with_env_files_and_limits(api):
-    with api.session(env={"GREETING": "hi"}, files={"seed.bin": b"\xff\x01"}, limits={"timeout_s": 5},
-                     ttl_s=120, idle_ttl_s=60) as session:
+    with api.session(
+        env={"GREETING": "hi"},
+        files={"seed.bin": b"\xff\x01"},
+        limits={"timeout_s": 5},
+        ttl_s=120,
+        idle_ttl_s=60,
+    ) as session:
         assert session.info()["limits"]["timeout_s"] == 5 and session.backend == "local"
         assert session.expires_at > session.idle_expires_at
         result = session.run("import os; print(os.environ['GREETING'], open('seed.bin', 'rb').read())")
@@ -226,8 +239,12 @@ def test_keepalive_moves_the_idle_expiry(session):
 def test_410_with_its_reason_after_close_and_after_an_idle_ttl(api):
     session = api.session()
     session.close()
-    for call in (session.info, lambda: session.run("print(1)"), lambda: list(session.stream("print(1)")),
-                 lambda: session.upload("a.txt", "x")):
+    for call in (
+        session.info,
+        lambda: session.run("print(1)"),
+        lambda: list(session.stream("print(1)")),
+        lambda: session.upload("a.txt", "x"),
+    ):
         with pytest.raises(SessionGoneError) as gone:
             call()
         assert (gone.value.status, gone.value.reason) == (410, "deleted") and session.id in str(gone.value)
@@ -244,8 +261,11 @@ def test_410_with_its_reason_after_close_and_after_an_idle_ttl(api):
 def test_a_jupyter_session_keeps_state_resets_it_and_streams_displays():
     found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
     require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    with running_server("--backend", "jupyter") as server, Client(server.url, server.token, timeout_s=120) as client, \
-            client.session() as session:
+    with (
+        running_server("--backend", "jupyter") as server,
+        Client(server.url, server.token, timeout_s=120) as client,
+        client.session() as session,
+    ):
         session.run("x = 41")
         assert session.run("print(x + 1)").stdout == "42\n"
         session.reset()

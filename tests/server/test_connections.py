@@ -28,8 +28,9 @@ def _answer(sock: socket.socket) -> bytes:
     while b"\r\n\r\n" not in data:
         data += sock.recv(65536) or b""
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length"))
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
     while len(body) < length:
         body += sock.recv(65536)
     return head
@@ -46,8 +47,9 @@ def _logged(server: Server, text: str, timeout: float = 5.0) -> str:
 def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     log = tmp_path_factory.mktemp("connections") / "server.log"
     # raw requests without a token: connections, not auth, are tested here
-    with running_server("--backend", "local", "--no-token", "--keep-alive", "5", "--log-level", "debug",
-                        log=log) as running:
+    with running_server(
+        "--backend", "local", "--no-token", "--keep-alive", "5", "--log-level", "debug", log=log
+    ) as running:
         yield running
 
 
@@ -77,8 +79,10 @@ def test_what_is_not_http_is_answered_400_and_logged(server: Server) -> None:
 
 def test_a_client_gone_before_its_answer_is_logged(server: Server) -> None:
     with _connect(server) as sock:
-        sock.sendall(b"POST /v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(RUN), RUN))
+        sock.sendall(
+            b"POST /v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(RUN), RUN)
+        )
         time.sleep(0.3)
     log = _logged(server, "before the answer to POST /v1/run")
     assert "the client closed it before the answer to POST /v1/run" in log
@@ -86,8 +90,13 @@ def test_a_client_gone_before_its_answer_is_logged(server: Server) -> None:
 
 
 def test_a_keep_alive_under_5_s_is_refused() -> None:
-    done = subprocess.run([sys.executable, "-m", "execbox.cli", "serve", "--keep-alive", "2", "--port", "0"],
-                          capture_output=True, text=True, timeout=30, env={"PYTHONPATH": SRC, "PATH": "/usr/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "serve", "--keep-alive", "2", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin"},
+    )
     assert done.returncode == 2 and "--keep-alive 2.0 is under 5 s" in done.stderr, done.stderr
 
 
@@ -96,4 +105,6 @@ def test_the_log_names_its_logger(tmp_path: Path) -> None:
         with _connect(server) as sock:
             sock.sendall(b"\x16\x03\x01 not http\r\n\r\n")  # a TLS hello to a plain server
             sock.recv(65536)
-        assert "WARNING:  execbox.server.connections: closing the connection from" in _logged(server, "not HTTP")
+        assert "WARNING:  execbox.server.connections: closing the connection from" in _logged(
+            server, "not HTTP"
+        )

@@ -12,19 +12,25 @@ from httpx_sse import connect_sse
 
 from tests.server._http import error_of, open_session
 
-TWO_BLOCKS = {"blocks": [{"language": "python", "code": "print('one')"},
-                         {"language": "sh", "code": "echo two >&2; exit 4"}]}
+TWO_BLOCKS = {
+    "blocks": [
+        {"language": "python", "code": "print('one')"},
+        {"language": "sh", "code": "echo two >&2; exit 4"},
+    ]
+}
 
 
 def test_ndjson_lines_carry_the_same_events_as_sse(client):
     sid = open_session(client)["id"]
-    with client.stream("POST", f"/v1/sessions/{sid}/executions", json=TWO_BLOCKS,
-                       headers={"Accept": "application/x-ndjson"}) as response:
+    with client.stream(
+        "POST", f"/v1/sessions/{sid}/executions", json=TWO_BLOCKS, headers={"Accept": "application/x-ndjson"}
+    ) as response:
         assert response.headers["content-type"].startswith("application/x-ndjson")
         lines = [json.loads(line) for line in response.iter_lines() if line]
     with connect_sse(client, "POST", f"/v1/sessions/{sid}/executions", json=TWO_BLOCKS) as source:
         events = list(source.iter_sse())
     assert [line["id"] for line in lines] == list(range(1, len(lines) + 1))
+
     def kinds(names: list[str]) -> list[str]:  # one write may come as two events: runs of a kind as one
         return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
 
@@ -38,8 +44,12 @@ def test_ndjson_lines_carry_the_same_events_as_sse(client):
     assert "".join(d["text"] for d in stderr) == "two\n" and {d["block"] for d in stderr} == {1}
     assert lines[-1]["data"]["result"]["exit_code"] == 4
     eid = lines[0]["data"]["execution_id"]
-    with client.stream("GET", f"/v1/sessions/{sid}/executions/{eid}/events", params={"after": 2},
-                       headers={"Accept": "application/x-ndjson"}) as response:
+    with client.stream(
+        "GET",
+        f"/v1/sessions/{sid}/executions/{eid}/events",
+        params={"after": 2},
+        headers={"Accept": "application/x-ndjson"},
+    ) as response:
         replay = [json.loads(line) for line in response.iter_lines() if line]
     assert replay[0]["id"] == 3 and replay == lines[2:]
     client.delete(f"/v1/sessions/{sid}")
@@ -50,7 +60,9 @@ def test_queue_waits_in_line_instead_of_409(client):
     url = f"/v1/sessions/{sid}/executions"
     first_out: dict = {}
     gate = "import os, time\nfor _ in range(600):\n    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
-    first = threading.Thread(target=lambda: first_out.update(client.post(url, json={"code": gate + "print('first')"}).json()))
+    first = threading.Thread(
+        target=lambda: first_out.update(client.post(url, json={"code": gate + "print('first')"}).json())
+    )
     first.start()
     for _ in range(200):
         if client.get(f"/v1/sessions/{sid}").json()["running_execution"]:
@@ -58,8 +70,11 @@ def test_queue_waits_in_line_instead_of_409(client):
         time.sleep(0.05)
     error_of(client.post(url, json={"code": "print('refused')"}), 409, "execution_running")
     second_out: dict = {}
-    second = threading.Thread(target=lambda: second_out.update(
-        client.post(url, params={"queue": 1}, json={"code": "print('second')"}).json()))
+    second = threading.Thread(
+        target=lambda: second_out.update(
+            client.post(url, params={"queue": 1}, json={"code": "print('second')"}).json()
+        )
+    )
     second.start()
     for _ in range(200):
         if client.get("/v1/info").json()["load"]["queued"] == 1:
@@ -67,7 +82,10 @@ def test_queue_waits_in_line_instead_of_409(client):
         time.sleep(0.05)
     assert client.get("/v1/info").json()["load"]["queued"] == 1
     assert not second_out  # still waiting in line
-    assert client.put(f"/v1/sessions/{sid}/files/go", content=b"").status_code in (200, 201)  # lets the first end
+    assert client.put(f"/v1/sessions/{sid}/files/go", content=b"").status_code in (
+        200,
+        201,
+    )  # lets the first end
     first.join(30)
     second.join(30)
     assert first_out["result"]["stdout"] == "first\n" and second_out["result"]["stdout"] == "second\n"

@@ -34,8 +34,12 @@ import pytest
 
 from tests.conftest import REQUIRE_ALL
 
-if importlib.util.find_spec("schemathesis") is None and not REQUIRE_ALL:  # under EXECBOX_REQUIRE=all: the import fails
-    pytest.skip("schemathesis is not installed: pip install -e '.[dev]' (./dev.sh does)", allow_module_level=True)
+if (
+    importlib.util.find_spec("schemathesis") is None and not REQUIRE_ALL
+):  # under EXECBOX_REQUIRE=all: the import fails
+    pytest.skip(
+        "schemathesis is not installed: pip install -e '.[dev]' (./dev.sh does)", allow_module_level=True
+    )
 
 import jsonschema_rs
 import schemathesis
@@ -63,10 +67,29 @@ EXCLUDED = [positive_data_acceptance, negative_data_rejection]
 
 @pytest.fixture(scope="module")
 def fuzzed_server() -> Iterator[Server]:
-    with running_server("--backend", "local", "--timeout", "2", "--max-timeout", "2", "--max-upload-mb", "1",
-                        "--max-concurrency", "4", "--max-sessions", "16", "--session-ttl", "60",
-                        "--idle-ttl", "60", "--max-session-ttl", "120", "--sse-keepalive", "0.2",
-                        token=TOKEN) as running:
+    with running_server(
+        "--backend",
+        "local",
+        "--timeout",
+        "2",
+        "--max-timeout",
+        "2",
+        "--max-upload-mb",
+        "1",
+        "--max-concurrency",
+        "4",
+        "--max-sessions",
+        "16",
+        "--session-ttl",
+        "60",
+        "--idle-ttl",
+        "60",
+        "--max-session-ttl",
+        "120",
+        "--sse-keepalive",
+        "0.2",
+        token=TOKEN,
+    ) as running:
         yield running
 
 
@@ -161,8 +184,9 @@ def test_api_answers_as_documented(case: Any, fuzzed_server: Server, ids: Ids) -
     response = case.call(base_url=fuzzed_server.url, headers=headers, timeout=15)
     if response.status_code == 400 and response.content == b"Invalid HTTP request received.":
         return  # uvicorn's HTTP parser refused what was generated before execbox's app saw it
-    case.validate_response(response, additional_checks=[error_shape, ndjson_lines], excluded_checks=EXCLUDED,
-                           headers=headers)
+    case.validate_response(
+        response, additional_checks=[error_shape, ndjson_lines], excluded_checks=EXCLUDED, headers=headers
+    )
     if case.method == "POST" and case.path == "/v1/sessions" and response.status_code == 201:
         made = response.json()
         with fuzzed_server.client() as client:  # free the slot for the next cases
@@ -181,7 +205,13 @@ HOSTILE = [
     ("POST", "/run", b'{"code": "1", "limits": {"timeout_s": true}}', 400, "invalid_limits"),  # was 1 s
     ("POST", "/run", b'{"code": "1", "files": {".": "x"}}', 400, "bad_request"),  # a ValueError
     ("POST", "/run", b'{"code": "print(1)", "language": null}', 200, None),
-    ("POST", "/batch", b'{"requests": [{"code": "1"}], "max_concurrency": 0}', 400, "bad_request"),  # was ignored
+    (
+        "POST",
+        "/batch",
+        b'{"requests": [{"code": "1"}], "max_concurrency": 0}',
+        400,
+        "bad_request",
+    ),  # was ignored
     ("POST", "/sessions", b'{"idle_ttl_s": null}', 201, None),  # a TypeError
     ("PUT", "/sessions/{sid}/files/a.txt/x", b"x", 400, "workspace_error"),  # was path_escape
     ("GET", "/sessions/{sid}/files/a.txt/x", None, 400, "workspace_error"),  # was 404
@@ -194,8 +224,9 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "code"), HOSTILE)
-def test_hostile_requests_are_refused_in_the_shape(fuzzed_server: Server, ids: Ids, method: str, path: str,
-                                                     body: bytes | None, status: int, code: str | None) -> None:
+def test_hostile_requests_are_refused_in_the_shape(
+    fuzzed_server: Server, ids: Ids, method: str, path: str, body: bytes | None, status: int, code: str | None
+) -> None:
     sid, eid = ids.live()
     url = "/v1" + path.replace("{sid}", sid).replace("{eid}", eid)
     with fuzzed_server.client() as client:
@@ -213,8 +244,10 @@ def test_hostile_requests_are_refused_in_the_shape(fuzzed_server: Server, ids: I
 def test_a_405_names_every_method_of_the_path(fuzzed_server: Server, ids: Ids) -> None:
     sid, _ = ids.live()
     with fuzzed_server.client() as client:
-        for url, methods in ((f"/v1/sessions/{sid}/files/a.txt", {"GET", "PUT", "DELETE"}),
-                             (f"/v1/sessions/{sid}", {"GET", "DELETE"})):
+        for url, methods in (
+            (f"/v1/sessions/{sid}/files/a.txt", {"GET", "PUT", "DELETE"}),
+            (f"/v1/sessions/{sid}", {"GET", "DELETE"}),
+        ):
             response = client.request("OPTIONS", url)
             assert response.status_code == 405
             assert methods <= {m.strip() for m in response.headers["Allow"].split(",")}, response.headers

@@ -24,9 +24,11 @@ def test_a_jupyter_session_keeps_state():
         assert client.post(f"/v1/sessions/{sid}/reset").status_code == 200
         lost = client.post(f"/v1/sessions/{sid}/executions", json={"code": "print(x)"}).json()
         assert lost["result"]["error"]["name"] == "NameError"
-        shown = ("from IPython.display import display, SVG\nimport time\n"
-                 "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))\nprint('after', flush=True)\n"
-                 "time.sleep(0.2)\n21 * 2")
+        shown = (
+            "from IPython.display import display, SVG\nimport time\n"
+            "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))\nprint('after', flush=True)\n"
+            "time.sleep(0.2)\n21 * 2"
+        )
         with connect_sse(client, "POST", f"/v1/sessions/{sid}/executions", json={"code": shown}) as source:
             events = [(e.event, e.json()) for e in source.iter_sse()]
         names = [name for name, _ in events]

@@ -21,8 +21,11 @@ def test_the_page_and_its_files(client):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<script src="/playground/playground.js"' in page.text
-    for name, kind in [("playground.js", "text/javascript"), ("playground.css", "text/css"),
-                       ("favicon.svg", "image/svg+xml")]:
+    for name, kind in [
+        ("playground.js", "text/javascript"),
+        ("playground.css", "text/css"),
+        ("favicon.svg", "image/svg+xml"),
+    ]:
         answer = client.get(f"/playground/{name}")
         assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind), name
     error_of(client.get("/playground/../_app.py"), 404, "not_found")
@@ -52,8 +55,22 @@ def test_with_a_token_the_page_is_public_and_the_api_is_not():
 def test_execbox_playground_serves_the_page_on_loopback():
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "execbox.cli", "playground", "--no-browser", "--backend", "local",
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "playground",
+            "--no-browser",
+            "--backend",
+            "local",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -61,7 +78,9 @@ def test_execbox_playground_serves_the_page_on_loopback():
                 page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
                 break
             except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, "execbox playground did not answer"
+                assert proc.poll() is None and time.monotonic() < deadline, (
+                    "execbox playground did not answer"
+                )
                 time.sleep(0.1)
         assert "execbox playground" in page.text
     finally:

@@ -30,7 +30,8 @@ def test_openapi_describes_every_route():
     served = {(method.lower(), path) for method, path in routes_of(app)}
     described = {(method, path) for path, ops in paths.items() for method in ops}
     assert served == {(m, p.replace("{path:path}", "{path}")) for m, p in described} or served == {
-        (m, p.replace("{path}", "{path:path}")) for m, p in described}
+        (m, p.replace("{path}", "{path:path}")) for m, p in described
+    }
 
 
 def test_openapi_is_served(client):
@@ -45,18 +46,29 @@ def test_run_returns_the_result(client):
 
 def test_run_blocks_files_and_fetch_files(client):
     binary = bytes(range(256))
-    response = client.post("/v1/run", json={
-        "blocks": [{"code": "print(open('in.txt').read().upper())"},
-                   {"language": "sh", "code": "cp in.bin out.bin; echo done > out.txt"}],
-        "files": {"in.txt": {"content": "hello"}, "in.bin": {"content": base64.b64encode(binary).decode(),
-                                                             "encoding": "base64"}},
-        "fetch_files": ["out.txt", "out.bin", "missing.txt"]})
+    response = client.post(
+        "/v1/run",
+        json={
+            "blocks": [
+                {"code": "print(open('in.txt').read().upper())"},
+                {"language": "sh", "code": "cp in.bin out.bin; echo done > out.txt"},
+            ],
+            "files": {
+                "in.txt": {"content": "hello"},
+                "in.bin": {"content": base64.b64encode(binary).decode(), "encoding": "base64"},
+            },
+            "fetch_files": ["out.txt", "out.bin", "missing.txt"],
+        },
+    )
     result = response.json()
     assert result["exit_code"] == 0 and result["stdout"] == "HELLO\n", result
     assert len(result["blocks"]) == 2
     contents = result["file_contents"]
     assert contents["out.txt"] == {"content": "done\n", "encoding": "utf-8"}
-    assert contents["out.bin"]["encoding"] == "base64" and base64.b64decode(contents["out.bin"]["content"]) == binary
+    assert (
+        contents["out.bin"]["encoding"] == "base64"
+        and base64.b64decode(contents["out.bin"]["content"]) == binary
+    )
     assert "error" in contents["missing.txt"]
 
 
@@ -76,8 +88,14 @@ def test_run_on_the_sandbox(client, require_component):
 
     require_component("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap")
     for _ in range(2):  # the second one on the kept executor, in an emptied workspace
-        result = client.post("/v1/run", json={"backend": "sandbox", "code": "import os; print(sorted(os.listdir('.')))",
-                                              "files": {"a.txt": "x"}}).json()
+        result = client.post(
+            "/v1/run",
+            json={
+                "backend": "sandbox",
+                "code": "import os; print(sorted(os.listdir('.')))",
+                "files": {"a.txt": "x"},
+            },
+        ).json()
         assert result["backend"] == "sandbox" and result["stdout"] == "['.execbox', 'a.txt']\n", result
 
 
@@ -91,25 +109,32 @@ def test_info_shows_the_warm_pool_of_each_executor_kept(client, require_componen
     pools = client.get("/v1/info").json()["pools"]
     kept = [pool for pool in pools if pool["use"] == "idle"]
     assert kept and all(pool["backend"] == "sandbox" for pool in pools)
-    assert {"units_ready", "units_asked", "units_made", "refills_failed", "zygote_restarts",
-            "stalls"} <= set(kept[0]["health"]), kept
+    assert {"units_ready", "units_asked", "units_made", "refills_failed", "zygote_restarts", "stalls"} <= set(
+        kept[0]["health"]
+    ), kept
     assert kept[0]["health"]["units_made"] >= 1
 
 
-@pytest.mark.parametrize("body, code", [
-    (b"{not json", "bad_request"),
-    (b"[1, 2]", "bad_request"),
-    (json.dumps({"language": "python"}).encode(), "bad_request"),
-    (json.dumps({"code": "1", "blocks": [{"code": "2"}]}).encode(), "bad_request"),
-    (json.dumps({"code": 5}).encode(), "bad_request"),
-    (json.dumps({"code": "1", "backend": "docker"}).encode(), "bad_request"),
-    (json.dumps({"code": "1", "limits": {"timeout_s": -1}}).encode(), "invalid_limits"),
-    (json.dumps({"code": "1", "limits": {"timeout_s": 10_000}}).encode(), "invalid_limits"),
-    (json.dumps({"code": "1", "limits": {"network": True}}).encode(), "invalid_limits"),
-    (json.dumps({"code": "1", "limits": {"wall": 1}}).encode(), "invalid_limits"),
-    (json.dumps({"code": "1", "files": {"a": {"content": "@@", "encoding": "base64"}}}).encode(), "bad_request"),
-    (json.dumps({"code": "1", "files": {"../x": "y"}}).encode(), "path_escape"),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        (b"{not json", "bad_request"),
+        (b"[1, 2]", "bad_request"),
+        (json.dumps({"language": "python"}).encode(), "bad_request"),
+        (json.dumps({"code": "1", "blocks": [{"code": "2"}]}).encode(), "bad_request"),
+        (json.dumps({"code": 5}).encode(), "bad_request"),
+        (json.dumps({"code": "1", "backend": "docker"}).encode(), "bad_request"),
+        (json.dumps({"code": "1", "limits": {"timeout_s": -1}}).encode(), "invalid_limits"),
+        (json.dumps({"code": "1", "limits": {"timeout_s": 10_000}}).encode(), "invalid_limits"),
+        (json.dumps({"code": "1", "limits": {"network": True}}).encode(), "invalid_limits"),
+        (json.dumps({"code": "1", "limits": {"wall": 1}}).encode(), "invalid_limits"),
+        (
+            json.dumps({"code": "1", "files": {"a": {"content": "@@", "encoding": "base64"}}}).encode(),
+            "bad_request",
+        ),
+        (json.dumps({"code": "1", "files": {"../x": "y"}}).encode(), "path_escape"),
+    ],
+)
 def test_bad_run_requests_are_400(client, body, code):
     error_of(client.post("/v1/run", content=body, headers={"Content-Type": "application/json"}), 400, code)
 
@@ -124,8 +149,12 @@ def test_unknown_route_404_and_wrong_method_405(client):
 
 
 def test_batch_streams_one_line_per_request_with_its_index(client):
-    requests = [{"code": "import time; time.sleep(1.0); print('slow')"}, {"code": "print('fast')"},
-                {"code": "1/0"}, {"language": "python"}]
+    requests = [
+        {"code": "import time; time.sleep(1.0); print('slow')"},
+        {"code": "print('fast')"},
+        {"code": "1/0"},
+        {"language": "python"},
+    ]
     with client.stream("POST", "/v1/batch", json={"requests": requests, "max_concurrency": 4}) as response:
         assert response.headers["content-type"].startswith("application/x-ndjson")
         lines = [json.loads(line) for line in response.iter_lines() if line]

@@ -46,8 +46,10 @@ def test_a_batch_queues_its_requests_within_the_limit():
         with client.stream("POST", "/v1/batch", json={"requests": requests}) as response:
             lines = [line for line in response.iter_lines() if line]
         assert len(lines) == 4 and response.status_code == 200
-        assert client.get("/v1/info").json()["load"] | {"running": 0, "queued": 0} == \
-            client.get("/v1/info").json()["load"]
+        assert (
+            client.get("/v1/info").json()["load"] | {"running": 0, "queued": 0}
+            == client.get("/v1/info").json()["load"]
+        )
 
 
 def test_over_max_sessions_is_429():
@@ -63,8 +65,11 @@ def test_ttl_and_idle_expiry_answer_410_and_close_the_executor():
     with running_server("--backend", "local") as server, server.client() as client:
         by_ttl = open_session(client, ttl_s=1.5)["id"]
         by_idle = open_session(client, ttl_s=60, idle_ttl_s=1.0)["id"]
-        where = client.post(f"/v1/sessions/{by_idle}/executions",
-                             json={"code": "import os; print(os.getcwd())"}).json()["result"]["stdout"].strip()
+        where = (
+            client.post(f"/v1/sessions/{by_idle}/executions", json={"code": "import os; print(os.getcwd())"})
+            .json()["result"]["stdout"]
+            .strip()
+        )
         assert Path(where).is_dir()
         kept = open_session(client, ttl_s=60, idle_ttl_s=1.0)["id"]
         for _ in range(4):  # kept alive past its idle ttl
@@ -90,14 +95,21 @@ def test_the_token_is_required_when_set():
         with httpx.Client(base_url=server.url, timeout=10) as anonymous:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
                 response = anonymous.get(f"/v1/sessions/{sid}", headers=headers)
-                assert error_of(response, 401, "unauthorized") and response.headers["WWW-Authenticate"] == "Bearer"
+                assert (
+                    error_of(response, 401, "unauthorized")
+                    and response.headers["WWW-Authenticate"] == "Bearer"
+                )
             error_of(anonymous.post("/v1/run", json={"code": "print(1)"}), 401, "unauthorized")
 
 
 def test_listening_off_loopback_needs_a_token():
-    done = subprocess.run([sys.executable, "-m", "execbox.cli", "serve", "--host", "0.0.0.0", "--port", "0",
-                           "--no-token"],
-                          capture_output=True, text=True, timeout=30, env={"PYTHONPATH": SRC, "PATH": "/usr/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "serve", "--host", "0.0.0.0", "--port", "0", "--no-token"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin"},
+    )
     assert done.returncode == 2 and "without a token" in done.stderr and "--no-token" in done.stderr
 
 
@@ -111,16 +123,28 @@ def test_shutdown_leaves_no_process_behind(sig):
         kept = client.post("/v1/run", json={"code": where}).json()  # an executor kept for the next run
         sid = open_session(client)["id"]
         local = open_session(client, backend="local")["id"]
-        workspaces = [Path(kept["stdout"].strip()), *(Path(client.post(
-            f"/v1/sessions/{s}/executions", json={"code": where}).json()["result"]["stdout"].strip())
-            for s in (sid, local))]
+        workspaces = [
+            Path(kept["stdout"].strip()),
+            *(
+                Path(
+                    client.post(f"/v1/sessions/{s}/executions", json={"code": where})
+                    .json()["result"]["stdout"]
+                    .strip()
+                )
+                for s in (sid, local)
+            ),
+        ]
         assert all(w.is_dir() for w in workspaces)
         started = threading.Event()
 
         def follow() -> None:  # a stream open when the signal comes
             try:
-                with client.stream("POST", f"/v1/sessions/{sid}/executions", headers={"Accept": "text/event-stream"},
-                                   json={"code": "import time\nprint('up', flush=True)\ntime.sleep(300)"}) as stream:
+                with client.stream(
+                    "POST",
+                    f"/v1/sessions/{sid}/executions",
+                    headers={"Accept": "text/event-stream"},
+                    json={"code": "import time\nprint('up', flush=True)\ntime.sleep(300)"},
+                ) as stream:
                     for line in stream.iter_lines():
                         if "up" in line:
                             started.set()

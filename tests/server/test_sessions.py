@@ -21,7 +21,9 @@ def test_session_lifecycle_and_410_with_the_reason(client):
     assert client.get(f"/v1/sessions/{sid}").json()["expires_at"] == session["expires_at"]
     time.sleep(0.05)
     kept = client.post(f"/v1/sessions/{sid}/keepalive").json()
-    assert kept["idle_expires_at"] > session["idle_expires_at"] and kept["expires_at"] == session["expires_at"]
+    assert (
+        kept["idle_expires_at"] > session["idle_expires_at"] and kept["expires_at"] == session["expires_at"]
+    )
     reset = client.post(f"/v1/sessions/{sid}/reset")
     assert reset.status_code == 200 and reset.json()["expires_at"]
     deleted = client.delete(f"/v1/sessions/{sid}")
@@ -35,7 +37,7 @@ def test_session_lifecycle_and_410_with_the_reason(client):
 
 def test_bad_session_requests(client):
     error_of(client.post("/v1/sessions", json={"ttl_s": -1}), 400, "bad_request")
-    error_of(client.post("/v1/sessions", json={"ttl_s": 10 ** 9}), 400, "bad_request")
+    error_of(client.post("/v1/sessions", json={"ttl_s": 10**9}), 400, "bad_request")
     error_of(client.post("/v1/sessions", json={"env": {"A": 1}}), 400, "bad_request")
     error_of(client.post("/v1/sessions", json={"limits": {"timeout_s": "x"}}), 400, "invalid_limits")
     error_of(client.post("/v1/sessions", json={"backend": "nope"}), 400, "bad_request")
@@ -43,11 +45,14 @@ def test_bad_session_requests(client):
 
 def test_a_session_keeps_its_workspace_env_and_files(client):
     sid = open_session(client, env={"GREETING": "hi"}, files={"seed.txt": {"content": "seed"}})["id"]
-    first = client.post(f"/v1/sessions/{sid}/executions",
-                        json={"code": "import os\nopen('kept.txt', 'w').write(os.environ['GREETING'])"})
+    first = client.post(
+        f"/v1/sessions/{sid}/executions",
+        json={"code": "import os\nopen('kept.txt', 'w').write(os.environ['GREETING'])"},
+    )
     assert first.status_code == 200 and first.json()["status"] == "completed"
-    second = client.post(f"/v1/sessions/{sid}/executions",
-                         json={"language": "sh", "code": "cat kept.txt seed.txt"}).json()
+    second = client.post(
+        f"/v1/sessions/{sid}/executions", json={"language": "sh", "code": "cat kept.txt seed.txt"}
+    ).json()
     assert second["result"]["stdout"] == "hiseed" and second["id"] != first.json()["id"]
     client.delete(f"/v1/sessions/{sid}")
 
@@ -78,14 +83,16 @@ def test_a_dropped_stream_resumes_after_n(client):
                 break  # the connection drops here
     eid = seen[0].json()["execution_id"]
     last = int(seen[-1].id)
-    with connect_sse(client, "GET", f"/v1/sessions/{sid}/executions/{eid}/events",
-                     params={"after": last}) as source:
+    with connect_sse(
+        client, "GET", f"/v1/sessions/{sid}/executions/{eid}/events", params={"after": last}
+    ) as source:
         rest = list(source.iter_sse())
     assert int(rest[0].id) == last + 1 and rest[-1].event == "end"
     text = "".join(e.json()["text"] for e in seen + rest if e.event == "stdout")
     assert text == "0\n1\n2\n"
-    with connect_sse(client, "GET", f"/v1/sessions/{sid}/executions/{eid}/events",
-                     headers={"Last-Event-ID": "1"}) as source:
+    with connect_sse(
+        client, "GET", f"/v1/sessions/{sid}/executions/{eid}/events", headers={"Last-Event-ID": "1"}
+    ) as source:
         again = list(source.iter_sse())
     assert int(again[0].id) == 2 and again[-1].event == "end"
     error_of(client.get(f"/v1/sessions/{sid}/executions/e_none/events"), 404, "not_found")
@@ -94,8 +101,12 @@ def test_a_dropped_stream_resumes_after_n(client):
 
 def test_keepalive_comments_while_the_code_is_quiet(server, client):
     sid = open_session(client)["id"]
-    with client.stream("POST", f"/v1/sessions/{sid}/executions", headers={"Accept": "text/event-stream"},
-                       json={"code": "import time; time.sleep(1.5)"}) as response:
+    with client.stream(
+        "POST",
+        f"/v1/sessions/{sid}/executions",
+        headers={"Accept": "text/event-stream"},
+        json={"code": "import time; time.sleep(1.5)"},
+    ) as response:
         body = "".join(response.iter_text())
     assert ": keepalive" in body and "event: end" in body
     client.delete(f"/v1/sessions/{sid}")
@@ -107,8 +118,12 @@ def test_one_execution_at_a_time_and_cancel_kills_a_loop(client):
     box: dict = {}
 
     def run() -> None:
-        with connect_sse(client, "POST", f"/v1/sessions/{sid}/executions",
-                         json={"code": "print('looping', flush=True)\nwhile True:\n    pass"}) as source:
+        with connect_sse(
+            client,
+            "POST",
+            f"/v1/sessions/{sid}/executions",
+            json={"code": "print('looping', flush=True)\nwhile True:\n    pass"},
+        ) as source:
             for event in source.iter_sse():
                 if event.event == "start":
                     box["eid"] = event.json()["execution_id"]
@@ -164,7 +179,9 @@ def test_file_paths_that_escape_are_400_and_big_uploads_413(client):
         error_of(client.get(f"{base}/{bad}"), 400, "path_escape")
     error_of(client.get(base, params={"path": "../.."}), 400, "path_escape")
     error_of(client.put(f"{base}/big.bin", content=b"x" * ((1 << 20) + 1)), 413, "too_large")
-    client.post(f"/v1/sessions/{sid}/executions", json={"code": "open('made.bin', 'wb').write(b'x' * (2 << 20))"})
+    client.post(
+        f"/v1/sessions/{sid}/executions", json={"code": "open('made.bin', 'wb').write(b'x' * (2 << 20))"}
+    )
     error_of(client.get(f"{base}/made.bin"), 413, "too_large")
     client.delete(f"/v1/sessions/{sid}")
 
@@ -174,8 +191,12 @@ def test_a_sandbox_session_keeps_its_workspace(client, require_component):
 
     require_component("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap")
     sid = open_session(client, backend="sandbox", files={"in.txt": "seed"})["id"]
-    client.post(f"/v1/sessions/{sid}/executions", json={"code": "open('out.txt', 'w').write(open('in.txt').read())"})
-    second = client.post(f"/v1/sessions/{sid}/executions", json={"language": "sh", "code": "cat out.txt"}).json()
+    client.post(
+        f"/v1/sessions/{sid}/executions", json={"code": "open('out.txt', 'w').write(open('in.txt').read())"}
+    )
+    second = client.post(
+        f"/v1/sessions/{sid}/executions", json={"language": "sh", "code": "cat out.txt"}
+    ).json()
     assert second["result"]["stdout"] == "seed" and second["result"]["backend"] == "sandbox"
     assert client.get(f"/v1/sessions/{sid}/files/out.txt").text == "seed"
     client.delete(f"/v1/sessions/{sid}")
@@ -190,8 +211,10 @@ def test_files_uploaded_into_a_running_sandbox_session_are_the_blocks_to_rewrite
     sid = open_session(client, backend="sandbox")["id"]
     client.post(f"/v1/sessions/{sid}/executions", json={"code": "print('started')"})
     assert client.put(f"/v1/sessions/{sid}/files/up/deep/data.txt", content=b"one").status_code == 201
-    code = ("with open('up/deep/data.txt', 'r+') as f:\n    f.seek(0, 2)\n    f.write(' two')\n"
-            "open('up/deep/new.txt', 'w').write('made')\nprint('ok')")
+    code = (
+        "with open('up/deep/data.txt', 'r+') as f:\n    f.seek(0, 2)\n    f.write(' two')\n"
+        "open('up/deep/new.txt', 'w').write('made')\nprint('ok')"
+    )
     done = client.post(f"/v1/sessions/{sid}/executions", json={"code": code}).json()
     assert done["result"]["stdout"] == "ok\n", done["result"]
     assert client.get(f"/v1/sessions/{sid}/files/up/deep/data.txt").text == "one two"

@@ -46,20 +46,29 @@ def _request(n: int, kind: str, rnd: random.Random) -> dict[str, Any]:
     if kind == "timeout":
         return {"code": head + "import time\ntime.sleep(30)", "limits": {"timeout_s": 0.5}}
     if kind == "crash":
-        return {"code": head + rnd.choice(["import os\nos._exit(7)",
-                                              "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"])}
+        return {
+            "code": head
+            + rnd.choice(
+                ["import os\nos._exit(7)", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"]
+            )
+        }
     if kind == "flood":
-        return {"code": head + "import sys\nsys.stdout.write('x' * 4_000_000)", "limits": {"max_output_bytes": 65536}}
+        return {
+            "code": head + "import sys\nsys.stdout.write('x' * 4_000_000)",
+            "limits": {"max_output_bytes": 65536},
+        }
     return {"code": f"print({n})"}
 
 
 def _wrong(n: int, kind: str, result: dict[str, Any]) -> str | None:
     """Why a 200's result is not the one its request asked for (None: it is)."""
     stdout = result.get("stdout", "")
-    checks = {"print": stdout == f"{n}\n" and result["exit_code"] == 0,
-              "timeout": stdout == f"{n}\n" and result["timed_out"] is True,
-              "crash": stdout == f"{n}\n" and result["exit_code"] not in (0, None),
-              "flood": stdout.startswith(f"{n}\nxxx") and result["truncated"] is True}
+    checks = {
+        "print": stdout == f"{n}\n" and result["exit_code"] == 0,
+        "timeout": stdout == f"{n}\n" and result["timed_out"] is True,
+        "crash": stdout == f"{n}\n" and result["exit_code"] not in (0, None),
+        "flood": stdout.startswith(f"{n}\nxxx") and result["truncated"] is True,
+    }
     return None if checks[kind] else f"{kind} #{n}: {str(result)[:300]}"
 
 
@@ -78,8 +87,14 @@ class Tally:
 
 def _busy_shape(status: int, body: Any, retry_after: Any) -> bool:
     error = body.get("error") if isinstance(body, dict) else None
-    return (status == 429 and isinstance(error, dict) and error.get("code") == "busy"
-            and error.get("retryable") is True and bool(error.get("message")) and retry_after is not None)
+    return (
+        status == 429
+        and isinstance(error, dict)
+        and error.get("code") == "busy"
+        and error.get("retryable") is True
+        and bool(error.get("message"))
+        and retry_after is not None
+    )
 
 
 def _ask_httpx(client: httpx.Client, n: int, kind: str, rnd: random.Random) -> tuple[str, str | None]:
@@ -116,7 +131,7 @@ def _client(server: Server, plain: bool, numbers: Any, tally: Tally, rnd: random
     from execbox import Client
 
     ask = _ask_httpx if plain else _ask_execbox
-    with (server.client(timeout=60) if plain else Client(server.url, server.token, run_timeout_s=60)) as client:
+    with server.client(timeout=60) if plain else Client(server.url, server.token, run_timeout_s=60) as client:
         for gap in [*GAPS, None]:
             for _ in range(rnd.randint(1, BURST)):
                 n, kind = next(numbers), rnd.choices(["print", "timeout", "crash", "flood"], [7, 1, 1, 1])[0]
@@ -155,7 +170,11 @@ def _settle(server: Server, most: tuple[int, ...] | None = None, seconds: float 
     while time.monotonic() < deadline:
         time.sleep(0.2)
         now = _held(server)
-        if (now == last and now[2] == 0) if most is None else all(a <= b for a, b in zip(now, most, strict=True)):
+        if (
+            (now == last and now[2] == 0)
+            if most is None
+            else all(a <= b for a, b in zip(now, most, strict=True))
+        ):
             return now
         last = now
     return last
@@ -165,8 +184,10 @@ def _warm(server: Server) -> None:
     """Every slot busy at once, so that the server keeps ``SLOTS`` executors (as after the soak)."""
     code = {"code": "import time; time.sleep(1.5)"}
     with server.client(timeout=60, limits=httpx.Limits(max_connections=SLOTS)) as client:
-        threads = [threading.Thread(target=client.post, args=("/v1/run",), kwargs={"json": code})
-                   for _ in range(SLOTS)]
+        threads = [
+            threading.Thread(target=client.post, args=("/v1/run",), kwargs={"json": code})
+            for _ in range(SLOTS)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -178,15 +199,20 @@ def test_64_clients_bursts_and_idle_gaps_get_every_answer(tmp_path: Path) -> Non
     from execbox.backends.sandbox import find_bwrap
 
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap")
-    with running_server("--backend", "sandbox", "--max-concurrency", str(SLOTS), log=tmp_path / "server.log") \
-            as server:
+    with running_server(
+        "--backend", "sandbox", "--max-concurrency", str(SLOTS), log=tmp_path / "server.log"
+    ) as server:
         _warm(server)
         before = _settle(server)
         assert before[2] == 0 and before[3] == SLOTS  # the warm-up's connections closed; its executors kept
 
         numbers, tally = itertools.count(), Tally()
-        clients = [threading.Thread(target=_client, args=(server, i % 2 == 1, numbers, tally, random.Random(i)),
-                                    daemon=True) for i in range(CLIENTS)]
+        clients = [
+            threading.Thread(
+                target=_client, args=(server, i % 2 == 1, numbers, tally, random.Random(i)), daemon=True
+            )
+            for i in range(CLIENTS)
+        ]
         began = time.monotonic()
         for thread in clients:
             thread.start()

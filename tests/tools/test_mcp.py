@@ -27,8 +27,10 @@ if HAVE_MCP:
 
 TOOLS = {"run_code", "list_files", "read_file", "write_file", "reset_session"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-PLOT_TO_FILE = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                "plt.plot([1, 3, 2])\nplt.savefig('plot.png')\nprint('saved')\n")
+PLOT_TO_FILE = (
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "plt.plot([1, 3, 2])\nplt.savefig('plot.png')\nprint('saved')\n"
+)
 ENV = {"PYTHONPATH": os.pathsep.join(sys.path)}
 
 
@@ -106,17 +108,23 @@ def test_stdio_output_comes_as_progress_while_the_code_runs():
 
     async def scenario() -> None:
         async with stdio("--backend", "local") as client:
-            where = Path(text(await client.call_tool("run_code", {"code": "import os; print(os.getcwd())"}))
-                         .splitlines()[1].removeprefix("Code output: ").strip())
+            where = Path(
+                text(await client.call_tool("run_code", {"code": "import os; print(os.getcwd())"}))
+                .splitlines()[1]
+                .removeprefix("Code output: ")
+                .strip()
+            )
 
             async def on_progress(progress: float, total: float | None, message: str | None) -> None:
                 messages.append((progress, message or ""))
                 if "waiting" in (message or ""):
                     (where / "go").write_text("")
 
-            code = ("import os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
-                    "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
-                    "print('answered' if os.path.exists('go') else 'nobody answered')\n")
+            code = (
+                "import os, time\nprint('waiting', flush=True)\nfor _ in range(300):\n"
+                "    if os.path.exists('go'):\n        break\n    time.sleep(0.05)\n"
+                "print('answered' if os.path.exists('go') else 'nobody answered')\n"
+            )
             ran = await client.call_tool("run_code", {"code": code}, progress_callback=on_progress)
             assert "answered" in text(ran) and "nobody" not in text(ran)
 
@@ -133,7 +141,9 @@ def test_stdio_files_stay_inside_the_workspace(tmp_path):
     async def scenario() -> None:
         async with stdio("--backend", "local", "--workspace", str(work)) as client:
             assert text(await client.call_tool("list_files", {})) == "The workspace is empty."
-            wrote = await client.call_tool("write_file", {"path": "data/notes.txt", "content": "héllo\nwörld\n"})
+            wrote = await client.call_tool(
+                "write_file", {"path": "data/notes.txt", "content": "héllo\nwörld\n"}
+            )
             assert not wrote.is_error and "data/notes.txt" in text(wrote)
             assert (work / "data" / "notes.txt").read_text(encoding="utf-8") == "héllo\nwörld\n"
 
@@ -145,7 +155,9 @@ def test_stdio_files_stay_inside_the_workspace(tmp_path):
 
             listing = text(await client.call_tool("list_files", {}))
             assert listing.splitlines() == ["data/", "data/notes.txt  (14 bytes)"]
-            assert text(await client.call_tool("list_files", {"path": "data"})) == "data/notes.txt  (14 bytes)"
+            assert (
+                text(await client.call_tool("list_files", {"path": "data"})) == "data/notes.txt  (14 bytes)"
+            )
 
             (work / "blob.bin").write_bytes(b"\x00\xff\x00binary")
             blob = await client.call_tool("read_file", {"path": "blob.bin"})
@@ -186,10 +198,17 @@ def test_stdio_default_backend_is_the_sandbox(tmp_path):
 
     async def scenario() -> None:
         async with stdio("--workspace", str(work)) as client:
-            assert text(await client.call_tool("reset_session", {})) == "Nothing to reset: no code has run yet."
+            assert (
+                text(await client.call_tool("reset_session", {})) == "Nothing to reset: no code has run yet."
+            )
             await client.call_tool("write_file", {"path": "in.txt", "content": "21"})
-            ran = await client.call_tool("run_code", {"code": "import os\nprint(int(open('in.txt').read()) * 2)\n"
-                                                              f"print(os.path.exists({str(secret)!r}))"})
+            ran = await client.call_tool(
+                "run_code",
+                {
+                    "code": "import os\nprint(int(open('in.txt').read()) * 2)\n"
+                    f"print(os.path.exists({str(secret)!r}))"
+                },
+            )
             assert text(ran).startswith("exitcode: 0 (execution succeeded)\nCode output: 42\nFalse")
             plot = await client.call_tool("run_code", {"code": PLOT_TO_FILE})
             assert images(plot) and images(plot)[0].startswith(PNG_MAGIC), text(plot)
@@ -211,8 +230,10 @@ def test_stdio_jupyter_plot_display_and_reset_session(tmp_path):
 
     async def scenario() -> None:
         async with stdio("--backend", "jupyter", "--workspace", str(tmp_path)) as client:
-            shown = await client.call_tool("run_code", {"code": "import matplotlib.pyplot as plt\nanswer = 42\n"
-                                                                "plt.plot([1, 2, 3]); plt.show()"})
+            shown = await client.call_tool(
+                "run_code",
+                {"code": "import matplotlib.pyplot as plt\nanswer = 42\nplt.plot([1, 2, 3]); plt.show()"},
+            )
             assert text(shown).startswith("exitcode: 0"), text(shown)
             assert "image/png saved to outputs/" in text(shown)
             [png] = images(shown)  # the display once, not again as the file it was saved to
@@ -242,7 +263,9 @@ def wait_listening(proc: subprocess.Popen[str], port: int, timeout: float = 30.0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"execbox mcp exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            pytest.fail(
+                f"execbox mcp exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
@@ -254,9 +277,24 @@ def wait_listening(proc: subprocess.Popen[str], port: int, timeout: float = 30.0
 def test_streamable_http_serves_the_tools_and_stops_cleanly():
     require_mcp()
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "execbox.cli", "mcp", "--transport", "http", "--port", str(port),
-                             "--backend", "local"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **ENV})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "execbox.cli",
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--backend",
+            "local",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **ENV},
+    )
     seen: dict[str, Any] = {}
     try:
         wait_listening(proc, port)
@@ -291,7 +329,9 @@ def test_streamable_http_serves_the_tools_and_stops_cleanly():
     stderr = proc.stderr.read() if proc.stderr else ""
     assert f"starting on http://127.0.0.1:{port}/mcp" in stderr
     assert proc.stdout is not None and proc.stdout.read() == ""
-    assert not seen["workspace"].exists(), "SIGTERM: the executor was not closed (its temporary workspace remains)"
+    assert not seen["workspace"].exists(), (
+        "SIGTERM: the executor was not closed (its temporary workspace remains)"
+    )
 
 
 # -- in process: error paths and options ------------------------------------------------
@@ -309,8 +349,9 @@ def test_infrastructure_failure_is_a_protocol_error_and_code_timeout_a_result():
             with pytest.raises(MCPError, match="sandbox backend unavailable: bubblewrap is not installed"):
                 await client.call_tool("run_code", {"code": "print(1)"})
         async with Client(create_server(backend="local", timeout_s=1)) as client:
-            slow = await client.call_tool("run_code", {"code": "import time\nprint('start', flush=True)\n"
-                                                               "time.sleep(30)"})
+            slow = await client.call_tool(
+                "run_code", {"code": "import time\nprint('start', flush=True)\ntime.sleep(30)"}
+            )
             assert not slow.is_error
             assert text(slow).startswith("exitcode: 124 (execution failed)\nCode output: start")
             assert "Timeout after 1 s" in text(slow) and "execbox mcp --timeout S" in text(slow)
@@ -330,22 +371,30 @@ def test_create_server_checks_its_options(tmp_path):
         create_server(executor_factory=LocalExecutor, backend="local", timeout_s=5)
     with pytest.raises(ConfigurationError, match=r"Limits.timeout_s"):
         create_server(backend="local", timeout_s=0)
-    done = subprocess.run([sys.executable, "-m", "execbox.cli", "mcp", "--backend", "nope"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "mcp", "--backend", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "unknown backend 'nope'" in done.stderr
 
 
 def test_a_missing_sdk_names_the_extra_to_install():
-    blocked = ("import sys; sys.modules['mcp'] = None\n"
-               "try:\n    import execbox.tools.mcp\n"
-               "except ImportError as exc:\n    print(exc.name, exc)\n")
-    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **ENV})
+    blocked = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "try:\n    import execbox.tools.mcp\n"
+        "except ImportError as exc:\n    print(exc.name, exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60, env={**os.environ, **ENV}
+    )
     assert done.stdout.startswith("mcp execbox.tools.mcp needs the MCP Python SDK 2.x"), done.stderr
     assert "pip install -U 'execbox[mcp]'" in done.stdout
     cli = "import sys; sys.modules['mcp'] = None\nfrom execbox.cli import main\nsys.exit(main(['mcp']))\n"
-    done = subprocess.run([sys.executable, "-c", cli], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **ENV})
+    done = subprocess.run(
+        [sys.executable, "-c", cli], capture_output=True, text=True, timeout=60, env={**os.environ, **ENV}
+    )
     assert done.returncode == 2 and "execbox: error: " in done.stderr and "execbox[mcp]" in done.stderr
 
 
@@ -361,11 +410,21 @@ def test_images_come_from_displays_and_image_files_checked_by_their_bytes(tmp_pa
         for n in range(MAX_IMAGES + 2):
             workspace.write_bytes(f"many/{n:02}.jpg", b"\xff\xd8\xff" + bytes([n]))
         result = ExecutionResult(
-            exit_code=0, output="",
-            displays=(Display("image/png", path="shown.png"), Display("text/plain", data="<Figure>"),
-                      Display("image/gif", data=base64.b64encode(gif).decode()),
-                      Display("image/svg+xml", path="plot.svg")),
-            files=("shown.png", "fake.png", "notes.txt", *(f"many/{n:02}.jpg" for n in range(MAX_IMAGES + 2))))
+            exit_code=0,
+            output="",
+            displays=(
+                Display("image/png", path="shown.png"),
+                Display("text/plain", data="<Figure>"),
+                Display("image/gif", data=base64.b64encode(gif).decode()),
+                Display("image/svg+xml", path="plot.svg"),
+            ),
+            files=(
+                "shown.png",
+                "fake.png",
+                "notes.txt",
+                *(f"many/{n:02}.jpg" for n in range(MAX_IMAGES + 2)),
+            ),
+        )
         content, notes = _images(workspace, result)
     assert [c.mime_type for c in content] == ["image/png", "image/gif", *["image/jpeg"] * (MAX_IMAGES - 2)]
     assert base64.b64decode(content[1].data) == gif

@@ -55,8 +55,14 @@ def check_parameters(parameters: dict, *, strict: bool) -> None:
     assert valid.is_valid({"code": "print(1)", "libraries": ["six", "numpy>=1"]})
     assert valid.is_valid({"code": "print(1)", "libraries": None}) is strict
     assert valid.is_valid({"code": "print(1)"}) is not strict
-    for bad in ({}, {"libraries": ["six"]}, {"code": 1}, {"code": "x", "libraries": "six"},
-                {"code": "x", "libraries": [1]}, {"code": "x", "script": "y"}):
+    for bad in (
+        {},
+        {"libraries": ["six"]},
+        {"code": 1},
+        {"code": "x", "libraries": "six"},
+        {"code": "x", "libraries": [1]},
+        {"code": "x", "script": "y"},
+    ):
         assert not valid.is_valid(bad), bad
 
 
@@ -115,7 +121,13 @@ def test_bad_options_name_the_fix(tmp_path):
 
 
 def test_success_and_failure_dicts(tool):
-    assert tool("print(6 * 7)") == {"success": True, "stdout": "42\n", "stderr": "", "error": None, "files": []}
+    assert tool("print(6 * 7)") == {
+        "success": True,
+        "stdout": "42\n",
+        "stderr": "",
+        "error": None,
+        "files": [],
+    }
     failed = tool("print('before')\n1 / 0")
     assert set(failed) == KEYS
     assert failed["success"] is False and failed["stdout"] == "before\n"
@@ -139,18 +151,21 @@ def test_call_takes_json_text_or_a_dict(tool):
     assert tool.call({"code": "print('dict')", "libraries": []})["stdout"] == "dict\n"
 
 
-@pytest.mark.parametrize("arguments, expected", [
-    ('{"code": "print(1)"', "not valid JSON"),
-    ("", "not valid JSON"),
-    ('["print(1)"]', "must be a JSON object"),
-    ('{"libraries": ["six"]}', "'code' is missing"),
-    ('{"code": "print(1)", "script": "x"}', "unknown argument 'script'"),
-    ('{"code": 5}', "'code' must be a string"),
-    ('{"code": "   "}', "'code' is empty"),
-    ('{"code": "print(1)", "libraries": "six"}', "'libraries' must be an array"),
-    ('{"code": "print(1)", "libraries": ["--index-url=http://evil"]}', "not a PyPI requirement"),
-    ('{"code": "print(1)", "libraries": ["git+https://x/y.git"]}', "not a PyPI requirement"),
-])
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        ('{"code": "print(1)"', "not valid JSON"),
+        ("", "not valid JSON"),
+        ('["print(1)"]', "must be a JSON object"),
+        ('{"libraries": ["six"]}', "'code' is missing"),
+        ('{"code": "print(1)", "script": "x"}', "unknown argument 'script'"),
+        ('{"code": 5}', "'code' must be a string"),
+        ('{"code": "   "}', "'code' is empty"),
+        ('{"code": "print(1)", "libraries": "six"}', "'libraries' must be an array"),
+        ('{"code": "print(1)", "libraries": ["--index-url=http://evil"]}', "not a PyPI requirement"),
+        ('{"code": "print(1)", "libraries": ["git+https://x/y.git"]}', "not a PyPI requirement"),
+    ],
+)
 def test_malformed_arguments_give_an_error_dict(tool, arguments, expected):
     out = tool.call(arguments)
     assert set(out) == KEYS and out["success"] is False
@@ -159,12 +174,19 @@ def test_malformed_arguments_give_an_error_dict(tool, arguments, expected):
 
 
 def test_files_created_or_changed_are_reported(tool):
-    out = tool("import os\nos.makedirs('out', exist_ok=True)\nopen('out/a.txt', 'w').write('a')\n"
-               "open('b.txt', 'w').write('b')")
+    out = tool(
+        "import os\nos.makedirs('out', exist_ok=True)\nopen('out/a.txt', 'w').write('a')\n"
+        "open('b.txt', 'w').write('b')"
+    )
     assert out["success"] and out["files"] == ["b.txt", "out/a.txt"]
     assert (tool.workspace.path / "out" / "a.txt").read_text() == "a"
-    assert tool("print(open('b.txt').read())") == {"success": True, "stdout": "b\n", "stderr": "",
-                                                   "error": None, "files": []}
+    assert tool("print(open('b.txt').read())") == {
+        "success": True,
+        "stdout": "b\n",
+        "stderr": "",
+        "error": None,
+        "files": [],
+    }
     assert tool("open('b.txt', 'a').write('bb')")["files"] == ["b.txt"]
 
 
@@ -194,12 +216,18 @@ def test_sandbox_with_system_python(tmp_path):
     with PythonTool(workspace=tmp_path, timeout=10) as tool:  # the default backend
         assert tool.executor.name == "sandbox"
         assert tool("x = 1\nopen('x.txt', 'w').write(str(x))") == {
-            "success": True, "stdout": "", "stderr": "", "error": None, "files": ["x.txt"]}
+            "success": True,
+            "stdout": "",
+            "stderr": "",
+            "error": None,
+            "files": ["x.txt"],
+        }
         again = tool("print(open('x.txt').read())\nprint(x)")  # files carry over, variables do not
         assert again["stdout"] == "1\n" and again["error"] == "NameError: name 'x' is not defined"
         outcomes: list[dict] = []
-        threads = [threading.Thread(target=lambda i=i: outcomes.append(tool(f"print({i} * 2)")))
-                   for i in range(4)]
+        threads = [
+            threading.Thread(target=lambda i=i: outcomes.append(tool(f"print({i} * 2)"))) for i in range(4)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -244,7 +272,9 @@ def test_executors_say_whether_they_can_add_libraries(tmp_path, monkeypatch):
     jupyter = JupyterExecutor(workspace=tmp_path / "e", kernel="local")
     try:
         assert "shared system Python" in system.can_add_libraries()
-        with pytest.raises(ConfigurationError, match=r"cannot add six to this local executor: .*system Python"):
+        with pytest.raises(
+            ConfigurationError, match=r"cannot add six to this local executor: .*system Python"
+        ):
             system.with_libraries(["six"])
         assert owned.can_add_libraries() is None and docker.can_add_libraries() is None
         assert "path of its own" in users.can_add_libraries()
@@ -285,7 +315,9 @@ def test_docker_with_matplotlib_image(tmp_path):
     require_docker()
     with PythonTool(environment=DockerPython(pip_packages=["matplotlib"]), workspace=tmp_path) as tool:
         assert tool.executor.name == "docker"
-        out = tool("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('plot.png')\nprint('ok')")
+        out = tool(
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('plot.png')\nprint('ok')"
+        )
         assert out == {"success": True, "stdout": "ok\n", "stderr": "", "error": None, "files": ["plot.png"]}
         assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
         assert tool.call('{"code": "[][0]"}')["error"] == "IndexError: list index out of range"

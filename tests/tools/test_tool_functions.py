@@ -79,8 +79,11 @@ def test_the_function_is_a_plain_function_with_real_types(tool):
     assert python.__module__.startswith("execbox.tools")
     assert list(inspect.signature(python).parameters) == ["code", "libraries"]
     assert inspect.signature(python).parameters["libraries"].default is None
-    assert typing.get_type_hints(python) == {"code": str, "libraries": list[str] | None,
-                                             "return": dict[str, typing.Any]}
+    assert typing.get_type_hints(python) == {
+        "code": str,
+        "libraries": list[str] | None,
+        "return": dict[str, typing.Any],
+    }
     hints = typing.get_type_hints(python, include_extras=True)
     assert typing.get_args(hints["code"])[:2] == (str, "The Python code to run.")
     assert python.__doc__.startswith(tool.description + "\n\nArgs:\n    code: The Python code to run.\n")
@@ -88,7 +91,9 @@ def test_the_function_is_a_plain_function_with_real_types(tool):
     assert python("print(6 * 7)") == SIX_TIMES_SEVEN
     assert python(code="import sys\nprint(sys.argv is not None)", libraries=None)["stdout"] == "True\n"
     assert python("1/0")["error"] == "ZeroDivisionError: division by zero"
-    assert python("print(1)", libraries=["execbox-no-such-package-zz"])["error"].startswith("LibrariesUnavailable")
+    assert python("print(1)", libraries=["execbox-no-such-package-zz"])["error"].startswith(
+        "LibrariesUnavailable"
+    )
 
 
 def test_name_defaults_to_the_tools_and_is_checked(tmp_path):
@@ -107,8 +112,9 @@ def test_the_async_function_runs_and_cancelling_it_kills_the_code(tool):
 
     async def cancelled() -> int:
         pid_file = tool.workspace.path / "pid"
-        running = asyncio.ensure_future(python(
-            f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)"))
+        running = asyncio.ensure_future(
+            python(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)")
+        )
         while not pid_file.exists() or not pid_file.read_text():
             await asyncio.sleep(0.05)
         started = time.monotonic()
@@ -130,15 +136,30 @@ def test_ag2_two_agents_call_the_function(backend, tmp_path):
     needs("ag2", MISSING_AG2)
     if backend == "sandbox":
         require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    script = [{"tool_calls": [{"name": "python", "arguments": {"code": "print(6*7)"}}]},
-              "It printed 42. TERMINATE"]
-    with FakeModel(script) as fake, PythonTool(backend=backend, workspace=tmp_path / "ws", timeout=20) as tool:
-        llm_config = {"config_list": [{"model": "fake-model", "base_url": fake.base_url, "api_key": "k"}],
-                      "cache_seed": None}
-        assistant = ConversableAgent("assistant", llm_config=llm_config, human_input_mode="NEVER",
-                                     system_message="Use the python tool. Say TERMINATE when done.")
-        runner = UserProxyAgent("runner", human_input_mode="NEVER", code_execution_config=False,
-                                is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""))
+    script = [
+        {"tool_calls": [{"name": "python", "arguments": {"code": "print(6*7)"}}]},
+        "It printed 42. TERMINATE",
+    ]
+    with (
+        FakeModel(script) as fake,
+        PythonTool(backend=backend, workspace=tmp_path / "ws", timeout=20) as tool,
+    ):
+        llm_config = {
+            "config_list": [{"model": "fake-model", "base_url": fake.base_url, "api_key": "k"}],
+            "cache_seed": None,
+        }
+        assistant = ConversableAgent(
+            "assistant",
+            llm_config=llm_config,
+            human_input_mode="NEVER",
+            system_message="Use the python tool. Say TERMINATE when done.",
+        )
+        runner = UserProxyAgent(
+            "runner",
+            human_input_mode="NEVER",
+            code_execution_config=False,
+            is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""),
+        )
         register_function(tool.as_function(), caller=assistant, executor=runner, description=tool.description)
         chat = runner.initiate_chat(assistant, message="What is 6 * 7? Run it.", max_turns=3, silent=True)
 
@@ -165,7 +186,9 @@ def test_ag2_rewriting_annotations_leaves_later_functions_alone(tool):
     a function made afterwards still has its descriptions as strings."""
     needs("ag2", MISSING_AG2)
     needs("autogen", MISSING_AUTOGEN)
-    never_asked = {"config_list": [{"model": "fake-model", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}]}
+    never_asked = {
+        "config_list": [{"model": "fake-model", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}]
+    }
     agent = ConversableAgent("runner", llm_config=never_asked, human_input_mode="NEVER")
     register_function(tool.as_function(), caller=agent, executor=agent, description=tool.description)
     later = tool.as_function()
@@ -191,8 +214,9 @@ def test_autogen_function_tool_runs_the_code(asynchronous, tool):
         result = await function_tool.run_json({"code": "print(6*7)"}, token)
         assert result == SIX_TIMES_SEVEN
         assert ast.literal_eval(function_tool.return_value_as_string(result)) == SIX_TIMES_SEVEN  # str()
-        failed = await function_tool.run_json({"code": "print(1)", "libraries": ["execbox-no-such-package-zz"]},
-                                              token)
+        failed = await function_tool.run_json(
+            {"code": "print(1)", "libraries": ["execbox-no-such-package-zz"]}, token
+        )
         assert failed["error"].startswith("LibrariesUnavailable: execbox-no-such-package-zz is not installed")
 
     asyncio.run(main())

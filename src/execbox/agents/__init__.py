@@ -19,16 +19,16 @@ from ._assistant import AssistantAgent
 from ._context import BufferedContext, TokenLimitedContext
 from ._conversation import ChatResult, Conversation, WriterAgent, format_chat_result, writer_system_message
 from ._events import (
-                      ApprovalEvent,
-                      CodeExecutionEvent,
-                      CodeGenerationEvent,
-                      Response,
-                      RetryDecisionEvent,
-                      StreamChunkEvent,
-                      TextMessage,
-                      ThoughtEvent,
-                      ToolCallEvent,
-                      ToolResultEvent,
+    ApprovalEvent,
+    CodeExecutionEvent,
+    CodeGenerationEvent,
+    Response,
+    RetryDecisionEvent,
+    StreamChunkEvent,
+    TextMessage,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolResultEvent,
 )
 from ._executor_agent import CodeExecutorAgent, describe_result
 from ._model import ModelClient

@@ -46,8 +46,9 @@ class Agent(ABC):
 
     @classmethod
     @abstractmethod
-    def from_config(cls: type[A], config: dict[str, Any], *, api_key: str | None = None,
-                    approval: Any = None) -> A:
+    def from_config(
+        cls: type[A], config: dict[str, Any], *, api_key: str | None = None, approval: Any = None
+    ) -> A:
         """The agent ``to_config`` described (the approval function is not data: give it again)."""
 
     # -- entry points -----------------------------------------------------------

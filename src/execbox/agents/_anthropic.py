@@ -47,17 +47,30 @@ class AnthropicClient:
 
     provider = "anthropic"
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 api_key_env: str = "ANTHROPIC_API_KEY", temperature: float | None = None,
-                 max_tokens: int = 4096, thinking_budget: int | None = None, timeout_s: float = 120.0,
-                 max_retries: int = 2, prices: Mapping[str, tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "ANTHROPIC_API_KEY",
+        temperature: float | None = None,
+        max_tokens: int = 4096,
+        thinking_budget: int | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 2,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
         try:
             import anthropic
         except ImportError:
             raise ConfigurationError(
-                "AnthropicClient needs the Anthropic SDK: pip install 'execbox[agents]'") from None
+                "AnthropicClient needs the Anthropic SDK: pip install 'execbox[agents]'"
+            ) from None
         if not isinstance(model, str) or not model:
-            raise ConfigurationError("AnthropicClient(model=...) needs the model's name, such as 'claude-sonnet-4-5'")
+            raise ConfigurationError(
+                "AnthropicClient(model=...) needs the model's name, such as 'claude-sonnet-4-5'"
+            )
         self.model = model
         self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         self.api_key_env = api_key_env
@@ -74,8 +87,9 @@ class AnthropicClient:
         self.prices = dict(prices or {})
         self.usage = Usage()
         self._sdk = anthropic
-        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, timeout=timeout_s,
-                                           max_retries=max_retries)
+        self._client = anthropic.Anthropic(
+            api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=max_retries
+        )
         self._explicit_key = api_key is not None
 
     def __repr__(self) -> str:
@@ -87,8 +101,14 @@ class AnthropicClient:
 
     # -- calls ------------------------------------------------------------------
 
-    def create(self, messages: Sequence[Message], *, json_schema: Any = None,
-               tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None) -> ModelReply:
+    def create(
+        self,
+        messages: Sequence[Message],
+        *,
+        json_schema: Any = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelReply:
         """One answer; with ``tools`` it may hold ``tool_calls``. With
         ``json_schema`` the answer's ``content`` is the JSON object."""
         if json_schema is not None:
@@ -100,8 +120,9 @@ class AnthropicClient:
             reply = self._reply(self._call(request))
             if not reply.tool_calls:
                 raise ModelError(f"the model at {self.where} did not answer with the JSON asked for")
-            return ModelReply(reply.tool_calls[0].arguments, reply.thought, reply.usage, reply.model,
-                              reply.finish_reason)
+            return ModelReply(
+                reply.tool_calls[0].arguments, reply.thought, reply.usage, reply.model, reply.finish_reason
+            )
         return self._reply(self._call(self._request(messages, tools, tool_choice)))
 
     def create_json(self, messages: Sequence[Message], json_schema: Any) -> dict[str, Any]:
@@ -111,8 +132,13 @@ class AnthropicClient:
             raise ModelError(f"the model at {self.where} answered {value!r}, not a JSON object")
         return value
 
-    def stream(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
-               tool_choice: str | None = None) -> Iterator[str | ModelReply]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> Iterator[str | ModelReply]:
         """Text chunks as they are written, then the whole ``ModelReply``."""
         request = self._request(messages, tools, tool_choice)
         try:
@@ -128,10 +154,18 @@ class AnthropicClient:
     # -- config -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
-        return {"provider": self.provider, "model": self.model, "base_url": self.base_url,
-                "api_key_env": self.api_key_env, "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "thinking_budget": self.thinking_budget, "timeout_s": self.timeout_s,
-                "max_retries": self.max_retries, "prices": {k: list(v) for k, v in self.prices.items()}}
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "thinking_budget": self.thinking_budget,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "prices": {k: list(v) for k, v in self.prices.items()},
+        }
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> AnthropicClient:
@@ -144,8 +178,9 @@ class AnthropicClient:
 
     # -- inside -------------------------------------------------------------------
 
-    def _request(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
-                 tool_choice: str | None) -> dict[str, Any]:
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None, tool_choice: str | None
+    ) -> dict[str, Any]:
         if not messages:
             raise ConfigurationError("a model call needs at least one message")
         system, turns = to_anthropic(messages)
@@ -186,17 +221,34 @@ class AnthropicClient:
             elif block.type == "tool_use":
                 calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
         usage = message.usage
-        prompt = (usage.input_tokens or 0) + (getattr(usage, "cache_read_input_tokens", 0) or 0) \
+        prompt = (
+            (usage.input_tokens or 0)
+            + (getattr(usage, "cache_read_input_tokens", 0) or 0)
             + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
+        )
         counted = Usage.priced(self.model, prompt, usage.output_tokens or 0, self.prices)
         self.usage = self.usage + counted
-        return ModelReply("".join(text), "\n".join(thought) or None, counted, message.model or self.model,
-                          message.stop_reason, tuple(calls), tuple(kept))
+        return ModelReply(
+            "".join(text),
+            "\n".join(thought) or None,
+            counted,
+            message.model or self.model,
+            message.stop_reason,
+            tuple(calls),
+            tuple(kept),
+        )
 
     def _translate(self, exc: Exception) -> ModelError:
         source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
-        return sdk_error(self._sdk, exc, where=self.where, timeout_s=self.timeout_s, model=self.model,
-                         key_source=source, url_hint="(base_url, ANTHROPIC_BASE_URL)")
+        return sdk_error(
+            self._sdk,
+            exc,
+            where=self.where,
+            timeout_s=self.timeout_s,
+            model=self.model,
+            key_source=source,
+            url_hint="(base_url, ANTHROPIC_BASE_URL)",
+        )
 
 
 def anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,9 +258,14 @@ def anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         return dict(tool)
     function = tool.get("function")
     if not isinstance(function, Mapping) or "name" not in function:
-        raise ConfigurationError(f"a tool schema needs a 'function' with a 'name', or an 'input_schema': {tool!r}")
-    return {"name": function["name"], "description": function.get("description", ""),
-            "input_schema": function.get("parameters") or {"type": "object", "properties": {}}}
+        raise ConfigurationError(
+            f"a tool schema needs a 'function' with a 'name', or an 'input_schema': {tool!r}"
+        )
+    return {
+        "name": function["name"],
+        "description": function.get("description", ""),
+        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+    }
 
 
 def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
@@ -221,8 +278,13 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]
             system.append(str(message.get("content") or ""))
             continue
         if role == "tool":
-            blocks = [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
-                       "content": str(message.get("content") or "")}]
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message["tool_call_id"],
+                    "content": str(message.get("content") or ""),
+                }
+            ]
             role = "user"
         elif role == "assistant":
             blocks = [dict(b) for b in message.get("thinking_blocks") or ()]
@@ -234,11 +296,19 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]
                     value = json.loads(arguments)
                 except ValueError:
                     value = {"_unparsed": arguments}
-                blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                               "input": value if isinstance(value, dict) else {"value": value}})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call["id"],
+                        "name": call["function"]["name"],
+                        "input": value if isinstance(value, dict) else {"value": value},
+                    }
+                )
         elif role == "user":
             content = message.get("content")
-            blocks = list(content) if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+            blocks = (
+                list(content) if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+            )
         else:
             raise ConfigurationError(f"a message has role {role!r}: use system, user, assistant or tool")
         if turns and turns[-1]["role"] == role:

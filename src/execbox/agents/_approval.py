@@ -79,5 +79,7 @@ def refusal_text(decision: Approval | ApprovalEvent) -> str:
 
 def check_approver(approval: Any) -> None:
     if approval is not None and not callable(approval):
-        raise ConfigurationError("approval= takes a function that gets an ApprovalRequest and returns "
-                                 "True, False or an Approval (or None to run everything)")
+        raise ConfigurationError(
+            "approval= takes a function that gets an ApprovalRequest and returns "
+            "True, False or an Approval (or None to run everything)"
+        )

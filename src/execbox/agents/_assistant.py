@@ -67,13 +67,26 @@ class AssistantAgent(Agent):
         "guessing; read each result before going on. When you have the answer, reply in text."
     )
 
-    def __init__(self, name: str, model: ChatModel, *, tools: Sequence[Any] = (),
-                 system_message: str | None = DEFAULT_SYSTEM_MESSAGE, description: str | None = None,
-                 max_tool_iterations: int = 10, reflect_on_tool_use: bool = False, approval: Any = None,
-                 model_context: Any = None, stream_model: bool = False, parallel_tool_calls: bool = True,
-                 _toolbox: Toolbox | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        *,
+        tools: Sequence[Any] = (),
+        system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
+        description: str | None = None,
+        max_tool_iterations: int = 10,
+        reflect_on_tool_use: bool = False,
+        approval: Any = None,
+        model_context: Any = None,
+        stream_model: bool = False,
+        parallel_tool_calls: bool = True,
+        _toolbox: Toolbox | None = None,
+    ) -> None:
         if not callable(getattr(model, "create", None)):
-            raise ConfigurationError(f"AssistantAgent needs a model client (ModelClient, AnthropicClient), not {model!r}")
+            raise ConfigurationError(
+                f"AssistantAgent needs a model client (ModelClient, AnthropicClient), not {model!r}"
+            )
         if not isinstance(max_tool_iterations, int) or max_tool_iterations < 1:
             raise ConfigurationError("max_tool_iterations must be a whole number >= 1")
         check_approver(approval)
@@ -81,8 +94,10 @@ class AssistantAgent(Agent):
         self.model = model
         self.toolbox = _toolbox or Toolbox(tools)
         self.system_message = system_message
-        self.description = description or "Answers with the help of tools: " + (
-            ", ".join(self.toolbox.tools) or "none") + "."
+        self.description = (
+            description
+            or "Answers with the help of tools: " + (", ".join(self.toolbox.tools) or "none") + "."
+        )
         self.max_tool_iterations = max_tool_iterations
         self.reflect_on_tool_use = reflect_on_tool_use
         self.approval = approval
@@ -131,20 +146,29 @@ class AssistantAgent(Agent):
             yield inner[-1]
             results = yield from self._run_calls(reply.tool_calls, bridge, inner)
             for result in results:
-                self._context.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+                self._context.append(
+                    {"role": "tool", "tool_call_id": result.call_id, "content": result.content}
+                )
                 inner.append(result)
                 yield result
         if self.reflect_on_tool_use:
             reply = yield from self._infer(bridge, inner, schemas, tool_choice="none")
             text = reply.content
         else:
-            text = (f"Stopped after {self.max_tool_iterations} round(s) of tool calls (max_tool_iterations) "
-                    "without a final answer. The last results:\n"
-                    + "\n".join(f"- {r.name}: {r.content}" for r in results))
+            text = (
+                f"Stopped after {self.max_tool_iterations} round(s) of tool calls (max_tool_iterations) "
+                "without a final answer. The last results:\n"
+                + "\n".join(f"- {r.name}: {r.content}" for r in results)
+            )
         yield Response(TextMessage(self.name, text), tuple(inner), self.model.usage - before)
 
-    def _infer(self, bridge: Bridge, inner: list[Event], schemas: list[dict[str, Any]],
-               tool_choice: str | None = None) -> Generator[Event, None, ModelReply]:
+    def _infer(
+        self,
+        bridge: Bridge,
+        inner: list[Event],
+        schemas: list[dict[str, Any]],
+        tool_choice: str | None = None,
+    ) -> Generator[Event, None, ModelReply]:
         bridge.check()
         prompt = self._prompt()
         reply = None
@@ -164,8 +188,9 @@ class AssistantAgent(Agent):
         self._context.append(assistant_message(reply))
         return reply
 
-    def _run_calls(self, calls: Sequence[ToolCall], bridge: Bridge,
-                   inner: list[Event]) -> Generator[Event, None, list[ToolResultEvent]]:
+    def _run_calls(
+        self, calls: Sequence[ToolCall], bridge: Bridge, inner: list[Event]
+    ) -> Generator[Event, None, list[ToolResultEvent]]:
         """Approve each call (one at a time: a person may answer), then run
         the approved ones, at once when there are several."""
         answers: dict[str, ToolResultEvent] = {}
@@ -173,17 +198,28 @@ class AssistantAgent(Agent):
         for call in calls:
             tool = self.toolbox.get(call.name)
             if tool is None:
-                answers[call.id] = ToolResultEvent(self.name, call.id, call.name, (
-                    f"Error: there is no tool named {call.name!r}. The tools: "
-                    f"{', '.join(self.toolbox.tools) or 'none'}."), True)
+                answers[call.id] = ToolResultEvent(
+                    self.name,
+                    call.id,
+                    call.name,
+                    (
+                        f"Error: there is no tool named {call.name!r}. The tools: "
+                        f"{', '.join(self.toolbox.tools) or 'none'}."
+                    ),
+                    True,
+                )
                 continue
             if self.approval is not None:
-                request = ApprovalRequest("tool_call", self.name, tool_name=call.name, arguments=call.arguments)
+                request = ApprovalRequest(
+                    "tool_call", self.name, tool_name=call.name, arguments=call.arguments
+                )
                 decision = decide(self.approval, request, bridge.wait)
                 inner.append(ApprovalEvent(self.name, request, decision.approved, decision.reason))
                 yield inner[-1]
                 if not decision.approved:
-                    answers[call.id] = ToolResultEvent(self.name, call.id, call.name, refusal_text(decision), True)
+                    answers[call.id] = ToolResultEvent(
+                        self.name, call.id, call.name, refusal_text(decision), True
+                    )
                     continue
             approved.append((call, tool))
         bridge.check()
@@ -199,8 +235,13 @@ class AssistantAgent(Agent):
         try:
             value = bridge.call_tool(tool, call.arguments)
         except Exception as exc:  # noqa: BLE001 (a tool that raises: the model reads why)
-            return ToolResultEvent(self.name, call.id, call.name,
-                                   f"Error: the tool {call.name} failed: {type(exc).__name__}: {exc}", True)
+            return ToolResultEvent(
+                self.name,
+                call.id,
+                call.name,
+                f"Error: the tool {call.name} failed: {type(exc).__name__}: {exc}",
+                True,
+            )
         failed = isinstance(value, dict) and (value.get("success") is False or bool(value.get("error")))
         text = tool_text(value)
         return ToolResultEvent(self.name, call.id, call.name, text, failed or text.startswith("Error:"))
@@ -215,21 +256,37 @@ class AssistantAgent(Agent):
     def to_config(self) -> dict[str, Any]:
         """The agent, its model and its tools as JSON-ready data (the
         approval function is not saved: give it again to ``load``)."""
-        return {"type": "AssistantAgent", "version": 1, "name": self.name, "model": self.model.to_config(),
-                "tools": self.toolbox.to_config(), "system_message": self.system_message,
-                "description": self.description, "max_tool_iterations": self.max_tool_iterations,
-                "reflect_on_tool_use": self.reflect_on_tool_use, "model_context": describe(self.model_context),
-                "stream_model": self.stream_model, "parallel_tool_calls": self.parallel_tool_calls}
+        return {
+            "type": "AssistantAgent",
+            "version": 1,
+            "name": self.name,
+            "model": self.model.to_config(),
+            "tools": self.toolbox.to_config(),
+            "system_message": self.system_message,
+            "description": self.description,
+            "max_tool_iterations": self.max_tool_iterations,
+            "reflect_on_tool_use": self.reflect_on_tool_use,
+            "model_context": describe(self.model_context),
+            "stream_model": self.stream_model,
+            "parallel_tool_calls": self.parallel_tool_calls,
+        }
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, api_key: str | None = None, approval: Any = None) -> AssistantAgent:
+    def from_config(
+        cls, config: dict[str, Any], *, api_key: str | None = None, approval: Any = None
+    ) -> AssistantAgent:
         if config.get("type") != "AssistantAgent":
             raise ConfigurationError("not an AssistantAgent config (its 'type' must be 'AssistantAgent')")
-        return cls(config["name"], model_from_config(config["model"], api_key=api_key),
-                   _toolbox=Toolbox.from_config(config.get("tools") or ()),
-                   system_message=config.get("system_message"), description=config.get("description"),
-                   max_tool_iterations=config.get("max_tool_iterations", 10),
-                   reflect_on_tool_use=config.get("reflect_on_tool_use", False), approval=approval,
-                   model_context=from_description(config.get("model_context")),
-                   stream_model=config.get("stream_model", False),
-                   parallel_tool_calls=config.get("parallel_tool_calls", True))
+        return cls(
+            config["name"],
+            model_from_config(config["model"], api_key=api_key),
+            _toolbox=Toolbox.from_config(config.get("tools") or ()),
+            system_message=config.get("system_message"),
+            description=config.get("description"),
+            max_tool_iterations=config.get("max_tool_iterations", 10),
+            reflect_on_tool_use=config.get("reflect_on_tool_use", False),
+            approval=approval,
+            model_context=from_description(config.get("model_context")),
+            stream_model=config.get("stream_model", False),
+            parallel_tool_calls=config.get("parallel_tool_calls", True),
+        )

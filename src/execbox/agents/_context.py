@@ -54,7 +54,9 @@ class TokenLimitedContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ConfigurationError(f"TokenLimitedContext(max_tokens={self.max_tokens!r}): a whole number >= 1")
+            raise ConfigurationError(
+                f"TokenLimitedContext(max_tokens={self.max_tokens!r}): a whole number >= 1"
+            )
 
     def keep(self, groups: list[list[Message]]) -> int:
         used = kept = 0
@@ -78,8 +80,10 @@ def context_policy(value: Any) -> BufferedContext | TokenLimitedContext | None:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return BufferedContext(value)
-    raise ConfigurationError(f"model_context={value!r}: give a number of messages, BufferedContext(n), "
-                             "TokenLimitedContext(max_tokens) or None")
+    raise ConfigurationError(
+        f"model_context={value!r}: give a number of messages, BufferedContext(n), "
+        "TokenLimitedContext(max_tokens) or None"
+    )
 
 
 def bound(messages: Sequence[Message], policy: BufferedContext | TokenLimitedContext | None) -> list[Message]:
@@ -94,7 +98,7 @@ def bound(messages: Sequence[Message], policy: BufferedContext | TokenLimitedCon
         else:
             groups.append([message])
     kept = policy.keep(groups)
-    return [m for group in groups[len(groups) - kept:] for m in group]
+    return [m for group in groups[len(groups) - kept :] for m in group]
 
 
 def describe(policy: BufferedContext | TokenLimitedContext | None) -> Any:

@@ -44,10 +44,13 @@ def writer_system_message(languages: Sequence[str] = ("python", "bash"), *, stat
     """The writer's default instructions, for the languages the executor
     runs and whether it keeps state between blocks (a Jupyter kernel)."""
     fences = " or ".join(f"```{name}" for name in languages[:4])
-    state = ("- The executor keeps one Python session: variables, functions and imports stay defined between "
-             "blocks and turns, so later blocks may use them.\n" if stateful else
-             "- Each block runs in a fresh process: variables do not carry over between blocks, so repeat "
-             "what a block needs (files do carry over).\n")
+    state = (
+        "- The executor keeps one Python session: variables, functions and imports stay defined between "
+        "blocks and turns, so later blocks may use them.\n"
+        if stateful
+        else "- Each block runs in a fresh process: variables do not carry over between blocks, so repeat "
+        "what a block needs (files do carry over).\n"
+    )
     return (
         "You are a programmer working with an executor that runs your code and sends back what it printed. "
         "Solve the task step by step in code.\n"
@@ -55,8 +58,8 @@ def writer_system_message(languages: Sequence[str] = ("python", "bash"), *, stat
         "every block of your message, in order, and stops at the first failure.\n"
         "- To save a block as a file, make its first line a comment `# filename: path/name.py`; files stay "
         "in the working directory between turns.\n"
-        + state +
-        "- The executor cannot type input and does not show return values: print every result you need.\n"
+        + state
+        + "- The executor cannot type input and does not show return values: print every result you need.\n"
         "- Write complete programs; when one fails, read the error and send the whole corrected block.\n"
         "- Install nothing unless asked; prefer the standard library.\n"
         f"- When the task is done and checked, give the answer in one or two sentences and end your "
@@ -67,16 +70,27 @@ def writer_system_message(languages: Sequence[str] = ("python", "bash"), *, stat
 class WriterAgent:
     """The model's side of the chat: reads the history, writes the next message."""
 
-    def __init__(self, model: ChatModel, *, name: str = "writer", system_message: str | None = None,
-                 languages: Sequence[str] = ("python", "bash"), stateful: bool = False) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        name: str = "writer",
+        system_message: str | None = None,
+        languages: Sequence[str] = ("python", "bash"),
+        stateful: bool = False,
+    ) -> None:
         self.model = model
         self.name = name
-        self.system_message = system_message if system_message is not None else \
-            writer_system_message(languages, stateful=stateful)
+        self.system_message = (
+            system_message
+            if system_message is not None
+            else writer_system_message(languages, stateful=stateful)
+        )
 
     def reply(self, history: Sequence[TextMessage]) -> TextMessage:
         prompt = [{"role": "system", "content": self.system_message}] + [
-            {"role": "assistant" if m.source == self.name else "user", "content": m.content} for m in history]
+            {"role": "assistant" if m.source == self.name else "user", "content": m.content} for m in history
+        ]
         return TextMessage(self.name, self.model.create(prompt).content)
 
 
@@ -106,14 +120,22 @@ class Conversation:
       task (default: it contains the word TERMINATE).
     """
 
-    def __init__(self, writer: WriterAgent, executor: Executor | CodeExecutorAgent, *,
-                 human_input_mode: HumanInputMode = "NEVER", human_input: Callable[[str], str] | None = None,
-                 on_message: Callable[[TextMessage], None] | None = None,
-                 is_termination_msg: Callable[[TextMessage], bool] | None = None,
-                 user_name: str = "user", approval: Callable[..., object] | None = None) -> None:
+    def __init__(
+        self,
+        writer: WriterAgent,
+        executor: Executor | CodeExecutorAgent,
+        *,
+        human_input_mode: HumanInputMode = "NEVER",
+        human_input: Callable[[str], str] | None = None,
+        on_message: Callable[[TextMessage], None] | None = None,
+        is_termination_msg: Callable[[TextMessage], bool] | None = None,
+        user_name: str = "user",
+        approval: Callable[..., object] | None = None,
+    ) -> None:
         if human_input_mode not in ("ALWAYS", "TERMINATE", "NEVER"):
             raise ConfigurationError(
-                f"human_input_mode={human_input_mode!r}: use 'ALWAYS', 'TERMINATE' or 'NEVER'")
+                f"human_input_mode={human_input_mode!r}: use 'ALWAYS', 'TERMINATE' or 'NEVER'"
+            )
         check_approver(approval)
         if isinstance(executor, Executor):
             executor = CodeExecutorAgent("executor", executor)
@@ -128,8 +150,13 @@ class Conversation:
         self.user_name = user_name
         self.approval = approval
 
-    def initiate_chat(self, message: str, *, max_turns: int | None = None,
-                      summary_method: Literal["last_msg", "reflection"] = "last_msg") -> ChatResult:
+    def initiate_chat(
+        self,
+        message: str,
+        *,
+        max_turns: int | None = None,
+        summary_method: Literal["last_msg", "reflection"] = "last_msg",
+    ) -> ChatResult:
         """Send the task to the writer and go on until done.
 
         ``max_turns``: the most writer messages (None: until TERMINATE or
@@ -185,9 +212,13 @@ class Conversation:
     def _execute(self, written: TextMessage, result: ChatResult) -> TextMessage:
         blocks = self.executor.code_blocks([written])
         if not blocks:
-            return TextMessage(self.executor.name, (
-                f"There is no code block in your message. Write code in a fenced block that names its "
-                f"language, or, if the task is done, say {TERMINATE}."))
+            return TextMessage(
+                self.executor.name,
+                (
+                    f"There is no code block in your message. Write code in a fenced block that names its "
+                    f"language, or, if the task is done, say {TERMINATE}."
+                ),
+            )
         approval = self.approval or self.executor.approval
         if approval is not None:
             request = ApprovalRequest("code", self.executor.name, code_blocks=tuple(blocks))
@@ -207,7 +238,9 @@ class Conversation:
 
     def _summary(self, result: ChatResult, method: str) -> str:
         if method == "reflection":
-            prompt = [{"role": "system", "content": "Summarise what was done and found in this chat, briefly."}]
+            prompt = [
+                {"role": "system", "content": "Summarise what was done and found in this chat, briefly."}
+            ]
             prompt += [{"role": "user", "content": f"{m.source}: {m.content}"} for m in result.chat_history]
             return self.writer.model.create(prompt).content.strip()
         if method != "last_msg":
@@ -222,13 +255,20 @@ class Conversation:
 
 def format_message(message: TextMessage) -> str:
     """A chat message for a terminal: a rule with the sender, then the text."""
-    return f"\n── {message.source} " + "─" * max(0, 60 - len(message.source)) + "\n" + message.content.rstrip("\n")
+    return (
+        f"\n── {message.source} "
+        + "─" * max(0, 60 - len(message.source))
+        + "\n"
+        + message.content.rstrip("\n")
+    )
 
 
 def format_chat_result(result: ChatResult) -> str:
     """A short report of a chat for a terminal or a log."""
-    lines = [f"Stopped: {result.stop_reason} after {result.turns} writer turn(s), "
-             f"{len(result.chat_history)} messages, {len(result.executions)} run(s)."]
+    lines = [
+        f"Stopped: {result.stop_reason} after {result.turns} writer turn(s), "
+        f"{len(result.chat_history)} messages, {len(result.executions)} run(s)."
+    ]
     if result.human_input:
         typed = [t if t else "(Enter)" for t in result.human_input]
         lines.append("Human input: " + " | ".join(typed))
@@ -236,4 +276,3 @@ def format_chat_result(result: ChatResult) -> str:
     if result.summary:
         lines.append("Summary: " + result.summary)
     return "\n".join(lines)
-

@@ -40,8 +40,10 @@ class TextMessage:
         if isinstance(value, str):
             return cls(default_source, value)
         if isinstance(value, dict) and isinstance(value.get("content"), str):
-            return cls(str(value.get("source") or value.get("name") or value.get("role") or default_source),
-                       value["content"])
+            return cls(
+                str(value.get("source") or value.get("name") or value.get("role") or default_source),
+                value["content"],
+            )
         raise TypeError(f"a message is a TextMessage, a str or a dict with 'content', not {value!r}")
 
 
@@ -136,5 +138,13 @@ class ApprovalEvent:
     reason: str = ""
 
 
-Event = (ThoughtEvent | StreamChunkEvent | CodeGenerationEvent | CodeExecutionEvent | RetryDecisionEvent
-         | ToolCallEvent | ToolResultEvent | ApprovalEvent)
+Event = (
+    ThoughtEvent
+    | StreamChunkEvent
+    | CodeGenerationEvent
+    | CodeExecutionEvent
+    | RetryDecisionEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | ApprovalEvent
+)

@@ -59,8 +59,10 @@ def describe_result(result: ExecutionResult) -> str:
     plain statement that there was none, and the exit code on failure."""
     output = result.to_text("plain")
     if not output.strip():
-        return (f"The code ran and printed nothing (exit code {result.exit_code}). "
-                "If you expected a result, print it.")
+        return (
+            f"The code ran and printed nothing (exit code {result.exit_code}). "
+            "If you expected a result, print it."
+        )
     if result.exit_code != 0:
         return f"The code ran and failed with exit code {result.exit_code}. Its output:\n{output}"
     return output
@@ -94,24 +96,38 @@ class CodeExecutorAgent(Agent):
         "language, such as ```python or ```bash."
     )
 
-    def __init__(self, name: str, executor: Executor, *, model: ChatModel | None = None,
-                 system_message: str | None = DEFAULT_SYSTEM_MESSAGE, description: str | None = None,
-                 sources: Sequence[str] | None = None, max_retries_on_error: int = 0,
-                 stream_model: bool = False, approval: Any = None, model_context: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        executor: Executor,
+        *,
+        model: ChatModel | None = None,
+        system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
+        description: str | None = None,
+        sources: Sequence[str] | None = None,
+        max_retries_on_error: int = 0,
+        stream_model: bool = False,
+        approval: Any = None,
+        model_context: Any = None,
+    ) -> None:
         if not isinstance(executor, Executor):
             raise ConfigurationError(f"CodeExecutorAgent needs an execbox executor, not {executor!r}")
         if not isinstance(max_retries_on_error, int) or max_retries_on_error < 0:
             raise ConfigurationError("max_retries_on_error must be a whole number >= 0")
         if max_retries_on_error and model is None:
-            raise ConfigurationError("max_retries_on_error needs a model (model=ModelClient(...)) to decide retries")
+            raise ConfigurationError(
+                "max_retries_on_error needs a model (model=ModelClient(...)) to decide retries"
+            )
         check_approver(approval)
         self.name = name
         self.executor = executor
         self.model = model
         self.system_message = system_message
         self.description = description or (
-            "Runs the Python and shell code blocks it is sent and answers with their output." if model is None
-            else "Writes Python and shell code for a task, runs it, fixes errors and explains the result.")
+            "Runs the Python and shell code blocks it is sent and answers with their output."
+            if model is None
+            else "Writes Python and shell code for a task, runs it, fixes errors and explains the result."
+        )
         self.sources = list(sources) if sources is not None else None
         self.max_retries_on_error = max_retries_on_error
         self.stream_model = stream_model
@@ -142,7 +158,9 @@ class CodeExecutorAgent(Agent):
                 blocks.extend(extract_code_blocks(message.content))
         return blocks
 
-    def execute(self, blocks: Sequence[CodeBlock], *, bridge: Bridge | None = None) -> tuple[ExecutionResult, str]:
+    def execute(
+        self, blocks: Sequence[CodeBlock], *, bridge: Bridge | None = None
+    ) -> tuple[ExecutionResult, str]:
         """Run the blocks: the result, and the text a model reads."""
         result = (bridge or Bridge()).run_blocks(self.executor, blocks)
         return result, describe_result(result)
@@ -172,8 +190,9 @@ class CodeExecutorAgent(Agent):
         event = CodeExecutionEvent(self.name, 0, result, text)
         yield Response(TextMessage(self.name, text), tuple(e for e in (approval, event) if e is not None))
 
-    def _generate_and_run(self, messages: list[TextMessage], model: ChatModel,
-                          bridge: Bridge) -> Iterator[Event | Response]:
+    def _generate_and_run(
+        self, messages: list[TextMessage], model: ChatModel, bridge: Bridge
+    ) -> Iterator[Event | Response]:
         before = model.usage
         inner: list[Event] = []
         for message in messages:
@@ -204,12 +223,18 @@ class CodeExecutorAgent(Agent):
             yield inner[-1]
             if not decision["retry"]:
                 break
-            self._context.append({"role": "user", "content": (
-                f"Try again (attempt {attempt + 2}). What to fix: {decision['reason']}")})
+            self._context.append(
+                {
+                    "role": "user",
+                    "content": (f"Try again (attempt {attempt + 2}). What to fix: {decision['reason']}"),
+                }
+            )
         reflection = yield from self._infer(model, inner, bridge)
         yield Response(TextMessage(self.name, reflection.content), tuple(inner), model.usage - before)
 
-    def _infer(self, model: ChatModel, inner: list[Event], bridge: Bridge) -> Generator[Event, None, ModelReply]:
+    def _infer(
+        self, model: ChatModel, inner: list[Event], bridge: Bridge
+    ) -> Generator[Event, None, ModelReply]:
         """One model call on the context: yields its stream chunks and
         thought, adds its answer to the context, returns it."""
         bridge.check()
@@ -258,21 +283,38 @@ class CodeExecutorAgent(Agent):
 
     def to_config(self) -> dict[str, Any]:
         """The agent, its executor and its model as JSON-ready data."""
-        return {"type": "CodeExecutorAgent", "version": 1, "name": self.name,
-                "executor": self.executor.to_config(),
-                "model": self.model.to_config() if self.model else None,
-                "system_message": self.system_message, "description": self.description,
-                "sources": self.sources, "max_retries_on_error": self.max_retries_on_error,
-                "stream_model": self.stream_model, "model_context": describe(self.model_context)}
+        return {
+            "type": "CodeExecutorAgent",
+            "version": 1,
+            "name": self.name,
+            "executor": self.executor.to_config(),
+            "model": self.model.to_config() if self.model else None,
+            "system_message": self.system_message,
+            "description": self.description,
+            "sources": self.sources,
+            "max_retries_on_error": self.max_retries_on_error,
+            "stream_model": self.stream_model,
+            "model_context": describe(self.model_context),
+        }
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, api_key: str | None = None,
-                    approval: Any = None) -> CodeExecutorAgent:
+    def from_config(
+        cls, config: dict[str, Any], *, api_key: str | None = None, approval: Any = None
+    ) -> CodeExecutorAgent:
         if config.get("type") != "CodeExecutorAgent":
-            raise ConfigurationError("not a CodeExecutorAgent config (its 'type' must be 'CodeExecutorAgent')")
+            raise ConfigurationError(
+                "not a CodeExecutorAgent config (its 'type' must be 'CodeExecutorAgent')"
+            )
         model = model_from_config(config["model"], api_key=api_key) if config.get("model") else None
-        return cls(config["name"], executor_from_config(config["executor"]), model=model,
-                   system_message=config.get("system_message"), description=config.get("description"),
-                   sources=config.get("sources"), max_retries_on_error=config.get("max_retries_on_error", 0),
-                   stream_model=config.get("stream_model", False), approval=approval,
-                   model_context=from_description(config.get("model_context")))
+        return cls(
+            config["name"],
+            executor_from_config(config["executor"]),
+            model=model,
+            system_message=config.get("system_message"),
+            description=config.get("description"),
+            sources=config.get("sources"),
+            max_retries_on_error=config.get("max_retries_on_error", 0),
+            stream_model=config.get("stream_model", False),
+            approval=approval,
+            model_context=from_description(config.get("model_context")),
+        )

@@ -61,6 +61,6 @@ def _objects(text: str) -> list[str]:
             elif c == "}":
                 depth -= 1
                 if depth == 0:
-                    found.append(text[start:end + 1])
+                    found.append(text[start : end + 1])
                     break
     return found

@@ -54,11 +54,19 @@ class ModelClient:
     - ``structured_output``: True/False if known; None finds out.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float | None = None,
-                 timeout_s: float = 120.0, max_retries: int = 2,
-                 prices: Mapping[str, tuple[float, float]] | None = None,
-                 structured_output: bool | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 2,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
         try:
             import openai
         except ImportError:
@@ -85,8 +93,9 @@ class ModelClient:
         self.structured_output = structured_output
         self.usage = Usage()
         self._openai = openai
-        self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout_s,
-                                     max_retries=max_retries)
+        self._client = openai.OpenAI(
+            api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=max_retries
+        )
         self._explicit_key = api_key is not None
 
     provider = "openai"
@@ -100,8 +109,14 @@ class ModelClient:
 
     # -- calls ------------------------------------------------------------------
 
-    def create(self, messages: Sequence[Message], *, json_schema: Any = None,
-               tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None) -> ModelReply:
+    def create(
+        self,
+        messages: Sequence[Message],
+        *,
+        json_schema: Any = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelReply:
         """One completion. With ``json_schema`` (a schema dict or a pydantic
         model class) the server is asked for JSON that fits it: through
         ``response_format`` where the server has it, else in the prompt.
@@ -112,8 +127,13 @@ class ModelClient:
             return self._reply(self._call(request))
         name, schema = schema_of(json_schema)
         if self.structured_output is not False:
-            formatted = {**request, "response_format": {
-                "type": "json_schema", "json_schema": {"name": _safe_name(name), "schema": schema}}}
+            formatted = {
+                **request,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": _safe_name(name), "schema": schema},
+                },
+            }
             try:
                 reply = self._reply(self._call(formatted))
             except ModelError as exc:
@@ -133,13 +153,21 @@ class ModelClient:
         reply = self.create(messages, json_schema=json_schema)
         return parse_json_reply(reply.content, list(schema.get("required", [])))
 
-    def stream(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
-               tool_choice: str | None = None) -> Iterator[str | ModelReply]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> Iterator[str | ModelReply]:
         """The answer as it is written: text chunks, then the whole
         ``ModelReply`` (with usage when the server reports it, and the
         function calls once their arguments are complete)."""
-        request = {**self._request(messages, tools, tool_choice), "stream": True,
-                   "stream_options": {"include_usage": True}}
+        request = {
+            **self._request(messages, tools, tool_choice),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         try:
             chunks = self._client.chat.completions.create(**request)
         except self._openai.OpenAIError as exc:
@@ -172,8 +200,9 @@ class ModelClient:
             raise self._translate(exc) from None
         text, think = _split_thought("".join(content), "".join(thought) or None)
         counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-        made = tuple(ToolCall(i or f"call_{n}", name, arguments)
-                     for n, (i, name, arguments) in sorted(calls.items()))
+        made = tuple(
+            ToolCall(i or f"call_{n}", name, arguments) for n, (i, name, arguments) in sorted(calls.items())
+        )
         yield ModelReply(text, think, counted, self.model, finish, made)
 
     # -- config -------------------------------------------------------------------
@@ -181,10 +210,17 @@ class ModelClient:
     def to_config(self) -> dict[str, Any]:
         """The settings as JSON-ready data. The key itself is not saved: its
         variable's name is (``api_key_env``)."""
-        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
-                "temperature": self.temperature, "timeout_s": self.timeout_s,
-                "max_retries": self.max_retries, "prices": {k: list(v) for k, v in self.prices.items()},
-                "structured_output": self.structured_output}
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "temperature": self.temperature,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "prices": {k: list(v) for k, v in self.prices.items()},
+            "structured_output": self.structured_output,
+        }
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> ModelClient:
@@ -198,8 +234,12 @@ class ModelClient:
 
     # -- inside -------------------------------------------------------------------
 
-    def _request(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
-                 tool_choice: str | None = None) -> dict[str, Any]:
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> dict[str, Any]:
         if not messages:
             raise ConfigurationError("a model call needs at least one message")
         sent = [{k: v for k, v in m.items() if k in OPENAI_MESSAGE_KEYS} for m in messages]
@@ -228,8 +268,11 @@ class ModelClient:
         text, thought = _split_thought(message.content or "", reasoning)
         usage = completion.usage
         counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
-        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments or "")
-                      for c in (message.tool_calls or ()) if getattr(c, "function", None) is not None)
+        calls = tuple(
+            ToolCall(c.id, c.function.name, c.function.arguments or "")
+            for c in (message.tool_calls or ())
+            if getattr(c, "function", None) is not None
+        )
         return ModelReply(text, thought, counted, completion.model or self.model, choice.finish_reason, calls)
 
     def _count(self, prompt: int, completion: int) -> Usage:
@@ -239,12 +282,20 @@ class ModelClient:
 
     def _translate(self, exc: Exception) -> ModelError:
         source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
-        return sdk_error(self._openai, exc, where=self.where, timeout_s=self.timeout_s, model=self.model,
-                         key_source=source, url_hint="(--base-url, OPENAI_BASE_URL)")
+        return sdk_error(
+            self._openai,
+            exc,
+            where=self.where,
+            timeout_s=self.timeout_s,
+            model=self.model,
+            key_source=source,
+            url_hint="(--base-url, OPENAI_BASE_URL)",
+        )
 
 
-def sdk_error(sdk: Any, exc: Exception, *, where: str, timeout_s: float, model: str, key_source: str,
-              url_hint: str) -> ModelError:
+def sdk_error(
+    sdk: Any, exc: Exception, *, where: str, timeout_s: float, model: str, key_source: str, url_hint: str
+) -> ModelError:
     """An SDK's exception (OpenAI's and Anthropic's share their names) as
     a ``ModelError`` that says what to change."""
     if isinstance(exc, sdk.APITimeoutError):
@@ -272,21 +323,29 @@ def _detail(exc: Any) -> str:
 def _refused_format(exc: ModelError) -> bool:
     text = str(exc)
     return any(f"answered {code}" in text for code in (400, 415, 422, 501)) and (
-        "response_format" in text or "json_schema" in text or "not supported" in text.lower())
+        "response_format" in text or "json_schema" in text or "not supported" in text.lower()
+    )
 
 
 def _split_thought(text: str, reasoning: str | None) -> tuple[str, str | None]:
     match = _THINK.match(text)
     if match:
         inline = match.group(1).strip()
-        return text[match.end():], "\n".join(t for t in (reasoning, inline) if t) or None
+        return text[match.end() :], "\n".join(t for t in (reasoning, inline) if t) or None
     return text, reasoning or None
 
 
 def _ask_for_json(messages: list[Message], schema: dict[str, Any]) -> list[Message]:
-    return [*messages, {"role": "user", "content": (
-        "Answer with one JSON object and nothing else. It must fit this JSON schema:\n"
-        + json.dumps(schema))}]
+    return [
+        *messages,
+        {
+            "role": "user",
+            "content": (
+                "Answer with one JSON object and nothing else. It must fit this JSON schema:\n"
+                + json.dumps(schema)
+            ),
+        },
+    ]
 
 
 def _safe_name(name: str) -> str:

@@ -15,15 +15,20 @@ from ._model import ModelClient
 __all__ = ["PROVIDERS", "ChatModel", "model_client", "model_from_config"]
 
 ChatModel = ModelClient | AnthropicClient
-PROVIDERS: dict[str, type[ModelClient | AnthropicClient]] = {"openai": ModelClient, "anthropic": AnthropicClient}
+PROVIDERS: dict[str, type[ModelClient | AnthropicClient]] = {
+    "openai": ModelClient,
+    "anthropic": AnthropicClient,
+}
 
 
 def provider_of(model: str, provider: str | None) -> str:
     if provider is None:
         return "anthropic" if model.startswith("claude") else "openai"
     if provider not in PROVIDERS:
-        raise ConfigurationError(f"provider={provider!r}: use one of {', '.join(PROVIDERS)} "
-                                 "(Gemini, Ollama and vLLM speak 'openai' at their compatible endpoint)")
+        raise ConfigurationError(
+            f"provider={provider!r}: use one of {', '.join(PROVIDERS)} "
+            "(Gemini, Ollama and vLLM speak 'openai' at their compatible endpoint)"
+        )
     return provider
 
 

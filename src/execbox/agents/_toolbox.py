@@ -24,7 +24,9 @@ def as_tool(value: Any) -> Any:
         return value
     if callable(value) and not isinstance(value, type):
         return FunctionTool(value)
-    raise ConfigurationError(f"{value!r} is not a tool: give a PythonTool, ShellTool, FunctionTool or a function")
+    raise ConfigurationError(
+        f"{value!r} is not a tool: give a PythonTool, ShellTool, FunctionTool or a function"
+    )
 
 
 class Toolbox:
@@ -66,8 +68,12 @@ class Toolbox:
 def tool_config(tool: Any) -> dict[str, Any]:
     kind = type(tool).__name__
     if kind == "PythonTool":
-        return {"type": "PythonTool", "name": tool.name, "executor": tool.executor.to_config(),
-                "install_libraries": tool.install_libraries}
+        return {
+            "type": "PythonTool",
+            "name": tool.name,
+            "executor": tool.executor.to_config(),
+            "install_libraries": tool.install_libraries,
+        }
     if isinstance(tool, ShellTool):
         return tool.to_config()
     if isinstance(tool, FunctionTool):
@@ -78,7 +84,8 @@ def tool_config(tool: Any) -> dict[str, Any]:
         if "<" in where or where.startswith(("__main__:", ":")):
             raise ConfigurationError(
                 f"the tool {tool.name!r} cannot be saved: {where} is not importable (define the function at "
-                "the top level of a module)")
+                "the top level of a module)"
+            )
         return {"type": "function", "name": tool.name, "description": tool.description, "function": where}
     raise ConfigurationError(f"the tool {tool.name!r} ({kind}) cannot be saved in a config")
 
@@ -88,11 +95,17 @@ def tool_from_config(config: Mapping[str, Any]) -> Any:
     if kind == "PythonTool":
         from ..tools import PythonTool
 
-        return PythonTool(executor_from_config(config["executor"]), name=config["name"],
-                          install_libraries=config.get("install_libraries", True))
+        return PythonTool(
+            executor_from_config(config["executor"]),
+            name=config["name"],
+            install_libraries=config.get("install_libraries", True),
+        )
     if kind == "ShellTool":
-        return ShellTool(executor_from_config(config["executor"]), name=config["name"],
-                         description=config.get("description"))
+        return ShellTool(
+            executor_from_config(config["executor"]),
+            name=config["name"],
+            description=config.get("description"),
+        )
     if kind == "file_tool":
         from .._workspace import Workspace
 
@@ -105,6 +118,10 @@ def tool_from_config(config: Mapping[str, Any]) -> Any:
             for part in qualname.split("."):
                 target = getattr(target, part)
         except (ImportError, AttributeError) as exc:
-            raise ConfigurationError(f"the tool function {config['function']} cannot be imported: {exc}") from None
+            raise ConfigurationError(
+                f"the tool function {config['function']} cannot be imported: {exc}"
+            ) from None
         return FunctionTool(target, name=config.get("name"), description=config.get("description"))
-    raise ConfigurationError(f"a tool config has type {kind!r}: use PythonTool, ShellTool, file_tool or function")
+    raise ConfigurationError(
+        f"a tool config has type {kind!r}: use PythonTool, ShellTool, file_tool or function"
+    )

@@ -59,22 +59,28 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
-        return Usage(self.prompt_tokens + other.prompt_tokens,
-                     self.completion_tokens + other.completion_tokens, cost)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens, cost
+        )
 
     def __sub__(self, other: Usage) -> Usage:
         cost = None if self.cost is None or other.cost is None else self.cost - other.cost
-        return Usage(self.prompt_tokens - other.prompt_tokens,
-                     self.completion_tokens - other.completion_tokens, cost)
+        return Usage(
+            self.prompt_tokens - other.prompt_tokens, self.completion_tokens - other.completion_tokens, cost
+        )
 
     def describe(self) -> str:
-        cost = "cost unknown (no price for this model: register_price())" if self.cost is None \
+        cost = (
+            "cost unknown (no price for this model: register_price())"
+            if self.cost is None
             else f"${self.cost:.6f}"
+        )
         return f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, {cost}"
 
     @classmethod
-    def priced(cls, model: str, prompt: int, completion: int,
-               prices: dict[str, tuple[float, float]] | None = None) -> Usage:
+    def priced(
+        cls, model: str, prompt: int, completion: int, prices: dict[str, tuple[float, float]] | None = None
+    ) -> Usage:
         price = price_of(model, prices)
         cost = None if price is None else (prompt * price[0] + completion * price[1]) / 1_000_000
         return cls(prompt, completion, cost)

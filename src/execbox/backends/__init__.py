@@ -54,9 +54,7 @@ def get_backend(name: str) -> type[Executor]:
     """The executor class registered as ``name``."""
     target = _registered().get(name)
     if target is None:
-        raise ConfigurationError(
-            f"unknown backend {name!r}: use one of {', '.join(backend_names())}"
-        )
+        raise ConfigurationError(f"unknown backend {name!r}: use one of {', '.join(backend_names())}")
     module, _, attr = target.partition(":")
     return getattr(import_module(module), attr)
 
@@ -86,6 +84,8 @@ def executor_from_config(config: Mapping[str, Any]) -> Executor:
         )
     options = config.get("options") or {}
     if not isinstance(options, Mapping):
-        raise ConfigurationError("the executor config's 'options' must be a mapping of option names to values")
+        raise ConfigurationError(
+            "the executor config's 'options' must be a mapping of option names to values"
+        )
     backend = get_backend(str(config["backend"]))  # first: its module registers its option types
     return backend(**{k: decode_option(k, v) for k, v in options.items()})

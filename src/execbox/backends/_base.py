@@ -125,13 +125,20 @@ class Executor(ABC):
         """Release what ``_start`` acquired."""
 
     @abstractmethod
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         """Run the code file at ``code_path`` (relative to the workspace, which
         is the working directory of the code)."""
 
-    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
-                      on_output: OutputCallback | None) -> Outcome:
+    def _execute_code(
+        self,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Outcome:
         """Run a block the base class has just written to ``code_path``, its
         text ``code``. A backend that sends the text rather than runs the file
         (a Jupyter kernel) overrides this and uses ``code``: reading the file
@@ -174,7 +181,9 @@ class Executor(ABC):
         installing fails."""
         reason = self.can_add_libraries()
         if reason is not None:
-            raise ConfigurationError(f"cannot add {', '.join(packages)} to this {self.name} executor: {reason}")
+            raise ConfigurationError(
+                f"cannot add {', '.join(packages)} to this {self.name} executor: {reason}"
+            )
         return self._with_libraries(tuple(packages), progress)
 
     def use_environment(self, environment: Environment) -> None:
@@ -243,9 +252,13 @@ class Executor(ABC):
 
     # -- running --------------------------------------------------------------
 
-    def run(self, blocks: CodeBlock | Sequence[CodeBlock], *,
-            on_output: Callable[[str, str], None] | None = None,
-            on_event: Callable[[RunEvent], None] | None = None) -> ExecutionResult:
+    def run(
+        self,
+        blocks: CodeBlock | Sequence[CodeBlock],
+        *,
+        on_output: Callable[[str, str], None] | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+    ) -> ExecutionResult:
         """Run blocks in order, stopping at the first failure.
 
         ``on_output(stream, text)`` receives output as it is printed;
@@ -258,9 +271,13 @@ class Executor(ABC):
         finally:
             cancel.close()
 
-    async def arun(self, blocks: CodeBlock | Sequence[CodeBlock], *,
-                   on_output: Callable[[str, str], None] | None = None,
-                   on_event: Callable[[RunEvent], None] | None = None) -> ExecutionResult:
+    async def arun(
+        self,
+        blocks: CodeBlock | Sequence[CodeBlock],
+        *,
+        on_output: Callable[[str, str], None] | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+    ) -> ExecutionResult:
         """``run`` for asyncio. Cancelling the task kills what the block started."""
         return await arun_blocks(self, as_blocks(blocks), EventSink(on_event, on_output))
 
@@ -292,30 +309,55 @@ class Executor(ABC):
                 sink.block_ended(result)
                 if result.status not in ("ok", "saved"):
                     break
-            after = self.workspace.snapshot(clear_setid=True,  # no set-ID program left for the host
-                                            internal=self._blocks_write_internal)
+            after = self.workspace.snapshot(
+                clear_setid=True,  # no set-ID program left for the host
+                internal=self._blocks_write_internal,
+            )
             changed = [p for p in Workspace.changes(before, after) if p not in written]
-            outcome = aggregate(results, changed, written, time.monotonic() - started, self.name,
-                                files_truncated=not (before.complete and after.complete))
+            outcome = aggregate(
+                results,
+                changed,
+                written,
+                time.monotonic() - started,
+                self.name,
+                files_truncated=not (before.complete and after.complete),
+            )
             sink.emit(EndEvent(outcome, "cancelled" if cancel.is_set() else "completed"))
             return outcome
         finally:
             with self._state_lock:
                 self._active.discard(cancel)
 
-    def _run_block(self, index: int, block: CodeBlock, run_id: str, cancel: Cancellation,
-                   on_output: OutputCallback | None, written: list[str]) -> BlockResult:
+    def _run_block(
+        self,
+        index: int,
+        block: CodeBlock,
+        run_id: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        written: list[str],
+    ) -> BlockResult:
         common: dict[str, Any] = {"index": index, "language_inferred": block.language_inferred}
         lang = find_language(block.language)
-        if lang is None or (self.policies[lang.name] == "execute" and lang.name not in self.capabilities.languages):
-            return failed_block(common, block.language.strip().lower() or "(none)", "UnsupportedLanguage",
-                           self._unsupported(block.language, lang))
+        if lang is None or (
+            self.policies[lang.name] == "execute" and lang.name not in self.capabilities.languages
+        ):
+            return failed_block(
+                common,
+                block.language.strip().lower() or "(none)",
+                "UnsupportedLanguage",
+                self._unsupported(block.language, lang),
+            )
         common["language"] = lang.name
         policy = self.policies[lang.name]
         if policy == "refuse":
-            return failed_block(common, lang.name, "RefusedLanguage",
-                           f"{lang.name} blocks are refused by this executor's execution_policies; "
-                           f"set execution_policies={{'{lang.name}': 'execute'}} to run them")
+            return failed_block(
+                common,
+                lang.name,
+                "RefusedLanguage",
+                f"{lang.name} blocks are refused by this executor's execution_policies; "
+                f"set execution_policies={{'{lang.name}': 'execute'}} to run them",
+            )
         code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
         relative = block.filename or f"{CODE_DIR}/{run_id}_{index}{lang.suffix}"
         try:
@@ -330,13 +372,21 @@ class Executor(ABC):
         written.append(relative)
         common["code_file"] = relative
         if policy == "save":
-            return BlockResult(**common, status="saved", exit_code=0, output=f"Code saved to {one_line(relative)}\n")
+            return BlockResult(
+                **common, status="saved", exit_code=0, output=f"Code saved to {one_line(relative)}\n"
+            )
         if cancel.is_set():
-            result = BlockResult(**common, status="cancelled", exit_code=130, output="Cancelled before it ran.\n",
-                                 error=ErrorInfo("Cancelled", "cancelled before it ran"))
+            result = BlockResult(
+                **common,
+                status="cancelled",
+                exit_code=130,
+                output="Cancelled before it ran.\n",
+                error=ErrorInfo("Cancelled", "cancelled before it ran"),
+            )
         else:
-            outcome = self._execute_code(lang, relative if not relative.startswith("-") else f"./{relative}",
-                                         code, cancel, on_output)
+            outcome = self._execute_code(
+                lang, relative if not relative.startswith("-") else f"./{relative}", code, cancel, on_output
+            )
             result = outcome.to_block(common)
         if not self.keep_code_files and not block.filename:  # a named block's file is the user's: kept
             self.workspace.remove_internal(relative)
@@ -352,10 +402,14 @@ class Executor(ABC):
         saves = ", ".join(n for n, p in self.policies.items() if p == "save")
         if lang is not None:
             hint = f" ({lang.install_hint})" if lang.install_hint else ""
-            return (f"{lang.name} cannot run here: {lang.program} is not installed{hint}. "
-                    f"This {self.name} executor runs: {runs}")
-        return (f"Unsupported language {given.strip() or '(none)'!r}: this {self.name} executor runs "
-                f"{runs}; it saves {saves} without running them")
+            return (
+                f"{lang.name} cannot run here: {lang.program} is not installed{hint}. "
+                f"This {self.name} executor runs: {runs}"
+            )
+        return (
+            f"Unsupported language {given.strip() or '(none)'!r}: this {self.name} executor runs "
+            f"{runs}; it saves {saves} without running them"
+        )
 
     def _cancel_active(self) -> None:
         with self._state_lock:
@@ -365,7 +419,9 @@ class Executor(ABC):
 
     def _warn_unenforced(self) -> None:
         enforced = self.capabilities.enforced
-        asked = {name for name in ("memory_mb", "max_processes", "cpus") if getattr(self.limits, name) is not None}
+        asked = {
+            name for name in ("memory_mb", "max_processes", "cpus") if getattr(self.limits, name) is not None
+        }
         if self.limits.network is False:
             asked.add("network")
         missing = sorted(asked - enforced)
@@ -374,12 +430,16 @@ class Executor(ABC):
         gaps = self.capabilities.gaps
         if all(name in gaps for name in missing):  # the backend says why, and the fix
             why = "; ".join(f"{name}: {gaps[name]}" for name in missing)
-            warnings.warn(f"the {self.name} backend cannot enforce Limits {', '.join(missing)} on this host: "
-                          f"they are ignored ({why})", UnenforcedLimitWarning, stacklevel=4)
+            warnings.warn(
+                f"the {self.name} backend cannot enforce Limits {', '.join(missing)} on this host: "
+                f"they are ignored ({why})",
+                UnenforcedLimitWarning,
+                stacklevel=4,
+            )
             return
         warnings.warn(
             f"the {self.name} backend cannot enforce Limits {', '.join(missing)}: they are ignored "
             "(use the sandbox or docker backend to enforce them)",
-            UnenforcedLimitWarning, stacklevel=4,
+            UnenforcedLimitWarning,
+            stacklevel=4,
         )
-

@@ -14,9 +14,14 @@ __all__ = ["aggregate", "as_blocks", "failed_block"]
 
 def failed_block(common: dict[str, Any], language: str, name: str, message: str) -> BlockResult:
     fields = {"language": language, **common}
-    return BlockResult(**fields, status="unsupported" if name == "UnsupportedLanguage" else "failed",
-                       exit_code=1, output=message + "\n", stderr=message + "\n",
-                       error=ErrorInfo(name, message))
+    return BlockResult(
+        **fields,
+        status="unsupported" if name == "UnsupportedLanguage" else "failed",
+        exit_code=1,
+        output=message + "\n",
+        stderr=message + "\n",
+        error=ErrorInfo(name, message),
+    )
 
 
 def as_blocks(blocks: CodeBlock | Iterable[CodeBlock]) -> list[CodeBlock]:
@@ -32,8 +37,15 @@ def as_blocks(blocks: CodeBlock | Iterable[CodeBlock]) -> list[CodeBlock]:
     return todo
 
 
-def aggregate(results: list[BlockResult], files: list[str], written: list[str],
-              duration: float, backend: str, *, files_truncated: bool) -> ExecutionResult:
+def aggregate(
+    results: list[BlockResult],
+    files: list[str],
+    written: list[str],
+    duration: float,
+    backend: str,
+    *,
+    files_truncated: bool,
+) -> ExecutionResult:
     last = results[-1]
     failed = next((r for r in results if r.error is not None), None)
     return ExecutionResult(

@@ -9,7 +9,9 @@ from .._models import ErrorInfo, Limits
 
 __all__ = ["explain_failure", "python_error", "timeout_note"]
 
-_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Fault)|KeyboardInterrupt|SystemExit)(?::\s?(?P<value>.*))?$")
+_EXC_LINE = re.compile(
+    r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Fault)|KeyboardInterrupt|SystemExit)(?::\s?(?P<value>.*))?$"
+)
 _ANY_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<value>.*))?$")
 _HEADER = "Traceback (most recent call last):"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -28,7 +30,7 @@ def python_error(stderr: str) -> ErrorInfo | None:
         found = _EXC_LINE.match(lines[pos])
         if found:
             start = pos
-            while start > 0 and lines[start - 1].startswith(("  File \"", "    ")):
+            while start > 0 and lines[start - 1].startswith(('  File "', "    ")):
                 start -= 1
             return _info(found, lines[start : pos + 1])
     return None
@@ -47,30 +49,44 @@ def timeout_note(limits: Limits) -> str:
 
 
 # What a program prints when an allocation fails (Python, C, C++, Node, Rust, Go).
-_ALLOCATION_FAILED = re.compile(r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|"
-                                r"memory allocation of \d+ bytes failed|JavaScript heap out of memory",
-                                re.IGNORECASE)
+_ALLOCATION_FAILED = re.compile(
+    r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|"
+    r"memory allocation of \d+ bytes failed|JavaScript heap out of memory",
+    re.IGNORECASE,
+)
 
 
-def explain_failure(language: str, exit_code: int, stderr: str, *, timed_out: bool,
-                    limits: Limits, memory_exceeded_mb: int | None = None,
-                    address_space_mb: int | None = None) -> tuple[ErrorInfo, str]:
+def explain_failure(
+    language: str,
+    exit_code: int,
+    stderr: str,
+    *,
+    timed_out: bool,
+    limits: Limits,
+    memory_exceeded_mb: int | None = None,
+    address_space_mb: int | None = None,
+) -> tuple[ErrorInfo, str]:
     """(error, note for the output) for a block that did not succeed.
     ``memory_exceeded_mb``: the limit the kernel enforced, when it did;
     ``address_space_mb``: the RLIMIT_AS standing in for a memory limit, if
     one did (an allocation over it fails instead)."""
     if memory_exceeded_mb is not None:
-        note = (f"memory limit {memory_exceeded_mb} MB exceeded (Limits.memory_mb): the kernel killed "
-                "the block; use less memory or raise Limits.memory_mb")
+        note = (
+            f"memory limit {memory_exceeded_mb} MB exceeded (Limits.memory_mb): the kernel killed "
+            "the block; use less memory or raise Limits.memory_mb"
+        )
         return ErrorInfo("MemoryLimit", note), note + "."
     if timed_out:
         note = timeout_note(limits)
         return ErrorInfo("Timeout", note), note
     found = python_error(stderr) if language == "python" else None
     if address_space_mb is not None and (
-            found.name == "MemoryError" if found is not None else bool(_ALLOCATION_FAILED.search(stderr[-4096:]))):
-        note = (f"memory limit {address_space_mb} MB reached (Limits.memory_mb, held as the address-space "
-                "limit RLIMIT_AS): an allocation failed; use less memory or raise Limits.memory_mb")
+        found.name == "MemoryError" if found is not None else bool(_ALLOCATION_FAILED.search(stderr[-4096:]))
+    ):
+        note = (
+            f"memory limit {address_space_mb} MB reached (Limits.memory_mb, held as the address-space "
+            "limit RLIMIT_AS): an allocation failed; use less memory or raise Limits.memory_mb"
+        )
         return ErrorInfo("MemoryLimit", note, found.traceback if found is not None else ""), note + "."
     if found is not None:
         return found, ""

@@ -21,5 +21,7 @@ class HostPython:
 
     def _checked_environment(self, environment: Environment) -> Environment:
         if not isinstance(environment, Environment):
-            raise ConfigurationError(f"environment must be SystemPython(...) or Venv(...), not {environment!r}")
+            raise ConfigurationError(
+                f"environment must be SystemPython(...) or Venv(...), not {environment!r}"
+            )
         return environment

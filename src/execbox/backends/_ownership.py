@@ -61,8 +61,9 @@ def _hand_over_path(top: int, parts: list[str], uid: int, gid: int) -> None:
         os.close(fd)
 
 
-def reown_tree(root: str | os.PathLike[str], uid: int, gid: int, owned_by: Callable[[int], bool], *,
-               limit: int) -> int:
+def reown_tree(
+    root: str | os.PathLike[str], uid: int, gid: int, owned_by: Callable[[int], bool], *, limit: int
+) -> int:
     """Give ``uid:gid`` every entry under ``root`` whose owner matches
     ``owned_by`` (the jail identities of earlier executors), walking by
     descriptor (``os.fwalk``: no link followed). Stops after ``limit``

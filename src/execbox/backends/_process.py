@@ -28,8 +28,18 @@ from typing import Protocol, Self
 from ._output import Capture
 from ._watch import DRAIN_GRACE_S, Cancellation, FdWaiter, Output, OutputCallback, watch_loop
 
-__all__ = ["DRAIN_GRACE_S", "TOKEN_VAR", "Cancellation", "OutputCallback", "ProcessOutcome", "Watched",
-           "kill_marked", "new_token", "run_process", "watch"]
+__all__ = [
+    "DRAIN_GRACE_S",
+    "TOKEN_VAR",
+    "Cancellation",
+    "OutputCallback",
+    "ProcessOutcome",
+    "Watched",
+    "kill_marked",
+    "new_token",
+    "run_process",
+    "watch",
+]
 
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
 _READ_SIZE = 1 << 16
@@ -93,9 +103,15 @@ def run_process(
     assert proc.stdout is not None and proc.stderr is not None
     watched = _Child(proc, token, also_kill)
     try:
-        capture, timed_out, cancelled = watch(proc.stdout.fileno(), proc.stderr.fileno(), watched,
-                                              deadline=started + timeout_s, output_limit=output_limit,
-                                              cancel=cancel, on_output=on_output)
+        capture, timed_out, cancelled = watch(
+            proc.stdout.fileno(),
+            proc.stderr.fileno(),
+            watched,
+            deadline=started + timeout_s,
+            output_limit=output_limit,
+            cancel=cancel,
+            on_output=on_output,
+        )
     finally:
         watched.finish()
     code = proc.returncode
@@ -103,8 +119,13 @@ def run_process(
         code = 124
     elif code < 0:
         code = 128 - code
-    return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                          duration_s=time.monotonic() - started)
+    return ProcessOutcome(
+        exit_code=code,
+        capture=capture,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        duration_s=time.monotonic() - started,
+    )
 
 
 class Watched(Protocol):
@@ -119,8 +140,16 @@ class Watched(Protocol):
         """Kill the block and everything it started."""
 
 
-def watch(stdout_fd: int, stderr_fd: int, watched: Watched, *, deadline: float, output_limit: int,
-          cancel: Cancellation | None, on_output: OutputCallback | None) -> tuple[Capture, bool, bool]:
+def watch(
+    stdout_fd: int,
+    stderr_fd: int,
+    watched: Watched,
+    *,
+    deadline: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+) -> tuple[Capture, bool, bool]:
     """Read both pipes until they close, with a deadline and cancellation
     (``_watch.watch_loop``).
 
@@ -182,8 +211,9 @@ class _Pipes:
 class _Child:
     """A ``subprocess.Popen`` child, watched through a pidfd."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], token: str,
-                 also_kill: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], token: str, also_kill: Callable[[], None] | None = None
+    ) -> None:
         self.proc = proc
         self.token = token
         self.also_kill = also_kill
@@ -215,8 +245,9 @@ class _Child:
             os.close(self.exit_fd)
 
 
-def kill_marked(token: str, born_after: int = 0, rounds: int = 5, spare: int = 0,
-                descendants_of: int = 0) -> int:
+def kill_marked(
+    token: str, born_after: int = 0, rounds: int = 5, spare: int = 0, descendants_of: int = 0
+) -> int:
     """SIGKILL every process whose environment holds ``TOKEN_VAR=token`` and,
     with ``descendants_of``, every process below that pid (parent links: one
     that cleared its environment but never left the tree).
@@ -296,8 +327,9 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def _with_memory_limit(memory_mb: int | None,
-                       preexec: Callable[[], None] | None) -> Callable[[], None] | None:
+def _with_memory_limit(
+    memory_mb: int | None, preexec: Callable[[], None] | None
+) -> Callable[[], None] | None:
     """What the child runs before its exec: the address-space limit first
     (set from outside after the start, a program could allocate before it
     held), then the caller's ``preexec``."""

@@ -37,33 +37,59 @@ class Outcome:
     displays: tuple[Display, ...] = field(default=())
 
     def to_block(self, common: dict[str, Any]) -> BlockResult:
-        return BlockResult(**common, status=cast(BlockStatus, self.status), exit_code=self.exit_code,
-                           output=self.output, stdout=self.stdout, stderr=self.stderr, error=self.error,
-                           displays=self.displays, duration_s=self.duration_s, timed_out=self.timed_out,
-                           truncated=self.truncated)
+        return BlockResult(
+            **common,
+            status=cast(BlockStatus, self.status),
+            exit_code=self.exit_code,
+            output=self.output,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            error=self.error,
+            displays=self.displays,
+            duration_s=self.duration_s,
+            timed_out=self.timed_out,
+            truncated=self.truncated,
+        )
 
 
 def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) -> Outcome:
     """A finished process → the block's outcome, with errors explained."""
     cap = outcome.capture
     output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
-    common: dict[str, Any] = dict(stdout=stdout, stderr=stderr, duration_s=outcome.duration_s, truncated=cap.truncated)
+    common: dict[str, Any] = dict(
+        stdout=stdout, stderr=stderr, duration_s=outcome.duration_s, truncated=cap.truncated
+    )
     if outcome.cancelled and not outcome.timed_out:
         note = "Cancelled: the block and every process it started were killed."
-        return Outcome(status="cancelled", exit_code=130, output=_append(output, note),
-                       error=ErrorInfo("Cancelled", note), **common)
+        return Outcome(
+            status="cancelled",
+            exit_code=130,
+            output=_append(output, note),
+            error=ErrorInfo("Cancelled", note),
+            **common,
+        )
     if outcome.exit_code == 0:
         return Outcome(status="ok", exit_code=0, output=output, **common)
-    error, note = explain_failure(language, outcome.exit_code, stderr, timed_out=outcome.timed_out,
-                                  limits=limits, memory_exceeded_mb=outcome.memory_exceeded_mb,
-                                  address_space_mb=outcome.address_space_mb)
-    return Outcome(status="timeout" if outcome.timed_out else "failed", exit_code=outcome.exit_code,
-                   output=_append(output, note) if note else output, error=error, timed_out=outcome.timed_out,
-                   **common)
+    error, note = explain_failure(
+        language,
+        outcome.exit_code,
+        stderr,
+        timed_out=outcome.timed_out,
+        limits=limits,
+        memory_exceeded_mb=outcome.memory_exceeded_mb,
+        address_space_mb=outcome.address_space_mb,
+    )
+    return Outcome(
+        status="timeout" if outcome.timed_out else "failed",
+        exit_code=outcome.exit_code,
+        output=_append(output, note) if note else output,
+        error=error,
+        timed_out=outcome.timed_out,
+        **common,
+    )
 
 
 def _append(output: str, note: str) -> str:
     if output and not output.endswith("\n"):
         output += "\n"
     return output + note + "\n"
-

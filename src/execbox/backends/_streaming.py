@@ -20,7 +20,10 @@ from ._watch import Cancellation
 class Executor(Protocol):
     """What these drive: an executor's block loop."""
 
-    def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult: ...
+    def _run_blocks(
+        self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink
+    ) -> ExecutionResult: ...
+
 
 __all__ = ["arun_blocks", "astream_events", "stream_events"]
 

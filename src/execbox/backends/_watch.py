@@ -84,7 +84,9 @@ class Output:
     def __init__(self, limit: int, on_output: OutputCallback | None) -> None:
         self.capture = Capture(limit)
         self.on_output = on_output
-        self._decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
+        self._decoders = {
+            name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")
+        }
 
     def feed(self, stream: str, data: bytes) -> None:
         """Bytes of ``stream`` ("stdout" or "stderr"); a character split
@@ -123,8 +125,14 @@ class Source(Protocol):
         """Stop the block (and, where it applies, everything it started)."""
 
 
-def watch_loop(source: Source, *, deadline: float, cancel: Cancellation | None, drain_s: float = DRAIN_GRACE_S,
-               kill_when_ended: bool = False) -> tuple[bool, bool]:
+def watch_loop(
+    source: Source,
+    *,
+    deadline: float,
+    cancel: Cancellation | None,
+    drain_s: float = DRAIN_GRACE_S,
+    kill_when_ended: bool = False,
+) -> tuple[bool, bool]:
     """Watch ``source`` until it is over (module docstring); returns
     (timed_out, cancelled). ``source.kill()`` runs at most once."""
     timed_out = cancelled = killed = False

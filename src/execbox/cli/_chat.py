@@ -18,31 +18,66 @@ DEFAULT_MODEL = "gpt-4o-mini"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    chat = commands.add_parser("chat", help="a model writes code for a task and execbox runs it, turn by turn")
+    chat = commands.add_parser(
+        "chat", help="a model writes code for a task and execbox runs it, turn by turn"
+    )
     chat.add_argument("task", help="what to do, in words")
-    chat.add_argument("--model", default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
-                      help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})")
-    chat.add_argument("--base-url", default=None, metavar="URL",
-                      help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
-                           "e.g. http://localhost:11434/v1 for Ollama")
-    chat.add_argument("--provider", choices=("openai", "anthropic"), default=None,
-                      help="the API the model speaks (default: anthropic for claude-* models, else openai; "
-                           "Gemini, Ollama and vLLM speak openai at their compatible endpoint)")
-    chat.add_argument("--api-key-env", default=None, metavar="VAR",
-                      help="the variable holding the API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY)")
+    chat.add_argument(
+        "--model",
+        default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
+        help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})",
+    )
+    chat.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
+        "e.g. http://localhost:11434/v1 for Ollama",
+    )
+    chat.add_argument(
+        "--provider",
+        choices=("openai", "anthropic"),
+        default=None,
+        help="the API the model speaks (default: anthropic for claude-* models, else openai; "
+        "Gemini, Ollama and vLLM speak openai at their compatible endpoint)",
+    )
+    chat.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="the variable holding the API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY)",
+    )
     chat.add_argument("--temperature", type=float, default=None)
-    chat.add_argument("--backend", default=DEFAULT_BACKEND,
-                      help=f"where the code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
-    chat.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)")
-    chat.add_argument("--workdir", default=None, metavar="DIR",
-                      help="workspace directory (default: a temporary one, removed afterwards)")
-    chat.add_argument("--auto", action="store_true",
-                      help="run every block without asking (human_input_mode NEVER)")
-    chat.add_argument("--max-turns", type=int, default=None, metavar="N",
-                      help="the most model messages (with --tools: rounds of tool calls, default 10)")
-    chat.add_argument("--tools", action="store_true",
-                      help="function calling: the model calls the python, shell and file tools instead of "
-                           "writing fenced blocks")
+    chat.add_argument(
+        "--backend",
+        default=DEFAULT_BACKEND,
+        help=f"where the code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})",
+    )
+    chat.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)"
+    )
+    chat.add_argument(
+        "--workdir",
+        default=None,
+        metavar="DIR",
+        help="workspace directory (default: a temporary one, removed afterwards)",
+    )
+    chat.add_argument(
+        "--auto", action="store_true", help="run every block without asking (human_input_mode NEVER)"
+    )
+    chat.add_argument(
+        "--max-turns",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the most model messages (with --tools: rounds of tool calls, default 10)",
+    )
+    chat.add_argument(
+        "--tools",
+        action="store_true",
+        help="function calling: the model calls the python, shell and file tools instead of "
+        "writing fenced blocks",
+    )
     chat.set_defaults(handler=run_chat)
 
 
@@ -52,21 +87,42 @@ def run_chat(args: argparse.Namespace) -> int:
 
     provider = provider_of(args.model, args.provider)
     key_env = args.api_key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")
-    model = model_client(args.model, provider=provider, base_url=args.base_url, api_key_env=key_env,
-                         temperature=args.temperature)
-    with create_executor(args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir) as executor:
+    model = model_client(
+        args.model,
+        provider=provider,
+        base_url=args.base_url,
+        api_key_env=key_env,
+        temperature=args.temperature,
+    )
+    with create_executor(
+        args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir
+    ) as executor:
         if args.tools:
             from ._chat_tools import run_tool_chat
 
-            print(f"execbox chat --tools: {args.model} at {model.where}, tools run on {args.backend} "
-                  f"in {executor.workspace.path}", file=sys.stderr)
+            print(
+                f"execbox chat --tools: {args.model} at {model.where}, tools run on {args.backend} "
+                f"in {executor.workspace.path}",
+                file=sys.stderr,
+            )
             return run_tool_chat(args, model, executor)
-        writer = WriterAgent(model, languages=_languages(executor.capabilities.languages),
-                             stateful=executor.capabilities.stateful)
-        chat = Conversation(writer, executor, human_input_mode="NEVER" if args.auto else "ALWAYS",
-                            human_input=ask_person, on_message=_show)
-        print(f"execbox chat: {args.model} at {model.where}, code runs on {args.backend} "
-              f"in {executor.workspace.path}", file=sys.stderr)
+        writer = WriterAgent(
+            model,
+            languages=_languages(executor.capabilities.languages),
+            stateful=executor.capabilities.stateful,
+        )
+        chat = Conversation(
+            writer,
+            executor,
+            human_input_mode="NEVER" if args.auto else "ALWAYS",
+            human_input=ask_person,
+            on_message=_show,
+        )
+        print(
+            f"execbox chat: {args.model} at {model.where}, code runs on {args.backend} "
+            f"in {executor.workspace.path}",
+            file=sys.stderr,
+        )
         result = chat.initiate_chat(args.task, max_turns=args.max_turns)
     print("\n" + format_chat_result(result))
     return 0 if result.stop_reason.startswith("the writer said") else 1

@@ -29,8 +29,14 @@ def run_tool_chat(args: argparse.Namespace, model: Any, executor: Any) -> int:
     from ..tools import PythonTool, ShellTool, file_tools
 
     tools = [PythonTool(executor), ShellTool(executor), *file_tools(executor)]
-    agent = AssistantAgent("assistant", model, tools=tools, max_tool_iterations=args.max_turns or 10,
-                           approval=None if args.auto else approve_call, stream_model=True)
+    agent = AssistantAgent(
+        "assistant",
+        model,
+        tools=tools,
+        max_tool_iterations=args.max_turns or 10,
+        approval=None if args.auto else approve_call,
+        stream_model=True,
+    )
     _rule("user")
     print(args.task, flush=True)
     response = None
@@ -57,8 +63,12 @@ def run_tool_chat(args: argparse.Namespace, model: Any, executor: Any) -> int:
         elif isinstance(item, ToolResultEvent):
             _rule(f"result {item.name}" + (" (error)" if item.is_error else ""))
             text = item.content
-            print(text if len(text) <= SHOWN_RESULT else text[:SHOWN_RESULT] + f"\n... ({len(text)} characters)",
-                  flush=True)
+            print(
+                text
+                if len(text) <= SHOWN_RESULT
+                else text[:SHOWN_RESULT] + f"\n... ({len(text)} characters)",
+                flush=True,
+            )
         elif isinstance(item, Response):
             response = item
     assert response is not None

@@ -9,7 +9,9 @@ from .._doctor import diagnose
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    cmd = commands.add_parser("doctor", help="which isolation and limits the sandbox gets here, and the fixes")
+    cmd = commands.add_parser(
+        "doctor", help="which isolation and limits the sandbox gets here, and the fixes"
+    )
     cmd.add_argument("--json", action="store_true", help="print JSON")
     cmd.set_defaults(handler=run)
 
@@ -27,7 +29,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  [{'ok' if finding.ok else '!!'}] {finding.name}: {finding.seen}")
         if finding.fix:
             for line in finding.fix.splitlines():
-                print(f"         fix: {line}" if line == finding.fix.splitlines()[0] else f"              {line}")
+                print(
+                    f"         fix: {line}"
+                    if line == finding.fix.splitlines()[0]
+                    else f"              {line}"
+                )
     if diagnosis.limits or diagnosis.gaps:
         print("\nlimits:")
         for name, how in diagnosis.limits.items():

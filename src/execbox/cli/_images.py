@@ -14,17 +14,32 @@ def register(commands: argparse._SubParsersAction) -> None:
     verbs = images.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     build = verbs.add_parser(
-        "build", help="build an image (default: the base image, Debian + Python, from a debootstrap rootfs)",
+        "build",
+        help="build an image (default: the base image, Debian + Python, from a debootstrap rootfs)",
         description="Build an image locally; no registry is needed. Without options: the base image. "
-                    "Tags are content-addressed, so a spec is built once; the tag is printed.")
-    build.add_argument("-p", "--package", action="append", default=[], metavar="REQ",
-                       help="a pip package to install (repeatable), from a wheelhouse filled by pip download")
+        "Tags are content-addressed, so a spec is built once; the tag is printed.",
+    )
+    build.add_argument(
+        "-p",
+        "--package",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="a pip package to install (repeatable), from a wheelhouse filled by pip download",
+    )
     build.add_argument("-r", "--requirements", metavar="FILE", help="a requirements file to install")
-    build.add_argument("-f", "--dockerfile", metavar="FILE",
-                       help="build this Dockerfile (its folder is the context; FROM execbox/base:latest)")
+    build.add_argument(
+        "-f",
+        "--dockerfile",
+        metavar="FILE",
+        help="build this Dockerfile (its folder is the context; FROM execbox/base:latest)",
+    )
     build.add_argument("--base", metavar="IMAGE", help="the image to install packages on (default: the base)")
-    build.add_argument("--jupyter", action="store_true",
-                       help="the Kernel Gateway image of DockerJupyterServer (plus any --package)")
+    build.add_argument(
+        "--jupyter",
+        action="store_true",
+        help="the Kernel Gateway image of DockerJupyterServer (plus any --package)",
+    )
     build.add_argument("--rebuild", action="store_true", help="build even if the tag exists")
     build.set_defaults(handler=run_build)
 
@@ -42,8 +57,12 @@ def run_build(args: argparse.Namespace) -> int:
 
         spec: ImageSpec | None = jupyter_spec(packages=args.package, base=args.base)
     elif args.package or args.requirements or args.dockerfile or args.base:
-        spec = ImageSpec(packages=tuple(args.package), requirements=args.requirements,
-                         dockerfile=args.dockerfile, base=args.base)
+        spec = ImageSpec(
+            packages=tuple(args.package),
+            requirements=args.requirements,
+            dockerfile=args.dockerfile,
+            base=args.base,
+        )
     else:
         spec = None
     tag = build_image(spec, progress=show, rebuild=args.rebuild)

@@ -23,8 +23,15 @@ def run(args: argparse.Namespace) -> int:
             runner = "the environment's python"
         else:
             runner = resolve_program(lang.command[0]) or f"not installed ({lang.install_hint})"
-        rows.append({"language": lang.name, "aliases": list(lang.aliases), "policy": lang.policy,
-                     "suffix": lang.suffix, "runner": runner})
+        rows.append(
+            {
+                "language": lang.name,
+                "aliases": list(lang.aliases),
+                "policy": lang.policy,
+                "suffix": lang.suffix,
+                "runner": runner,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

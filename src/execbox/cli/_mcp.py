@@ -16,22 +16,39 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
-        "mcp", help="serve execbox to MCP clients (stdio or streamable HTTP)",
+        "mcp",
+        help="serve execbox to MCP clients (stdio or streamable HTTP)",
         description="Serve execbox's tools (run_code, list_files, read_file, write_file, reset_session) "
-                    "over the Model Context Protocol. Needs: pip install 'execbox[mcp]'.")
-    cmd.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                     help="stdio (the default: the client starts this command) or http (streamable HTTP)")
-    cmd.add_argument("--host", default="127.0.0.1",
-                     help="HTTP: address to listen on (default: 127.0.0.1; there is no authentication)")
+        "over the Model Context Protocol. Needs: pip install 'execbox[mcp]'.",
+    )
+    cmd.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (the default: the client starts this command) or http (streamable HTTP)",
+    )
+    cmd.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP: address to listen on (default: 127.0.0.1; there is no authentication)",
+    )
     cmd.add_argument("--port", type=int, default=8000, help="HTTP: port (default: 8000)")
     cmd.add_argument("--path", default="/mcp", help="HTTP: endpoint path (default: /mcp)")
-    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
-                     help=f"where code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
-    cmd.add_argument("--workspace", default=None, metavar="DIR",
-                     help="folder the code and the file tools work in (default: a temporary one, "
-                          "removed when the server stops)")
-    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                     help="seconds per run_code call (default: 60)")
+    cmd.add_argument(
+        "--backend",
+        default=DEFAULT_BACKEND,
+        help=f"where code runs: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})",
+    )
+    cmd.add_argument(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="folder the code and the file tools work in (default: a temporary one, "
+        "removed when the server stops)",
+    )
+    cmd.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per run_code call (default: 60)"
+    )
     cmd.set_defaults(handler=run)
 
 
@@ -47,9 +64,16 @@ def run(args: argparse.Namespace) -> int:
     server = create_server(backend=args.backend, workspace=args.workspace, timeout_s=args.timeout)
     if args.transport == "http":
         if args.host not in LOOPBACK:
-            print(f"execbox mcp: warning: listening on {args.host} without authentication: whoever reaches "
-                  "it can run code here", file=sys.stderr)
-        print(f"execbox mcp: starting on http://{args.host}:{args.port}{args.path} "
-              f"(backend {args.backend}; Ctrl-C stops)", file=sys.stderr, flush=True)
+            print(
+                f"execbox mcp: warning: listening on {args.host} without authentication: whoever reaches "
+                "it can run code here",
+                file=sys.stderr,
+            )
+        print(
+            f"execbox mcp: starting on http://{args.host}:{args.port}{args.path} "
+            f"(backend {args.backend}; Ctrl-C stops)",
+            file=sys.stderr,
+            flush=True,
+        )
     serve(server, transport=args.transport, host=args.host, port=args.port, path=args.path)
     return 0

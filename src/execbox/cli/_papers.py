@@ -19,35 +19,60 @@ __all__ = ["register"]
 
 def register(commands: argparse._SubParsersAction) -> None:
     papers = commands.add_parser(
-        "papers", help="find research papers and their Docker environments (Remyx catalog, local files)",
+        "papers",
+        help="find research papers and their Docker environments (Remyx catalog, local files)",
         description="Look papers up in the Remyx API (REMYXAI_API_KEY, REMYXAI_API_URL) and in local "
-                    "catalog files (TOML [[papers]] tables or JSON). Files given with --catalog are asked first.")
+        "catalog files (TOML [[papers]] tables or JSON). Files given with --catalog are asked first.",
+    )
     verbs = papers.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    search = verbs.add_parser("search", help="papers matching some words",
-                              description="Papers whose title, abstract, id, ... match the words, best first.")
+    search = verbs.add_parser(
+        "search",
+        help="papers matching some words",
+        description="Papers whose title, abstract, id, ... match the words, best first.",
+    )
     search.add_argument("query", nargs="+", metavar="QUERY", help="the words to look for")
     search.add_argument("--docker", action="store_true", help="only papers with a Docker image")
-    search.add_argument("-n", "--max-results", type=int, default=10, metavar="N",
-                        help="at most N papers (default 10; the Remyx API gives at most 50)")
-    search.add_argument("--category", action="append", default=[], metavar="CAT",
-                        help="only papers in this arXiv category, e.g. cs.CV (repeatable: any of them)")
+    search.add_argument(
+        "-n",
+        "--max-results",
+        type=int,
+        default=10,
+        metavar="N",
+        help="at most N papers (default 10; the Remyx API gives at most 50)",
+    )
+    search.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        metavar="CAT",
+        help="only papers in this arXiv category, e.g. cs.CV (repeatable: any of them)",
+    )
     search.add_argument("--llm", action="store_true", help="let the Remyx API rank with a language model")
     _common(search)
     search.set_defaults(handler=run_search)
 
-    show = verbs.add_parser("show", help="everything known about one paper",
-                            description="Print one paper's metadata and its Docker environment.")
+    show = verbs.add_parser(
+        "show",
+        help="everything known about one paper",
+        description="Print one paper's metadata and its Docker environment.",
+    )
     show.add_argument("arxiv_id", metavar="ID", help="the arXiv id, e.g. 2010.11929v2")
     _common(show)
     show.set_defaults(handler=run_show)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", action="append", default=[], metavar="FILE",
-                        help="a local catalog file (.toml or .json), asked before the Remyx API (repeatable)")
-    parser.add_argument("--offline", action="store_true",
-                        help="do not ask the Remyx API: only the --catalog files")
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a local catalog file (.toml or .json), asked before the Remyx API (repeatable)",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="do not ask the Remyx API: only the --catalog files"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -59,8 +84,13 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 
 def run_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
-    found = _catalog(args).search(query, max_results=args.max_results, has_docker=True if args.docker else None,
-                                  categories=args.category or None, use_llm=args.llm)
+    found = _catalog(args).search(
+        query,
+        max_results=args.max_results,
+        has_docker=True if args.docker else None,
+        categories=args.category or None,
+        use_llm=args.llm,
+    )
     if args.json:
         print(json.dumps([paper.to_dict() for paper in found], indent=2))
         return 0
@@ -80,7 +110,7 @@ def _table(papers: list[PaperAsset]) -> str:
     for paper in papers:
         title = " ".join(paper.title.split()) or "(no title)"
         if len(title) > title_width:
-            title = title[:title_width - 3] + "..."
+            title = title[: title_width - 3] + "..."
         docker = "yes" if paper.has_docker else "no"
         published = (paper.published_at or "")[:10]
         lines.append(f"{paper.arxiv_id:<{id_width}}  {docker:<6}  {published:<10}  {title}")
@@ -109,7 +139,9 @@ def _describe(paper: PaperAsset) -> str:
     status = f" (build: {paper.docker_build_status})" if paper.docker_build_status else ""
     rows.append(("Docker image", image + status))
     rows.append(("working dir", paper.working_directory))
-    needed = [f"{name} ({'set' if os.environ.get(name) else 'not set here'})" for name in paper.environment_vars]
+    needed = [
+        f"{name} ({'set' if os.environ.get(name) else 'not set here'})" for name in paper.environment_vars
+    ]
     rows.append(("env vars needed", ", ".join(needed) or "none"))
     if paper.dockerfile_text:
         dockerfile = f"yes, inline ({len(paper.dockerfile_text.splitlines())} lines)"
@@ -121,8 +153,11 @@ def _describe(paper: PaperAsset) -> str:
     label = max(len(name) for name, _ in rows) + 2
     lines = [f"{paper.arxiv_id}  {paper.title or '(no title)'}", ""]
     lines += [f"{name + ':':<{label}}{value}" for name, value in rows]
-    for name, text in (("quickstart", paper.quickstart_hint), ("reasoning", paper.reasoning),
-                       ("abstract", paper.abstract)):
+    for name, text in (
+        ("quickstart", paper.quickstart_hint),
+        ("reasoning", paper.reasoning),
+        ("abstract", paper.abstract),
+    ):
         if text:
             lines += ["", f"{name}:", textwrap.indent(_wrap(text, width - 2), "  ")]
     return "\n".join(lines)

@@ -26,17 +26,27 @@ __all__ = ["register"]
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
-        "playground", help="open the web playground (execbox serve on a free loopback port)",
+        "playground",
+        help="open the web playground (execbox serve on a free loopback port)",
         description="Start execbox serve on 127.0.0.1 and a free port, and open its web playground in the "
-                    "browser: paste a model's reply, run it, watch the output stream, see plots and files. "
-                    "Needs: pip install 'execbox[server]'.")
+        "browser: paste a model's reply, run it, watch the output stream, see plots and files. "
+        "Needs: pip install 'execbox[server]'.",
+    )
     cmd.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
-                     help=f"the backend chosen at first: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
-    cmd.add_argument("--backends", default="jupyter", metavar="A,B",
-                     help="other backends the page offers (default: jupyter, for a stateful session)")
-    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                     help="seconds per block at first (default: 60)")
+    cmd.add_argument(
+        "--backend",
+        default=DEFAULT_BACKEND,
+        help=f"the backend chosen at first: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})",
+    )
+    cmd.add_argument(
+        "--backends",
+        default="jupyter",
+        metavar="A,B",
+        help="other backends the page offers (default: jupyter, for a stateful session)",
+    )
+    cmd.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per block at first (default: 60)"
+    )
     cmd.add_argument("--allow-network", action="store_true", help="let the page ask for network access")
     cmd.add_argument("--no-browser", action="store_true", help="print the URL only")
     cmd.set_defaults(handler=run)
@@ -76,8 +86,10 @@ def _redirect_file(url: str) -> str:
     path = os.path.join(folder, "open.html")
     escaped = html.escape(url, quote=True)
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-        out.write(f'<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
-                  f'<meta http-equiv="refresh" content="0;url={escaped}"><a href="{escaped}">execbox playground</a>')
+        out.write(
+            f'<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+            f'<meta http-equiv="refresh" content="0;url={escaped}"><a href="{escaped}">execbox playground</a>'
+        )
     return "file://" + path
 
 
@@ -86,12 +98,19 @@ def run(args: argparse.Namespace) -> int:
         from ..server import ServerConfig, serve
         from ..server._serve import page_url
     except ImportError as exc:
-        raise ConfigurationError(f"execbox playground needs the server extra: pip install 'execbox[server]' "
-                                 f"({exc})") from exc
+        raise ConfigurationError(
+            f"execbox playground needs the server extra: pip install 'execbox[server]' ({exc})"
+        ) from exc
     port = args.port or free_port()
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip() and b.strip() != args.backend)
-    config = ServerConfig(host="127.0.0.1", port=port, backend=args.backend, backends=backends,
-                          default_limits=Limits(timeout_s=args.timeout), allow_network=args.allow_network)
+    config = ServerConfig(
+        host="127.0.0.1",
+        port=port,
+        backend=args.backend,
+        backends=backends,
+        default_limits=Limits(timeout_s=args.timeout),
+        allow_network=args.allow_network,
+    )
     if not args.no_browser:
         threading.Thread(target=_open_when_up, args=(page_url(config),), daemon=True).start()
     serve(config, name="execbox playground", what="; loopback only")  # prints the link, with its token

@@ -27,26 +27,52 @@ def register(commands: argparse._SubParsersAction) -> None:
     exe.add_argument("-l", "--language", default="python", help="language of the code (default: python)")
     source = exe.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--code", help="the code itself")
-    source.add_argument("file", nargs="?", metavar="FILE", help="a file with the code; - reads standard input")
+    source.add_argument(
+        "file", nargs="?", metavar="FILE", help="a file with the code; - reads standard input"
+    )
     _common(exe)
     exe.set_defaults(handler=run_code)
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--backend", default=DEFAULT_BACKEND,
-                     help=f"where to run: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})")
-    cmd.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)")
+    cmd.add_argument(
+        "--backend",
+        default=DEFAULT_BACKEND,
+        help=f"where to run: {', '.join(backend_names())} (default: {DEFAULT_BACKEND})",
+    )
+    cmd.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)"
+    )
     cmd.add_argument("--memory-mb", type=int, default=None, metavar="MB", help="memory per block")
-    cmd.add_argument("--max-output-bytes", type=int, default=Limits().max_output_bytes, metavar="N",
-                     help="output kept per block (default: 1 MiB)")
-    cmd.add_argument("--workdir", default=None, metavar="DIR",
-                     help="workspace directory (default: a temporary one, removed afterwards)")
-    cmd.add_argument("-p", "--package", action="append", default=[], metavar="PKG",
-                     help="run in a virtual environment with this package (repeatable)")
+    cmd.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=Limits().max_output_bytes,
+        metavar="N",
+        help="output kept per block (default: 1 MiB)",
+    )
+    cmd.add_argument(
+        "--workdir",
+        default=None,
+        metavar="DIR",
+        help="workspace directory (default: a temporary one, removed afterwards)",
+    )
+    cmd.add_argument(
+        "-p",
+        "--package",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="run in a virtual environment with this package (repeatable)",
+    )
     cmd.add_argument("--json", action="store_true", help="print the result as JSON")
-    cmd.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
-                     help="show output as it is printed, then the exit code (default: when standard output is "
-                          "a terminal; exec always does); --no-live prints the result for a model at the end")
+    cmd.add_argument(
+        "--live",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show output as it is printed, then the exit code (default: when standard output is "
+        "a terminal; exec always does); --no-live prints the result for a model at the end",
+    )
 
 
 def run_reply(args: argparse.Namespace) -> int:
@@ -67,8 +93,9 @@ def run_code(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = False) -> int:
     options: dict[str, Any] = {
-        "limits": Limits(timeout_s=args.timeout, memory_mb=args.memory_mb,
-                         max_output_bytes=args.max_output_bytes),
+        "limits": Limits(
+            timeout_s=args.timeout, memory_mb=args.memory_mb, max_output_bytes=args.max_output_bytes
+        ),
         "workspace": args.workdir,
     }
     if args.package:
@@ -106,7 +133,9 @@ def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> Executi
                 out.write(event.text)
                 out.flush()
             elif isinstance(event, BlockStartEvent) and len(blocks) > 1 and not raw:
-                language = one_line(event.language) if event.language else "no language"  # the model's, as written
+                language = (
+                    one_line(event.language) if event.language else "no language"
+                )  # the model's, as written
                 sys.stdout.write(f"--- block {event.index + 1} ({language}) ---\n")
                 sys.stdout.flush()
             elif isinstance(event, EndEvent):
@@ -115,11 +144,11 @@ def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> Executi
         events.close()  # on Ctrl-C: kills the run
     assert result is not None  # the stream always ends with the result
     seen = "".join(printed)
-    notes = result.output[len(seen):] if result.output.startswith(seen) else ""
+    notes = result.output[len(seen) :] if result.output.startswith(seen) else ""
     if raw:
         sys.stdout.write(notes)
         return result
-    tail = result.to_text("plain")[len(result.output):]
+    tail = result.to_text("plain")[len(result.output) :]
     if notes or tail:
         sys.stdout.write((notes + tail).strip("\n") + "\n")
     state = "execution succeeded" if result.exit_code == 0 else "execution failed"

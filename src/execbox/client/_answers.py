@@ -25,12 +25,15 @@ __all__ = ["check_event", "check_id", "check_result", "parse_json"]
 # A session's or an execution's id as the server makes them ("s_" + hex):
 # an id goes into the URLs of later requests, so that nothing else may.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_INT64 = 2 ** 63
+_INT64 = 2**63
 
 
 def bad_answer(what: str, problem: str) -> ServiceError:
-    return ServiceError(f"{what}: {problem} (is this execbox serve, and of a version this client reads? "
-                        "upgrade the client, or check Client(base_url=...))", code="bad_answer")
+    return ServiceError(
+        f"{what}: {problem} (is this execbox serve, and of a version this client reads? "
+        "upgrade the client, or check Client(base_url=...))",
+        code="bad_answer",
+    )
 
 
 def parse_json(body: bytes | str, what: str) -> Any:
@@ -67,8 +70,9 @@ def _strings(value: Any) -> bool:
 def _error(value: Any) -> bool:
     if value is None:
         return True
-    return isinstance(value, Mapping) and all(isinstance(value.get(key, ""), str)
-                                              for key in ("name", "value", "traceback"))
+    return isinstance(value, Mapping) and all(
+        isinstance(value.get(key, ""), str) for key in ("name", "value", "traceback")
+    )
 
 
 def _text_or_none(value: Any) -> bool:
@@ -77,39 +81,68 @@ def _text_or_none(value: Any) -> bool:
 
 def _displays(value: Any) -> bool:
     return isinstance(value, list) and all(
-        isinstance(item, Mapping) and isinstance(item.get("mime_type"), str)
-        and _text_or_none(item.get("path")) and _text_or_none(item.get("data")) for item in value)
+        isinstance(item, Mapping)
+        and isinstance(item.get("mime_type"), str)
+        and _text_or_none(item.get("path"))
+        and _text_or_none(item.get("data"))
+        for item in value
+    )
 
 
 # Each field a result may carry, and what it must be (a field left out takes its default).
-_RESULT = {"exit_code": (_int, "an integer"), "output": (str, "a string"), "stdout": (str, "a string"),
-           "stderr": (str, "a string"), "error": (_error, "null or {name, value, traceback} strings"),
-           "displays": (_displays, "a list of {mime_type, ...}"), "files": (_strings, "a list of paths"),
-           "files_truncated": (bool, "true or false"), "code_files": (_strings, "a list of paths"),
-           "duration_s": (_seconds, "a number of seconds, 0 or more"), "timed_out": (bool, "true or false"),
-           "truncated": (bool, "true or false"), "backend": (str, "a string"), "node": (str, "a string")}
-_BLOCK = {**_RESULT, "index": (_int, "an integer"), "language": (str, "a string"),
-          "status": (str, "a string"),
-          "language_inferred": (bool, "true or false"),
-          "code_file": (_text_or_none, "null or a path")}
+_RESULT = {
+    "exit_code": (_int, "an integer"),
+    "output": (str, "a string"),
+    "stdout": (str, "a string"),
+    "stderr": (str, "a string"),
+    "error": (_error, "null or {name, value, traceback} strings"),
+    "displays": (_displays, "a list of {mime_type, ...}"),
+    "files": (_strings, "a list of paths"),
+    "files_truncated": (bool, "true or false"),
+    "code_files": (_strings, "a list of paths"),
+    "duration_s": (_seconds, "a number of seconds, 0 or more"),
+    "timed_out": (bool, "true or false"),
+    "truncated": (bool, "true or false"),
+    "backend": (str, "a string"),
+    "node": (str, "a string"),
+}
+_BLOCK = {
+    **_RESULT,
+    "index": (_int, "an integer"),
+    "language": (str, "a string"),
+    "status": (str, "a string"),
+    "language_inferred": (bool, "true or false"),
+    "code_file": (_text_or_none, "null or a path"),
+}
 
 _EVENTS: dict[str, dict[str, tuple[Any, str]]] = {
-           "start": {"blocks": (_int, "an integer"), "execution_id": (_text_or_none, "a string")},
-           "stdout": {"text": (str, "a string"), "block": (_int, "an integer")},
-           "block_start": {"index": (_int, "an integer"), "language": (str, "a string")},
-           "block_end": {"index": (_int, "an integer"), "exit_code": (_int, "an integer"),
-                         "status": (str, "a string"), "error": (_error, "null or {name, value, traceback}")},
-           "display": {"mime_type": (str, "a string"), "block": (_int, "an integer"),
-                       "path": (_text_or_none, "null or a path"),
-                       "data": (_text_or_none, "null or a string")},
-           "end": {"status": (str, "a string"), "result": (lambda v: v is None or isinstance(v, Mapping),
-                                                           "null or a result object")}}
+    "start": {"blocks": (_int, "an integer"), "execution_id": (_text_or_none, "a string")},
+    "stdout": {"text": (str, "a string"), "block": (_int, "an integer")},
+    "block_start": {"index": (_int, "an integer"), "language": (str, "a string")},
+    "block_end": {
+        "index": (_int, "an integer"),
+        "exit_code": (_int, "an integer"),
+        "status": (str, "a string"),
+        "error": (_error, "null or {name, value, traceback}"),
+    },
+    "display": {
+        "mime_type": (str, "a string"),
+        "block": (_int, "an integer"),
+        "path": (_text_or_none, "null or a path"),
+        "data": (_text_or_none, "null or a string"),
+    },
+    "end": {
+        "status": (str, "a string"),
+        "result": (lambda v: v is None or isinstance(v, Mapping), "null or a result object"),
+    },
+}
 _EVENTS["stderr"] = _EVENTS["stdout"]
 _EVENTS["truncated"] = {"after_bytes": (_int, "an integer"), "note": (str, "a string")}
 
 
-def _check(data: Any, fields: Mapping[str, tuple[Any, str]], what: str,
-           required: tuple[str, ...] = ()) -> None:
+def _check(
+    data: Any, fields: Mapping[str, tuple[Any, str]], what: str, required: tuple[str, ...] = ()
+) -> None:
     if not isinstance(data, Mapping):
         raise bad_answer(what, f"it is {type(data).__name__}, not a JSON object")
     for name in required:
@@ -131,8 +164,12 @@ def check_result(data: Any, what: str) -> Any:
     if not isinstance(blocks, list):
         raise bad_answer(what, f"its 'blocks' must be a list, not {blocks!r:.80}")
     for index, block in enumerate(blocks):
-        _check(block, _BLOCK, f"{what}, block {index}",
-               required=("index", "language", "status", "exit_code", "output"))
+        _check(
+            block,
+            _BLOCK,
+            f"{what}, block {index}",
+            required=("index", "language", "status", "exit_code", "output"),
+        )
     return data
 
 

@@ -47,20 +47,34 @@ class Client:
     idempotent); reading a stream again is, and ``Session.stream`` does.
     """
 
-    def __init__(self, base_url: str | None = None, token: str | None = None, *,
-                 timeout_s: float = 30.0, run_timeout_s: float | None = None,
-                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        run_timeout_s: float | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         for name, value in (("timeout_s", timeout_s), ("run_timeout_s", run_timeout_s)):
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
-                raise ConfigurationError(f"Client({name}=...) must be a positive number of seconds, got {value!r}")
+                raise ConfigurationError(
+                    f"Client({name}=...) must be a positive number of seconds, got {value!r}"
+                )
         if not (isinstance(max_answer_bytes, int) and max_answer_bytes > 0):
-            raise ConfigurationError(f"Client(max_answer_bytes=...) must be a positive number of bytes, got "
-                                     f"{max_answer_bytes!r}")
+            raise ConfigurationError(
+                f"Client(max_answer_bytes=...) must be a positive number of bytes, got {max_answer_bytes!r}"
+            )
         if token is None:
             token = os.environ.get("EXECBOX_TOKEN")
         base_url = base_url or os.environ.get("EXECBOX_URL") or DEFAULT_URL
-        self._transport = Transport(base_url, token, timeout_s=timeout_s, run_timeout_s=run_timeout_s,
-                                    max_answer_bytes=max_answer_bytes)
+        self._transport = Transport(
+            base_url,
+            token,
+            timeout_s=timeout_s,
+            run_timeout_s=run_timeout_s,
+            max_answer_bytes=max_answer_bytes,
+        )
 
     @property
     def base_url(self) -> str:
@@ -85,20 +99,36 @@ class Client:
         maximum), capabilities, load."""
         return self._transport.json("GET", "/v1/info")
 
-    def run(self, code: str | None = None, language: str = "python", *, blocks: Sequence[BlockLike] | None = None,
-            files: Mapping[str, str | bytes] | None = None, fetch_files: Sequence[str] | None = None,
-            limits: Limits | Mapping[str, Any] | None = None, backend: str | None = None) -> RunResult:
+    def run(
+        self,
+        code: str | None = None,
+        language: str = "python",
+        *,
+        blocks: Sequence[BlockLike] | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        fetch_files: Sequence[str] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        backend: str | None = None,
+    ) -> RunResult:
         """Run code (or ``blocks``: CodeBlock objects or ``{code, language?,
         filename?}`` dicts) in a fresh workspace holding ``files`` ({path:
         str or bytes}); its result, with the files ``fetch_files`` names
         read back (``result.fetched``). ``limits``: a ``Limits`` (all of
         it), or a dict of some of its fields over the server's defaults."""
-        body = run_body(code, language, blocks=blocks, files=files, fetch_files=fetch_files, limits=limits,
-                        backend=backend)
+        body = run_body(
+            code,
+            language,
+            blocks=blocks,
+            files=files,
+            fetch_files=fetch_files,
+            limits=limits,
+            backend=backend,
+        )
         return RunResult.from_dict(self._transport.json("POST", "/v1/run", json=body, slow=True))
 
-    def batch(self, requests: Sequence[str | Mapping[str, Any]], *,
-              max_concurrency: int | None = None) -> Iterator[tuple[int, RunResult | ServiceError]]:
+    def batch(
+        self, requests: Sequence[str | Mapping[str, Any]], *, max_concurrency: int | None = None
+    ) -> Iterator[tuple[int, RunResult | ServiceError]]:
         """Run many requests (code, or dicts of ``run``'s arguments), up to
         ``max_concurrency`` at once; yield ``(index, result)`` as each
         finishes, in that order: a request the server refused comes as its
@@ -132,10 +162,18 @@ class Client:
                 else:
                     yield index, service_error(item.get("error"))
 
-    def session(self, backend: str | None = None, *, limits: Limits | Mapping[str, Any] | None = None,
-                ttl_s: float | None = None, idle_ttl_s: float | None = None, env: Mapping[str, str] | None = None,
-                files: Mapping[str, str | bytes] | None = None, keep_code_files: bool | None = None,
-                execution_policies: Mapping[str, str] | None = None) -> Session:
+    def session(
+        self,
+        backend: str | None = None,
+        *,
+        limits: Limits | Mapping[str, Any] | None = None,
+        ttl_s: float | None = None,
+        idle_ttl_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        keep_code_files: bool | None = None,
+        execution_policies: Mapping[str, str] | None = None,
+    ) -> Session:
         """Open a session: an executor kept between runs (``backend``: the
         server's default when None), with ``env`` set for its code and
         ``files`` in its workspace before it starts. ``ttl_s``: its whole

@@ -60,12 +60,20 @@ class Transport:
     answer, one that waits on the backend: code that runs, an executor that
     starts (None: as long as the server's limits let it)."""
 
-    def __init__(self, base_url: str, token: str | None, *, timeout_s: float, run_timeout_s: float | None,
-                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout_s: float,
+        run_timeout_s: float | None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         self._httpx = httpx = load_httpx()
         if not base_url.startswith(("http://", "https://")):
-            raise ConfigurationError(f"base_url {base_url!r} must start with http:// or https://, such as "
-                                     "'http://127.0.0.1:8000'")
+            raise ConfigurationError(
+                f"base_url {base_url!r} must start with http:// or https://, such as 'http://127.0.0.1:8000'"
+            )
         self.base_url = base_url.rstrip("/")
         self.token = token or None
         self.timeout_s = timeout_s
@@ -76,8 +84,13 @@ class Transport:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         pool = httpx.HTTPTransport(retries=1, limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE_S))
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout_s),
-                                    transport=pool, follow_redirects=False)
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s),
+            transport=pool,
+            follow_redirects=False,
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -112,10 +125,14 @@ class Transport:
 
     def _answer(self, response: Any, body: bytes) -> Any:
         """A streamed response with its body as read (decoded already), for _check and the callers."""
-        headers = [(k, v) for k, v in response.headers.multi_items()
-                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return self._httpx.Response(response.status_code, headers=headers, content=body,
-                                    request=response.request)
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return self._httpx.Response(
+            response.status_code, headers=headers, content=body, request=response.request
+        )
 
     def _read(self, response: Any, method: str, path: str, slow: bool, deadline: float | None) -> bytes:
         """The body, refused past ``max_answer_bytes`` (announced or read) or ``deadline``."""
@@ -129,21 +146,27 @@ class Transport:
             if size > self.max_answer_bytes:
                 raise self.too_large(method, path, f"sent more than {self.max_answer_bytes} bytes")
             chunks.append(chunk)
-            self.check_deadline(deadline, method, path,
-                                "Client(run_timeout_s=...)" if slow else "Client(timeout_s=...)")
+            self.check_deadline(
+                deadline, method, path, "Client(run_timeout_s=...)" if slow else "Client(timeout_s=...)"
+            )
         return b"".join(chunks)
 
     def too_large(self, method: str, path: str, what: str) -> ServiceError:
-        return ServiceError(f"{method} {self.base_url}{path}: the answer {what}, over this client's "
-                            f"{self.max_answer_bytes} (Client(max_answer_bytes=...)); is this execbox serve?",
-                            code="too_large")
+        return ServiceError(
+            f"{method} {self.base_url}{path}: the answer {what}, over this client's "
+            f"{self.max_answer_bytes} (Client(max_answer_bytes=...)); is this execbox serve?",
+            code="too_large",
+        )
 
     def check_deadline(self, deadline: float | None, method: str, path: str, setting: str) -> None:
         if deadline is not None and time.monotonic() > deadline:
-            raise ServiceError(f"{method} {self.base_url}{path}: the answer did not end in time (its bytes "
-                               f"came, too slowly or without end): raise {setting} if the server is that "
-                               "slow",
-                               code="timeout", retryable=method != "POST")
+            raise ServiceError(
+                f"{method} {self.base_url}{path}: the answer did not end in time (its bytes "
+                f"came, too slowly or without end): raise {setting} if the server is that "
+                "slow",
+                code="timeout",
+                retryable=method != "POST",
+            )
 
     def json(self, method: str, path: str, *, slow: bool = False, **kwargs: Any) -> Any:
         """The answer's JSON object."""
@@ -151,13 +174,17 @@ class Transport:
         what = f"{method} {self.base_url}{path} answered {response.status_code}"
         data = parse_json(response.content, what)
         if not isinstance(data, dict):
-            raise ServiceError(f"{what} with JSON that is not an object: {response.text[:200]!r} (is this "
-                               "execbox serve?)", status=response.status_code, code="bad_answer")
+            raise ServiceError(
+                f"{what} with JSON that is not an object: {response.text[:200]!r} (is this execbox serve?)",
+                status=response.status_code,
+                code="bad_answer",
+            )
         return data
 
     @contextlib.contextmanager
-    def open(self, method: str, path: str, *, slow: bool = False, deadline: float | None = None,
-             **kwargs: Any) -> Iterator[Any]:
+    def open(
+        self, method: str, path: str, *, slow: bool = False, deadline: float | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
         """A streamed answer (its status checked, its body not yet read), closed on exit;
         no read waits past ``deadline``."""
         with self._no_answer(method, path, slow):
@@ -173,8 +200,16 @@ class Transport:
         finally:
             response.close()
 
-    def chunks(self, response: Any, method: str, path: str, *, slow: bool = False,
-               deadline: float | None = None, setting: str = "Client(run_timeout_s=...)") -> Iterator[str]:
+    def chunks(
+        self,
+        response: Any,
+        method: str,
+        path: str,
+        *,
+        slow: bool = False,
+        deadline: float | None = None,
+        setting: str = "Client(run_timeout_s=...)",
+    ) -> Iterator[str]:
         """A streamed answer's text as it comes, until ``deadline`` (``time.monotonic()``;
         ``setting`` names what sets it)."""
         with self._no_answer(method, path, slow):
@@ -190,23 +225,36 @@ class Transport:
         try:
             yield
         except httpx.ConnectError as exc:
-            raise ServiceError(f"cannot connect to execbox serve at {self.base_url} ({exc}): start it with "
-                               f"`execbox serve` (pip install 'execbox[server]'), or pass the URL it listens "
-                               f"on as Client(base_url=...)", code="unreachable", retryable=True) from None
+            raise ServiceError(
+                f"cannot connect to execbox serve at {self.base_url} ({exc}): start it with "
+                f"`execbox serve` (pip install 'execbox[server]'), or pass the URL it listens "
+                f"on as Client(base_url=...)",
+                code="unreachable",
+                retryable=True,
+            ) from None
         except httpx.TimeoutException as exc:
             if isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)) or not slow:
                 setting = "Client(timeout_s=...)"
             else:
                 setting = "Client(run_timeout_s=...), or a smaller Limits.timeout_s"
-            raise ServiceError(f"{method} {url} got no answer in time ({type(exc).__name__}): raise "
-                               f"{setting}", code="timeout", retryable=method != "POST") from None
+            raise ServiceError(
+                f"{method} {url} got no answer in time ({type(exc).__name__}): raise {setting}",
+                code="timeout",
+                retryable=method != "POST",
+            ) from None
         except httpx.TransportError as exc:
             # a POST (a run, an execution, a session) may have taken effect: the caller looks first
-            what = "it may have taken effect (code run, a session made): look before repeating it" \
-                if method == "POST" else "retry the request"
-            raise ServiceError(f"{method} {url}: the connection was lost before the whole answer came "
-                               f"({type(exc).__name__}: {exc}); {what}", code="connection_lost",
-                               retryable=method != "POST") from None
+            what = (
+                "it may have taken effect (code run, a session made): look before repeating it"
+                if method == "POST"
+                else "retry the request"
+            )
+            raise ServiceError(
+                f"{method} {url}: the connection was lost before the whole answer came "
+                f"({type(exc).__name__}: {exc}); {what}",
+                code="connection_lost",
+                retryable=method != "POST",
+            ) from None
 
 
 def _check(response: Any) -> None:
@@ -218,16 +266,20 @@ def _check(response: Any) -> None:
     except (ValueError, AttributeError, RecursionError):
         error = None
     if 300 <= response.status_code < 400:  # never followed: the token and the body would go along
-        error = {"code": "redirect",
-                 "message": f"{response.request.method} {response.request.url} answered {response.status_code} "
-                            f"{response.reason_phrase}, a redirect to "
-                            f"{response.headers.get('location')!r:.200}: "
-                            "this client follows no redirect (the token would go with it); pass "
-                            "Client(base_url=...) the URL of execbox serve itself"}
+        error = {
+            "code": "redirect",
+            "message": f"{response.request.method} {response.request.url} answered {response.status_code} "
+            f"{response.reason_phrase}, a redirect to "
+            f"{response.headers.get('location')!r:.200}: "
+            "this client follows no redirect (the token would go with it); pass "
+            "Client(base_url=...) the URL of execbox serve itself",
+        }
     elif not isinstance(error, dict):  # not the server's shape: a proxy's page, another service
-        error = {"code": f"http_{response.status_code}",
-                 "message": f"{response.request.method} {response.request.url} answered {response.status_code} "
-                            f"{response.reason_phrase}: {response.text[:200]!r} (is this execbox serve?)"}
+        error = {
+            "code": f"http_{response.status_code}",
+            "message": f"{response.request.method} {response.request.url} answered {response.status_code} "
+            f"{response.reason_phrase}: {response.text[:200]!r} (is this execbox serve?)",
+        }
     retry_after = response.headers.get("retry-after")
     try:
         wait = float(retry_after) if retry_after is not None else None
@@ -235,6 +287,9 @@ def _check(response: Any) -> None:
         wait = None
     if response.status_code == 401:
         sent = "none" if "authorization" not in response.request.headers else "one the server does not take"
-        error = {**error, "message": f"{error.get('message', '')}; this client sent {sent}: pass "
-                                     "Client(token=...) or set EXECBOX_TOKEN to the server's token"}
+        error = {
+            **error,
+            "message": f"{error.get('message', '')}; this client sent {sent}: pass "
+            "Client(token=...) or set EXECBOX_TOKEN to the server's token",
+        }
     raise service_error(error, status=response.status_code, retry_after=wait)

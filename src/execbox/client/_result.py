@@ -39,8 +39,9 @@ class RunResult(ExecutionResult):
                 try:
                     fetched[path] = decode_file(spec)
                 except ValueError:  # base64 that is not
-                    raise bad_answer("the run's result",
-                                     f"file_contents[{path!r:.80}] is not base64") from None
+                    raise bad_answer(
+                        "the run's result", f"file_contents[{path!r:.80}] is not base64"
+                    ) from None
             else:
                 errors[path] = str(spec.get("error") if isinstance(spec, Mapping) else spec)
         result = ExecutionResult.from_dict(data)

@@ -61,8 +61,11 @@ class Session:
     def __init__(self, transport: Transport, info: dict[str, Any]) -> None:
         key = info.pop("key", None) if isinstance(info, dict) else None
         if not isinstance(key, str) or not key or not (key.isascii() and key.isprintable()):
-            raise ServiceError("POST /v1/sessions answered no usable session key (\"key\"): is this an execbox "
-                               "serve with per-session keys?", code="bad_answer")
+            raise ServiceError(
+                'POST /v1/sessions answered no usable session key ("key"): is this an execbox '
+                "serve with per-session keys?",
+                code="bad_answer",
+            )
         self._key = key
         self._transport = cast(Transport, _Keyed(transport, key))
         self._info = info
@@ -118,23 +121,36 @@ class Session:
         self._info = self._transport.json(method, self._path + suffix, slow=slow)
         return self._info
 
-    def run(self, code: str | None = None, language: str = "python", *, blocks: Sequence[BlockLike] | None = None,
-            queue: bool = False) -> ExecutionResult:
+    def run(
+        self,
+        code: str | None = None,
+        language: str = "python",
+        *,
+        blocks: Sequence[BlockLike] | None = None,
+        queue: bool = False,
+    ) -> ExecutionResult:
         """Run code (or ``blocks``) in the session and wait for its result.
         The code's own failure is ``result.error``; a cancelled run's result
         has the error ``Cancelled``. While another execution runs: a 409
         ``ServiceError``, or with ``queue`` a wait for its end. Never retried
         by the client."""
         body = code_body(code, language, blocks)
-        summary = self._transport.json("POST", f"{self._path}/executions", json=body, slow=True,
-                                       params={"queue": 1} if queue else None)
+        summary = self._transport.json(
+            "POST", f"{self._path}/executions", json=body, slow=True, params={"queue": 1} if queue else None
+        )
         if summary.get("result") is None:
             raise service_error(summary.get("error"))
         return ExecutionResult.from_dict(check_result(summary["result"], "the execution's result"))
 
-    def stream(self, code: str | None = None, language: str = "python", *,
-               blocks: Sequence[BlockLike] | None = None, queue: bool = False,
-               timeout_s: float | None = None) -> Iterator[RunEvent]:
+    def stream(
+        self,
+        code: str | None = None,
+        language: str = "python",
+        *,
+        blocks: Sequence[BlockLike] | None = None,
+        queue: bool = False,
+        timeout_s: float | None = None,
+    ) -> Iterator[RunEvent]:
         """Run code and yield its events as they come: ``StartEvent`` (with
         the ``execution_id``) first, ``EndEvent`` (with the whole
         ``ExecutionResult``) last. A connection that drops before the end
@@ -145,12 +161,22 @@ class Session:
         ``Client(run_timeout_s)``; None there too: as long as events or
         keepalives come); past it, a ``ServiceError`` (timeout)."""
         body = code_body(code, language, blocks)
-        return self._follow(timeout_s, opener=lambda deadline: self._transport.open(
-            "POST", f"{self._path}/executions", json=body, headers=SSE, params={"queue": 1} if queue else None,
-            slow=queue, deadline=deadline))
+        return self._follow(
+            timeout_s,
+            opener=lambda deadline: self._transport.open(
+                "POST",
+                f"{self._path}/executions",
+                json=body,
+                headers=SSE,
+                params={"queue": 1} if queue else None,
+                slow=queue,
+                deadline=deadline,
+            ),
+        )
 
-    def events(self, execution_id: str, *, after: int = 0,
-               timeout_s: float | None = None) -> Iterator[RunEvent]:
+    def events(
+        self, execution_id: str, *, after: int = 0, timeout_s: float | None = None
+    ) -> Iterator[RunEvent]:
         """The events of one of the session's last executions after event
         number ``after`` (0: all of them), as they come until its end
         (``timeout_s``: as for ``stream``)."""
@@ -167,8 +193,9 @@ class Session:
             self._running = execution_id
 
         try:
-            yield from follow(self._transport, f"{self._path}/executions", on_execution=running,
-                              deadline=deadline, **how)
+            yield from follow(
+                self._transport, f"{self._path}/executions", on_execution=running, deadline=deadline, **how
+            )
         finally:
             self._running = None
 
@@ -182,8 +209,11 @@ class Session:
         check_id(execution_id, "the execution to cancel")  # the server's, maybe: it goes into the URL
         summary = self._transport.json("POST", f"{self._path}/executions/{execution_id}/cancel")
         result = summary.get("result")
-        return ExecutionResult.from_dict(check_result(result, "the cancelled execution's result")) \
-            if result is not None else None
+        return (
+            ExecutionResult.from_dict(check_result(result, "the cancelled execution's result"))
+            if result is not None
+            else None
+        )
 
     def upload(self, path: str, data: bytes | str) -> dict[str, Any]:
         """Write a file of the workspace (str as UTF-8); ``{name, size, mime}``."""
@@ -200,8 +230,9 @@ class Session:
         params = {"path": path} if path is not None else None
         listing = self._transport.json("GET", f"{self._path}/files", params=params).get("files")
         if not isinstance(listing, list) or not all(isinstance(item, dict) for item in listing):
-            raise bad_answer("GET .../files answered",
-                             f"its 'files' is not a list of objects: {listing!r:.200}")
+            raise bad_answer(
+                "GET .../files answered", f"its 'files' is not a list of objects: {listing!r:.200}"
+            )
         return listing
 
     def delete(self, path: str) -> None:

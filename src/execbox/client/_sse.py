@@ -37,8 +37,11 @@ class Frame:
 
 
 def _too_long(what: str, limit: int) -> ServiceError:
-    return ServiceError(f"a {what} of the server's stream is over {limit} characters, this client's most "
-                        "(Client(max_answer_bytes=...)); is this execbox serve?", code="too_large")
+    return ServiceError(
+        f"a {what} of the server's stream is over {limit} characters, this client's most "
+        "(Client(max_answer_bytes=...)); is this execbox serve?",
+        code="too_large",
+    )
 
 
 def lines(chunks: Iterable[str], limit: int = MAX_ANSWER_BYTES) -> Iterator[str]:
@@ -110,5 +113,8 @@ def run_event(frame: Frame) -> RunEvent | None:
     except ValueError:  # event_from_dict's answer to an unknown kind
         return None
     except (KeyError, TypeError) as exc:
-        raise bad_answer(what, f"it has data this client cannot read ({type(exc).__name__}: {exc}): "
-                               f"{frame.data[:200]!r}; is the client older than the server?") from None
+        raise bad_answer(
+            what,
+            f"it has data this client cannot read ({type(exc).__name__}: {exc}): "
+            f"{frame.data[:200]!r}; is the client older than the server?",
+        ) from None

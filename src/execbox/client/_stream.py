@@ -34,10 +34,17 @@ MAX_RESUMES = 5
 SSE = {"Accept": "text/event-stream"}
 
 
-def follow(transport: Transport, executions: str, *, start: Callable[[], AbstractContextManager[Any]] | None = None,
-           execution_id: str | None = None, after: int = 0, deadline: float | None = None,
-           setting: str = "Client(run_timeout_s=...)",
-           on_execution: Callable[[str], None] | None = None) -> Iterator[RunEvent]:
+def follow(
+    transport: Transport,
+    executions: str,
+    *,
+    start: Callable[[], AbstractContextManager[Any]] | None = None,
+    execution_id: str | None = None,
+    after: int = 0,
+    deadline: float | None = None,
+    setting: str = "Client(run_timeout_s=...)",
+    on_execution: Callable[[str], None] | None = None,
+) -> Iterator[RunEvent]:
     """The events under ``executions`` (a session's ``.../executions``):
     those of the execution ``start()`` opens (the POST that starts it), or
     of ``execution_id`` after event ``after``; until its EndEvent, or
@@ -51,16 +58,22 @@ def follow(transport: Transport, executions: str, *, start: Callable[[], Abstrac
             opening, method, path, start = start(), "POST", executions, None
         else:
             method, path = "GET", f"{executions}/{execution_id}/events"
-            opening = transport.open("GET", path, params={"after": last}, deadline=deadline,
-                                     headers={**SSE, "Last-Event-ID": str(last)})
+            opening = transport.open(
+                "GET",
+                path,
+                params={"after": last},
+                deadline=deadline,
+                headers={**SSE, "Last-Event-ID": str(last)},
+            )
         fatal: ServiceError | None = None  # not a dropped connection: never resumed
         try:
             with opening as response:
                 what = f"{method} {transport.base_url}{path}"
                 kind = response.headers.get("content-type", "")
                 if kind.split(";")[0].strip().lower() != "text/event-stream":
-                    raise bad_answer(what, f"it answered {kind or 'no Content-Type'!r:.80}, "
-                                           "not text/event-stream")
+                    raise bad_answer(
+                        what, f"it answered {kind or 'no Content-Type'!r:.80}, not text/event-stream"
+                    )
                 if execution_id is None and response.headers.get("x-execution-id") is not None:
                     execution_id = check_id(response.headers["x-execution-id"], f"{what} (X-Execution-Id)")
                 if execution_id is not None and on_execution is not None:
@@ -95,12 +108,16 @@ def follow(transport: Transport, executions: str, *, start: Callable[[], Abstrac
             problem = "the stream ended before its end event"
         drops += 1
         if drops > MAX_RESUMES:
-            raise ServiceError(f"the events of execution {execution_id} stopped after event {last}, "
-                               f"{drops} time(s) in a row (the last: {problem}); the execution goes on and the "
-                               f"server keeps its events: read them with Session.events({execution_id!r}, "
-                               f"after={last})", code="connection_lost", retryable=True)
+            raise ServiceError(
+                f"the events of execution {execution_id} stopped after event {last}, "
+                f"{drops} time(s) in a row (the last: {problem}); the execution goes on and the "
+                f"server keeps its events: read them with Session.events({execution_id!r}, "
+                f"after={last})",
+                code="connection_lost",
+                retryable=True,
+            )
         transport.check_deadline(deadline, method, path, setting)
-        time.sleep(min(2.0, 0.05 * 2 ** drops))
+        time.sleep(min(2.0, 0.05 * 2**drops))
 
 
 def _check_order(frame_id: str | None, last: int, what: str) -> None:
@@ -117,5 +134,6 @@ def _check_execution(event: RunEvent | None, frame: Any, execution_id: str | Non
     if isinstance(event, EndEvent):
         named = parse_json(frame.data, what).get("id")
     if named is not None and execution_id is not None and named != execution_id:
-        raise bad_answer(what, f"its {frame.event} event names execution {named!r:.80}, not this stream's "
-                               f"{execution_id!r}")
+        raise bad_answer(
+            what, f"its {frame.event} event names execution {named!r:.80}, not this stream's {execution_id!r}"
+        )

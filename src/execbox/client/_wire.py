@@ -13,18 +13,42 @@ from urllib.parse import quote
 from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
 from .._models import CodeBlock, Limits
 
-__all__ = ["MAX_MESSAGE_CHARS", "MAX_RETRY_AFTER_S", "STATUS_OF_CODE", "BlockLike", "batch_item", "code_body",
-           "decode_file", "encode_file", "files_body", "limits_body", "parse_time", "quote_path", "run_body",
-           "service_error"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "MAX_RETRY_AFTER_S",
+    "STATUS_OF_CODE",
+    "BlockLike",
+    "batch_item",
+    "code_body",
+    "decode_file",
+    "encode_file",
+    "files_body",
+    "limits_body",
+    "parse_time",
+    "quote_path",
+    "run_body",
+    "service_error",
+]
 
 BlockLike = CodeBlock | Mapping[str, Any]
 
 # The HTTP status of each error code the server documents (server/_errors.py):
 # a batch line or a stream's end carries the code alone.
-STATUS_OF_CODE = {"bad_request": 400, "invalid_limits": 400, "path_escape": 400, "workspace_error": 400,
-                  "unauthorized": 401, "not_found": 404, "method_not_allowed": 405, "execution_running": 409,
-                  "session_expired": 410, "too_large": 413, "busy": 429, "internal": 500,
-                  "backend_unavailable": 503}
+STATUS_OF_CODE = {
+    "bad_request": 400,
+    "invalid_limits": 400,
+    "path_escape": 400,
+    "workspace_error": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "execution_running": 409,
+    "session_expired": 410,
+    "too_large": 413,
+    "busy": 429,
+    "internal": 500,
+    "backend_unavailable": 503,
+}
 
 # What of a server's error message is kept (it is the server's text: a
 # hostile one would fill a log, or the screen, with it).
@@ -39,14 +63,18 @@ RUN_OPTIONS = ("code", "language", "blocks", "files", "fetch_files", "limits", "
 def code_body(code: str | None, language: str, blocks: Sequence[BlockLike] | None) -> dict[str, Any]:
     """``{code, language}`` or ``{blocks: [{code, language, filename?}]}``."""
     if (code is None) == (blocks is None):
-        raise ConfigurationError("give either code (a string) or blocks (CodeBlock objects or "
-                                 "{code, language?, filename?} dicts), not both nor neither")
+        raise ConfigurationError(
+            "give either code (a string) or blocks (CodeBlock objects or "
+            "{code, language?, filename?} dicts), not both nor neither"
+        )
     if code is not None:
         if not isinstance(code, str):
             raise ConfigurationError(f"code must be a str, not {type(code).__name__}")
         return {"code": code, "language": language}
     if isinstance(blocks, (str, bytes)) or not blocks:
-        raise ConfigurationError("blocks must be a non-empty list of CodeBlock objects or {code, language?} dicts")
+        raise ConfigurationError(
+            "blocks must be a non-empty list of CodeBlock objects or {code, language?} dicts"
+        )
     made = []
     for index, block in enumerate(blocks):
         if isinstance(block, CodeBlock):
@@ -56,15 +84,23 @@ def code_body(code: str | None, language: str, blocks: Sequence[BlockLike] | Non
         elif isinstance(block, Mapping) and isinstance(block.get("code"), str):
             item = {"language": language, **block}
         else:
-            raise ConfigurationError(f"blocks[{index}] must be a CodeBlock or a dict with a 'code' string, "
-                                     f"not {block!r:.80}")
+            raise ConfigurationError(
+                f"blocks[{index}] must be a CodeBlock or a dict with a 'code' string, not {block!r:.80}"
+            )
         made.append(item)
     return {"blocks": made}
 
 
-def run_body(code: str | None = None, language: str = "python", *, blocks: Sequence[BlockLike] | None = None,
-             files: Mapping[str, str | bytes] | None = None, fetch_files: Sequence[str] | None = None,
-             limits: Limits | Mapping[str, Any] | None = None, backend: str | None = None) -> dict[str, Any]:
+def run_body(
+    code: str | None = None,
+    language: str = "python",
+    *,
+    blocks: Sequence[BlockLike] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
+    fetch_files: Sequence[str] | None = None,
+    limits: Limits | Mapping[str, Any] | None = None,
+    backend: str | None = None,
+) -> dict[str, Any]:
     """The body of ``POST /v1/run`` (and of an item of a batch)."""
     body = code_body(code, language, blocks)
     if files:
@@ -85,12 +121,15 @@ def batch_item(item: str | Mapping[str, Any], index: int) -> dict[str, Any]:
     if isinstance(item, str):
         return run_body(item)
     if not isinstance(item, Mapping):
-        raise ConfigurationError(f"requests[{index}] must be code (a str) or a dict of Client.run's arguments "
-                                 f"({', '.join(RUN_OPTIONS)})")
+        raise ConfigurationError(
+            f"requests[{index}] must be code (a str) or a dict of Client.run's arguments "
+            f"({', '.join(RUN_OPTIONS)})"
+        )
     unknown = sorted(set(item) - set(RUN_OPTIONS))
     if unknown:
-        raise ConfigurationError(f"requests[{index}] has unknown keys {', '.join(unknown)}: use "
-                                 f"{', '.join(RUN_OPTIONS)}")
+        raise ConfigurationError(
+            f"requests[{index}] has unknown keys {', '.join(unknown)}: use {', '.join(RUN_OPTIONS)}"
+        )
     return run_body(**item)
 
 
@@ -101,8 +140,9 @@ def limits_body(limits: Limits | Mapping[str, Any]) -> dict[str, Any]:
         return {name: getattr(limits, name) for name in Limits.__dataclass_fields__}
     if isinstance(limits, Mapping):
         return dict(limits)
-    raise ConfigurationError(f"limits must be a Limits or a dict such as {{'timeout_s': 5}}, not "
-                             f"{type(limits).__name__}")
+    raise ConfigurationError(
+        f"limits must be a Limits or a dict such as {{'timeout_s': 5}}, not {type(limits).__name__}"
+    )
 
 
 def files_body(files: Mapping[str, str | bytes]) -> dict[str, dict[str, str]]:
@@ -139,7 +179,10 @@ def service_error(error: Any, *, status: int | None = None, retry_after: float |
     """The exception for the server's ``{code, message, retryable}`` (the
     value of an answer's ``error``, of a batch line's, of a stream's end)."""
     if not isinstance(error, Mapping):
-        error = {"code": f"http_{status}" if status else "bad_answer", "message": f"the server answered {error!r:.200}"}
+        error = {
+            "code": f"http_{status}" if status else "bad_answer",
+            "message": f"the server answered {error!r:.200}",
+        }
     code = str(error.get("code", ""))[:100]
     message = str(error.get("message", ""))[:MAX_MESSAGE_CHARS] or f"the server answered {code or 'an error'}"
     if retry_after is not None:  # the server's: a number of seconds, bounded
@@ -148,8 +191,9 @@ def service_error(error: Any, *, status: int | None = None, retry_after: float |
     if status is None:
         status = STATUS_OF_CODE.get(code)
     if status == 410 or code == "session_expired":
-        return SessionGoneError(message, reason=_short(error.get("reason")), status=status, code=code,
-                                retryable=retryable)
+        return SessionGoneError(
+            message, reason=_short(error.get("reason")), status=status, code=code, retryable=retryable
+        )
     if status == 429 or code == "busy":
         return ServiceBusyError(message, retry_after=retry_after, status=status, code=code or "busy")
     return ServiceError(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
@@ -164,9 +208,12 @@ def quote_path(path: str) -> str:
     segment of dots quoted too, so that no URL normalisation turns
     ``files/../x`` into another route (the server refuses the path instead)."""
     if not isinstance(path, str) or not path:
-        raise ConfigurationError(f"a workspace path must be a non-empty str, such as 'data/in.csv', not {path!r}")
-    return "/".join("%2E" * len(part) if part and set(part) == {"."} else quote(part, safe="")
-                    for part in path.split("/"))
+        raise ConfigurationError(
+            f"a workspace path must be a non-empty str, such as 'data/in.csv', not {path!r}"
+        )
+    return "/".join(
+        "%2E" * len(part) if part and set(part) == {"."} else quote(part, safe="") for part in path.split("/")
+    )
 
 
 def parse_time(value: Any) -> datetime | None:

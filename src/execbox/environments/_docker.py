@@ -54,12 +54,18 @@ class DockerPython(Environment):
         self.keep_container_running = keep_container_running
         self._spec: ImageSpec | None = None
         if self.pip_packages or self.requirements_file or self.dockerfile:
-            self._spec = ImageSpec(packages=self.pip_packages, requirements=self.requirements_file,
-                                   dockerfile=self.dockerfile, base=image)
+            self._spec = ImageSpec(
+                packages=self.pip_packages,
+                requirements=self.requirements_file,
+                dockerfile=self.dockerfile,
+                base=image,
+            )
 
     def __repr__(self) -> str:
-        return (f"DockerPython(image={self.image!r}, pip_packages={list(self.pip_packages)!r}, "
-                f"dockerfile={self.dockerfile!r})")
+        return (
+            f"DockerPython(image={self.image!r}, pip_packages={list(self.pip_packages)!r}, "
+            f"dockerfile={self.dockerfile!r})"
+        )
 
     @property
     def tag(self) -> str | None:
@@ -85,16 +91,26 @@ class DockerPython(Environment):
     def prepare(self, progress: Progress | None = None) -> str:
         raise ConfigurationError(
             "DockerPython is a container image, not an interpreter on this machine: run it with "
-            "DockerExecutor(environment=...) (backend='docker')")
+            "DockerExecutor(environment=...) (backend='docker')"
+        )
 
 
-def with_pip_packages(image: DockerPython, packages: Sequence[str], progress: Progress | None = None) -> DockerPython:
+def with_pip_packages(
+    image: DockerPython, packages: Sequence[str], progress: Progress | None = None
+) -> DockerPython:
     """``image`` with ``packages`` pip-installed on top: a derived image's
     spec (built by its ``build()``). A Dockerfile's image takes no packages,
     so it is built (``progress``) and becomes the base of the new one."""
-    common: dict[str, Any] = dict(volumes=image.volumes, cleanup_container=image.cleanup_container,
-                                  keep_container_running=image.keep_container_running)
+    common: dict[str, Any] = dict(
+        volumes=image.volumes,
+        cleanup_container=image.cleanup_container,
+        keep_container_running=image.keep_container_running,
+    )
     if image.dockerfile is not None:
         return DockerPython(image.build(progress), pip_packages=packages, **common)
-    return DockerPython(image.image, pip_packages=(*image.pip_packages, *packages),
-                        requirements_file=image.requirements_file, **common)
+    return DockerPython(
+        image.image,
+        pip_packages=(*image.pip_packages, *packages),
+        requirements_file=image.requirements_file,
+        **common,
+    )

@@ -76,8 +76,14 @@ def _candidates(version: str) -> Iterator[str]:
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
         env["UV_PYTHON_DOWNLOADS"] = "never"
         try:
-            done = subprocess.run([uv, "python", "find", version], capture_output=True, text=True, cwd="/",
-                                  env=env, timeout=PROBE_TIMEOUT_S)
+            done = subprocess.run(
+                [uv, "python", "find", version],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                env=env,
+                timeout=PROBE_TIMEOUT_S,
+            )
         except (OSError, subprocess.SubprocessError):
             done = None
         if done is not None and done.returncode == 0 and done.stdout.strip():

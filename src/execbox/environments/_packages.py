@@ -35,8 +35,12 @@ def with_packages(venv: Venv, packages: Sequence[str]) -> Venv:
     added = [p for p in packages if p not in venv.packages]
     if not added:
         return venv
-    return Venv(python=venv.python, packages=(*venv.packages, *added), requirements=venv.requirements,
-                installer=venv.installer)
+    return Venv(
+        python=venv.python,
+        packages=(*venv.packages, *added),
+        requirements=venv.requirements,
+        installer=venv.installer,
+    )
 
 
 def missing_packages(python: str, packages: Sequence[str]) -> list[str]:
@@ -45,12 +49,17 @@ def missing_packages(python: str, packages: Sequence[str]) -> list[str]:
         return []
     try:
         probe = PROBE_SOURCE.read_text(encoding="utf-8") + _PROBE_CALL
-        done = subprocess.run([python, "-c", probe, json.dumps(list(packages))], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            [python, "-c", probe, json.dumps(list(packages))],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
-        raise EnvironmentSetupError(f"could not check the packages {', '.join(packages)} with {python}: "
-                                    f"{exc}") from None
+        raise EnvironmentSetupError(
+            f"could not check the packages {', '.join(packages)} with {python}: {exc}"
+        ) from None
     return [p for p in packages if p in found]
 
 
@@ -62,9 +71,11 @@ def require_packages(environment: Environment, python: str, packages: Sequence[s
     if not missing:
         return
     names = ", ".join(missing)
-    where = (f"the Venv at {environment.path}, which is yours (execbox installs only into the venvs of its cache)"
-             if isinstance(environment, Venv) else
-             f"{environment!r}, a Python execbox never installs into")
+    where = (
+        f"the Venv at {environment.path}, which is yours (execbox installs only into the venvs of its cache)"
+        if isinstance(environment, Venv)
+        else f"{environment!r}, a Python execbox never installs into"
+    )
     raise ConfigurationError(
         f"{needed_by} need{'s' if len(missing) == 1 else ''} {names}, not installed in {where}: use "
         f"environment=Venv() (execbox creates and caches a venv with them), or install them there "

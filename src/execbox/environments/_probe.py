@@ -26,11 +26,12 @@ def __execbox_probe(wanted, mark):
         match = re.match(r"[A-Za-z0-9._-]+", req)
         assert match is not None, req  # the caller passes checked requirements
         name = match.group(0)
-        spec = re.sub(r"^\[[^\]]*\]", "", req[len(name):]).strip()  # extras are not checked
+        spec = re.sub(r"^\[[^\]]*\]", "", req[len(name) :]).strip()  # extras are not checked
         try:
             have = md.version(name)
             if spec:  # a version is checked where packaging is installed, else counts as missing
                 from packaging.specifiers import SpecifierSet
+
                 if not SpecifierSet(spec).contains(have, prereleases=True):
                     raise LookupError(have)
         except Exception:  # noqa: BLE001 (whatever stops the check, the requirement counts as missing)

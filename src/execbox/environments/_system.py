@@ -53,7 +53,10 @@ def real_interpreter(executable: str) -> str:
         try:
             out = subprocess.run(
                 [path, "-c", "import sys; print(sys.executable)"],
-                capture_output=True, text=True, timeout=30, check=True,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
             ).stdout.strip()
         except (OSError, subprocess.SubprocessError) as exc:
             raise EnvironmentSetupError(f"{path!r} does not run as a Python interpreter: {exc}") from None

@@ -121,8 +121,10 @@ class Venv(Environment):
             if uv:
                 _run([uv, "pip", "install", "--quiet", "--python", python, *args], "install packages")
             else:
-                _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
-                     "install packages")
+                _run(
+                    [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
+                    "install packages",
+                )
         (path / READY_MARKER).write_text(json.dumps({"packages": list(self.packages)}))
         progress("environment ready")
 

@@ -48,8 +48,9 @@ class ImageInfo:
     created: str
 
 
-def build_image(spec: ImageSpec | None = None, *, progress: Progress | None = None,
-                rebuild: bool = False) -> str:
+def build_image(
+    spec: ImageSpec | None = None, *, progress: Progress | None = None, rebuild: bool = False
+) -> str:
     """Build the image of ``spec`` (``None``: the base image) unless it
     exists; return its tag."""
     show = progress or (lambda _step: None)
@@ -64,6 +65,7 @@ def build_image(spec: ImageSpec | None = None, *, progress: Progress | None = No
             return tag
         if spec.base is not None and not image_exists(client, spec.base):
             from .._docker_engine import ensure_image
+
             ensure_image(client, spec.base)
         with tempfile.TemporaryDirectory(prefix="execbox-build-") as context:
             if spec.dockerfile is not None:
@@ -83,10 +85,15 @@ def list_images() -> list[ImageInfo]:
     found = []
     for image in client.images.list(filters={"label": LABEL_KIND}):
         labels = image.labels or {}
-        found.append(ImageInfo(tags=tuple(image.tags), kind=labels.get(LABEL_KIND, "?"),
-                               spec=labels.get(LABEL_SPEC, ""),
-                               size_mb=round(image.attrs.get("Size", 0) / 1e6, 1),
-                               created=str(image.attrs.get("Created", ""))[:19]))
+        found.append(
+            ImageInfo(
+                tags=tuple(image.tags),
+                kind=labels.get(LABEL_KIND, "?"),
+                spec=labels.get(LABEL_SPEC, ""),
+                size_mb=round(image.attrs.get("Size", 0) / 1e6, 1),
+                created=str(image.attrs.get("Created", ""))[:19],
+            )
+        )
     return sorted(found, key=lambda info: info.created, reverse=True)
 
 
@@ -102,8 +109,10 @@ def _package_context(client: Any, spec: ImageSpec, context: Path, show: Progress
     lines = [f"FROM {spec.base_image}"]
     if args:
         version = _image_python(client, spec.base_image)
-        show(f"downloading {', '.join(spec.packages) or 'the requirements'} (for Python {version}) "
-             "into a wheelhouse")
+        show(
+            f"downloading {', '.join(spec.packages) or 'the requirements'} (for Python {version}) "
+            "into a wheelhouse"
+        )
         _download(args, wheels, version)
         install = " ".join(_quote(p) for p in spec.packages)
         if spec.requirements:
@@ -124,19 +133,39 @@ def _package_context(client: Any, spec: ImageSpec, context: Path, show: Progress
 
 def _image_python(client: Any, image: str) -> str:
     """The version of the image's python3 (major.minor.micro)."""
-    with engine_errors(f"the Python version of {image} could not be read", image=image,
-                       error=lambda text: EnvironmentSetupError(f"the Python version of {image} could not be "
-                                                                f"read (does it have python3?): {text}")):
-        out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                    remove=True, network_mode="none")
+    with engine_errors(
+        f"the Python version of {image} could not be read",
+        image=image,
+        error=lambda text: EnvironmentSetupError(
+            f"the Python version of {image} could not be read (does it have python3?): {text}"
+        ),
+    ):
+        out = client.containers.run(
+            image,
+            ["python3", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+            remove=True,
+            network_mode="none",
+        )
     return out.decode().strip()
 
 
 def _download(args: list[str], dest: Path, version: str) -> None:
     """pip download of wheels for the image's Python version (its micro
     version too: some packages require one)."""
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(dest),
-            "--only-binary=:all:", "--python-version", version, *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "-q",
+        "--dest",
+        str(dest),
+        "--only-binary=:all:",
+        "--python-version",
+        version,
+        *args,
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -146,25 +175,43 @@ def _download(args: list[str], dest: Path, version: str) -> None:
         raise EnvironmentSetupError(
             f"could not download wheels for Python {version} (the image's) into the wheelhouse; check the "
             f"names and versions (packages=..., requirements=...); packages without wheels cannot be "
-            f"installed this way:\n{detail}")
+            f"installed this way:\n{detail}"
+        )
 
 
-def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: ImageSpec, show: Progress) -> None:
-    labels = {LABEL_KIND: "custom" if spec.dockerfile else spec.kind,
-              LABEL_SPEC: json.dumps(_summary(spec), sort_keys=True)}
+def _docker_build(
+    client: Any, folder: str, dockerfile: str, tag: str, spec: ImageSpec, show: Progress
+) -> None:
+    labels = {
+        LABEL_KIND: "custom" if spec.dockerfile else spec.kind,
+        LABEL_SPEC: json.dumps(_summary(spec), sort_keys=True),
+    }
     tail: list[str] = []
-    with engine_errors(f"docker build of {tag}",
-                       error=lambda text: EnvironmentSetupError(f"docker build of {tag} failed: {text}")):
-        for chunk in client.api.build(path=folder, dockerfile=dockerfile, tag=tag, rm=True, forcerm=True,
-                                      network_mode="none", pull=False, labels=labels, decode=True,
-                                      buildargs=dict(spec.build_args) or None):
+    with engine_errors(
+        f"docker build of {tag}",
+        error=lambda text: EnvironmentSetupError(f"docker build of {tag} failed: {text}"),
+    ):
+        for chunk in client.api.build(
+            path=folder,
+            dockerfile=dockerfile,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            network_mode="none",
+            pull=False,
+            labels=labels,
+            decode=True,
+            buildargs=dict(spec.build_args) or None,
+        ):
             if "error" in chunk:
                 detail = "\n".join([*tail[-10:], str(chunk["error"]).strip()])
                 hint = ""
                 steps = [line for line in tail if line.startswith("Step ")]
                 if steps and " : FROM " in steps[-1]:
-                    hint = (" (no registry may be reachable: build FROM execbox/base:latest or another "
-                            "local image; `execbox images list` shows them)")
+                    hint = (
+                        " (no registry may be reachable: build FROM execbox/base:latest or another "
+                        "local image; `execbox images list` shows them)"
+                    )
                 raise EnvironmentSetupError(f"docker build of {tag} failed{hint}:\n{detail}")
             line = _ANSI.sub("", str(chunk.get("stream", ""))).strip()
             if line:
@@ -176,8 +223,7 @@ def _docker_build(client: Any, folder: str, dockerfile: str, tag: str, spec: Ima
 def _summary(spec: ImageSpec) -> dict[str, Any]:
     if spec.dockerfile:
         return {"dockerfile": spec.dockerfile}
-    return {"base": spec.base_image, "packages": list(spec.packages),
-            "requirements": spec.requirements}
+    return {"base": spec.base_image, "packages": list(spec.packages), "requirements": spec.requirements}
 
 
 def _quote(requirement: str) -> str:

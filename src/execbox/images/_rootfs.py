@@ -34,11 +34,14 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
     if not rebuild and image_exists(client, tag):
         _alias(client, tag)
         return tag
-    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None)
+    debootstrap = shutil.which("debootstrap") or (
+        "/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None
+    )
     if debootstrap is None:
         raise EnvironmentSetupError(
             "building the base image needs debootstrap: apt-get install debootstrap "
-            "(scripts/docker-engine.sh does)")
+            "(scripts/docker-engine.sh does)"
+        )
     if os.geteuid() != 0:
         raise EnvironmentSetupError("building the base image needs root (debootstrap): run it with sudo")
     mirror = os.environ.get("EXECBOX_DEBIAN_MIRROR", DEFAULT_MIRROR)
@@ -46,10 +49,18 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         rootfs = os.path.join(tmp, "rootfs")
-        progress(f"debootstrap {BASE_RECIPE['suite']} ({BASE_RECIPE['variant']}, "
-                 f"{', '.join(BASE_RECIPE['include'])}) from {mirror}")
-        argv = [debootstrap, f"--variant={BASE_RECIPE['variant']}",
-                f"--include={','.join(BASE_RECIPE['include'])}", BASE_RECIPE["suite"], rootfs, mirror]
+        progress(
+            f"debootstrap {BASE_RECIPE['suite']} ({BASE_RECIPE['variant']}, "
+            f"{', '.join(BASE_RECIPE['include'])}) from {mirror}"
+        )
+        argv = [
+            debootstrap,
+            f"--variant={BASE_RECIPE['variant']}",
+            f"--include={','.join(BASE_RECIPE['include'])}",
+            BASE_RECIPE["suite"],
+            rootfs,
+            mirror,
+        ]
         _run_showing(argv, progress)
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in os.scandir(os.path.join(rootfs, junk)):
@@ -67,10 +78,13 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
         tar = subprocess.Popen(["tar", "-C", rootfs, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         try:
             assert tar.stdout is not None
-            with engine_errors(f"importing {tag}",
-                               error=lambda text: EnvironmentSetupError(f"importing {tag} failed: {text}")):
-                client.api.import_image(src=tar.stdout, repository=repository, tag=version,
-                                        changes=changes, stream_src=True)
+            with engine_errors(
+                f"importing {tag}",
+                error=lambda text: EnvironmentSetupError(f"importing {tag} failed: {text}"),
+            ):
+                client.api.import_image(
+                    src=tar.stdout, repository=repository, tag=version, changes=changes, stream_src=True
+                )
         finally:
             tar.stdout.close() if tar.stdout else None
             tar.wait()
@@ -107,4 +121,5 @@ def _run_showing(argv: list[str], progress: Callable[[str], None]) -> None:
     if proc.returncode != 0:
         raise EnvironmentSetupError(
             f"{os.path.basename(argv[0])} failed (exit {proc.returncode}); is the Debian mirror reachable "
-            "(EXECBOX_DEBIAN_MIRROR)?\n" + "\n".join(tail))
+            "(EXECBOX_DEBIAN_MIRROR)?\n" + "\n".join(tail)
+        )

@@ -68,7 +68,9 @@ class ImageSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.packages, str):
-            raise ConfigurationError("ImageSpec(packages=...) takes a list of requirement strings, not one string")
+            raise ConfigurationError(
+                "ImageSpec(packages=...) takes a list of requirement strings, not one string"
+            )
         object.__setattr__(self, "packages", tuple(self.packages))
         object.__setattr__(self, "lines", tuple(self.lines))
         if self.requirements is not None:
@@ -97,8 +99,11 @@ class ImageSpec:
         """What the tag is a hash of (also stored as the image's label)."""
         if self.dockerfile is not None:
             folder = Path(self.dockerfile).parent
-            return {"dockerfile": Path(self.dockerfile).read_text(), "context": _context_digest(folder),
-                    "build_args": dict(self.build_args)}
+            return {
+                "dockerfile": Path(self.dockerfile).read_text(),
+                "context": _context_digest(folder),
+                "build_args": dict(self.build_args),
+            }
         return {
             "base": self.base_image,
             "packages": sorted(self.packages),

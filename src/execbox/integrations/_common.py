@@ -15,8 +15,9 @@ from ..backends import Executor, create_executor
 __all__ = ["as_execbox_block", "code_file", "make_executor", "output_files"]
 
 
-def make_executor(owner: str, executor: Executor | None, backend: str | None,
-                  options: dict[str, Any]) -> Executor:
+def make_executor(
+    owner: str, executor: Executor | None, backend: str | None, options: dict[str, Any]
+) -> Executor:
     """The executor an adapter wraps: the one given, or a new one of
     ``backend`` made with ``options``."""
     if executor is None:
@@ -49,7 +50,9 @@ def as_execbox_block(code: str, language: str | None, filename: str | None = Non
     inferred = not language
     if inferred:
         language = infer_language(code)
-    return CodeBlock(language, code, filename or _filename_comment(code, language), language_inferred=inferred)
+    return CodeBlock(
+        language, code, filename or _filename_comment(code, language), language_inferred=inferred
+    )
 
 
 def code_file(executor: Executor, result: ExecutionResult) -> str | None:

@@ -66,8 +66,9 @@ class ExecboxCodeExtractor(_AG2CodeExtractor):
         OpenAI content parts, or None)."""
         blocks = extract_from_messages([{"content": message}])
         return [
-            AG2CodeBlock(code=b.code, language=b.language, filename=b.filename,
-                         language_inferred=b.language_inferred)
+            AG2CodeBlock(
+                code=b.code, language=b.language, filename=b.filename, language_inferred=b.language_inferred
+            )
             for b in blocks
         ]
 
@@ -88,8 +89,9 @@ class AG2CodeExecutor(_AG2CodeExecutor):
     non-zero ``exit_code``, never an exception.
     """
 
-    def __init__(self, executor: Executor | None = None, *, backend: str | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
+    ) -> None:
         self.executor = make_executor("AG2CodeExecutor", executor, backend, options)
         self._extractor = ExecboxCodeExtractor()
 

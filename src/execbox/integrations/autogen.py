@@ -84,8 +84,9 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
     component_config_schema = AutoGenCodeExecutorConfig
     component_provider_override = "execbox.integrations.autogen.AutoGenCodeExecutor"
 
-    def __init__(self, executor: Executor | None = None, *, backend: str | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
+    ) -> None:
         self._executor = make_executor("AutoGenCodeExecutor", executor, backend, options)
         self._stopped = False
 
@@ -99,8 +100,9 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
 
     # -- running --------------------------------------------------------------
 
-    async def execute_code_blocks(self, code_blocks: list[_CodeBlock],
-                                  cancellation_token: CancellationToken) -> AutoGenCodeResult:
+    async def execute_code_blocks(
+        self, code_blocks: list[_CodeBlock], cancellation_token: CancellationToken
+    ) -> AutoGenCodeResult:
         """Run the blocks in order, stopping at the first failure.
 
         A block without a language gets one inferred; a ``# filename:``
@@ -184,9 +186,10 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
 def _cancelled(printed: str, *, ran: bool) -> AutoGenCodeResult:
     if printed and not printed.endswith("\n"):
         printed += "\n"
-    note = ("what the code started was stopped" if ran else "the code did not run")
-    return AutoGenCodeResult(exit_code=CANCELLED_EXIT_CODE,
-                             output=f"{printed}Cancelled (CancellationToken): {note}.\n")
+    note = "what the code started was stopped" if ran else "the code did not run"
+    return AutoGenCodeResult(
+        exit_code=CANCELLED_EXIT_CODE, output=f"{printed}Cancelled (CancellationToken): {note}.\n"
+    )
 
 
 def _cancelling() -> bool:

@@ -52,8 +52,11 @@ class PaperAsset:
             if key not in names or value is None:
                 continue
             if key in ("authors", "categories", "environment_vars"):
-                value = tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(value, str) \
+                value = (
+                    tuple(v.strip() for v in value.split(",") if v.strip())
+                    if isinstance(value, str)
                     else tuple(str(v) for v in value)
+                )
             elif key == "has_docker":
                 value = bool(value)
             elif key == "working_directory":

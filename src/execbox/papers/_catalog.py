@@ -34,16 +34,24 @@ class Catalog(abc.ABC):
         """The paper with this arXiv id; ``PaperNotFoundError`` if absent."""
 
     @abc.abstractmethod
-    def search(self, query: str, *, max_results: int = 10, has_docker: bool | None = None,
-               categories: Sequence[str] | None = None, use_llm: bool = False) -> list[PaperAsset]:
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int = 10,
+        has_docker: bool | None = None,
+        categories: Sequence[str] | None = None,
+        use_llm: bool = False,
+    ) -> list[PaperAsset]:
         """Papers matching ``query``, best first, at most ``max_results``.
         ``has_docker=True`` keeps papers with a Docker image; ``categories``
         keeps papers in any of them; ``use_llm`` lets a remote catalog rank
         with a language model (local catalogs ignore it)."""
 
     @abc.abstractmethod
-    def list(self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None,
-             category: str | None = None) -> builtins.list[PaperAsset]:
+    def list(
+        self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None, category: str | None = None
+    ) -> builtins.list[PaperAsset]:
         """A page of papers: ``limit`` of them after skipping ``offset``."""
 
     @abc.abstractmethod
@@ -61,11 +69,15 @@ class Catalog(abc.ABC):
 
 def check_arxiv_id(arxiv_id: str) -> str:
     if not isinstance(arxiv_id, str) or not arxiv_id.strip():
-        raise ConfigurationError(f"an arXiv id must be a non-empty string (like '2010.11929v2'): got {arxiv_id!r}")
+        raise ConfigurationError(
+            f"an arXiv id must be a non-empty string (like '2010.11929v2'): got {arxiv_id!r}"
+        )
     return arxiv_id.strip()
 
 
-def check_search(query: str, max_results: int, categories: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+def check_search(
+    query: str, max_results: int, categories: Sequence[str] | None
+) -> tuple[str, tuple[str, ...]]:
     """The stripped query and the categories as a tuple, or a
     ``ConfigurationError`` naming the argument to change."""
     if not isinstance(query, str) or not query.strip():
@@ -120,8 +132,9 @@ class ChainedCatalog(Catalog):
                 raise ConfigurationError(f"ChainedCatalog takes Catalog objects: got {catalog!r}")
             flat.extend(catalog.catalogs if isinstance(catalog, ChainedCatalog) else [catalog])
         if not flat:
-            raise ConfigurationError("ChainedCatalog needs at least one catalog: pass LocalCatalog(path) "
-                                     "and/or RemyxCatalog()")
+            raise ConfigurationError(
+                "ChainedCatalog needs at least one catalog: pass LocalCatalog(path) and/or RemyxCatalog()"
+            )
         self.catalogs: tuple[Catalog, ...] = tuple(flat)
         self.description = " then ".join(c.description for c in self.catalogs)
 
@@ -140,28 +153,47 @@ class ChainedCatalog(Catalog):
             raise PaperNotFoundError(arxiv_id, self.description)
         reasons = "; ".join(failures)
         if absent:
-            raise CatalogError(f"paper {arxiv_id!r} is not in {', '.join(absent)}, and the other "
-                               f"catalog{'s' if len(failures) > 1 else ''} failed: {reasons}")
+            raise CatalogError(
+                f"paper {arxiv_id!r} is not in {', '.join(absent)}, and the other "
+                f"catalog{'s' if len(failures) > 1 else ''} failed: {reasons}"
+            )
         raise CatalogError(f"cannot look paper {arxiv_id!r} up: {reasons}")
 
-    def search(self, query: str, *, max_results: int = 10, has_docker: bool | None = None,
-               categories: Sequence[str] | None = None, use_llm: bool = False) -> builtins.list[PaperAsset]:
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int = 10,
+        has_docker: bool | None = None,
+        categories: Sequence[str] | None = None,
+        use_llm: bool = False,
+    ) -> builtins.list[PaperAsset]:
         query, cats = check_search(query, max_results, categories)
         found: builtins.list[PaperAsset] = []
         for catalog in self.catalogs:
-            found.extend(catalog.search(query, max_results=max_results, has_docker=has_docker,
-                                        categories=cats or None, use_llm=use_llm))
+            found.extend(
+                catalog.search(
+                    query,
+                    max_results=max_results,
+                    has_docker=has_docker,
+                    categories=cats or None,
+                    use_llm=use_llm,
+                )
+            )
         return unique(found)[:max_results]
 
-    def list(self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None,
-             category: str | None = None) -> builtins.list[PaperAsset]:
+    def list(
+        self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None, category: str | None = None
+    ) -> builtins.list[PaperAsset]:
         check_page(limit, offset)
         # Offsets count over the merged list, so each catalog gives its first
         # offset + limit papers and the page is cut after deduplication.
         found: builtins.list[PaperAsset] = []
         for catalog in self.catalogs:
-            found.extend(catalog.list(limit=offset + limit, offset=0, has_docker=has_docker, category=category))
-        return unique(found)[offset:offset + limit]
+            found.extend(
+                catalog.list(limit=offset + limit, offset=0, has_docker=has_docker, category=category)
+            )
+        return unique(found)[offset : offset + limit]
 
     def stats(self) -> dict[str, Any]:
         return {"catalogs": [{"catalog": c.description, **c.stats()} for c in self.catalogs]}

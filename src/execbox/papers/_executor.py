@@ -34,8 +34,15 @@ __all__ = ["PAPER_POLICIES", "PaperExecutor"]
 
 # What runs in a paper's environment: Python and shells; web languages are
 # saved to the workspace, not run.
-PAPER_POLICIES: dict[str, Policy] = {"python": "execute", "bash": "execute", "sh": "execute", "pwsh": "execute",
-                                  "javascript": "save", "html": "save", "css": "save"}
+PAPER_POLICIES: dict[str, Policy] = {
+    "python": "execute",
+    "bash": "execute",
+    "sh": "execute",
+    "pwsh": "execute",
+    "javascript": "save",
+    "html": "save",
+    "css": "save",
+}
 
 
 class PaperExecutor(DockerExecutor):
@@ -54,18 +61,31 @@ class PaperExecutor(DockerExecutor):
       ``volumes``, ``device_requests``, ``env``, ...).
     """
 
-    def __init__(self, arxiv_id: str | None = None, *, image: str | None = None, catalog: Any = None,
-                 timeout: float = 300, limits: Limits | None = None, build_missing: bool | None = None,
-                 confirm: Callable[[str], bool] | None = None, execution_policies: Mapping[str, Any] | None = None,
-                 **docker_options: Any) -> None:
+    def __init__(
+        self,
+        arxiv_id: str | None = None,
+        *,
+        image: str | None = None,
+        catalog: Any = None,
+        timeout: float = 300,
+        limits: Limits | None = None,
+        build_missing: bool | None = None,
+        confirm: Callable[[str], bool] | None = None,
+        execution_policies: Mapping[str, Any] | None = None,
+        **docker_options: Any,
+    ) -> None:
         if arxiv_id is None and image is None:
             raise ConfigurationError("PaperExecutor needs arxiv_id= (a paper in the catalog) or image=")
         if "environment" in docker_options:
             raise ConfigurationError("PaperExecutor takes the paper's image: give image=, not environment=")
         if limits is None:
             limits = Limits(timeout_s=timeout)
-        super().__init__(image=image, limits=limits,
-                         execution_policies={**PAPER_POLICIES, **(execution_policies or {})}, **docker_options)
+        super().__init__(
+            image=image,
+            limits=limits,
+            execution_policies={**PAPER_POLICIES, **(execution_policies or {})},
+            **docker_options,
+        )
         self.arxiv_id = arxiv_id
         self.image_override = image
         self._catalog = catalog
@@ -92,11 +112,16 @@ class PaperExecutor(DockerExecutor):
         """What an agent should know about the paper, as text."""
         asset = self.asset
         if asset is None:
-            return (f"Environment: the Docker image {self.image_override}; no paper metadata "
-                    "(give arxiv_id= for it).")
-        lines = [f"Paper: {asset.title or '(untitled)'}", f"arXiv id: {asset.arxiv_id}",
-                 f"GitHub: {asset.github_url or 'not given'}",
-                 f"Working directory (the paper's code, read-only): {asset.working_directory}"]
+            return (
+                f"Environment: the Docker image {self.image_override}; no paper metadata "
+                "(give arxiv_id= for it)."
+            )
+        lines = [
+            f"Paper: {asset.title or '(untitled)'}",
+            f"arXiv id: {asset.arxiv_id}",
+            f"GitHub: {asset.github_url or 'not given'}",
+            f"Working directory (the paper's code, read-only): {asset.working_directory}",
+        ]
         if asset.environment_vars:
             lines.append("Environment variables it uses: " + ", ".join(asset.environment_vars))
         if asset.reasoning:
@@ -109,19 +134,35 @@ class PaperExecutor(DockerExecutor):
     def working_directory(self) -> str:
         return self.asset.working_directory if self.asset is not None else "/app"
 
-    def explore(self, goal: str | None = None, *, interactive: bool = True, model: Any = None,
-                max_turns: int | None = None, verbose: bool = True, system_message: str | None = None,
-                human_input: Callable[[str], str] | None = None) -> Any:
+    def explore(
+        self,
+        goal: str | None = None,
+        *,
+        interactive: bool = True,
+        model: Any = None,
+        max_turns: int | None = None,
+        verbose: bool = True,
+        system_message: str | None = None,
+        human_input: Callable[[str], str] | None = None,
+    ) -> Any:
         """A two-agent session exploring the paper (see ``execbox.papers.explore``);
         returns the ``ChatResult``."""
         from ._explore import DEFAULT_GOAL, explore
 
-        return explore(self, goal=goal or DEFAULT_GOAL, interactive=interactive, model=model,
-                       max_turns=max_turns, verbose=verbose, system_message=system_message,
-                       human_input=human_input)
+        return explore(
+            self,
+            goal=goal or DEFAULT_GOAL,
+            interactive=interactive,
+            model=model,
+            max_turns=max_turns,
+            verbose=verbose,
+            system_message=system_message,
+            human_input=human_input,
+        )
 
-    def create_agents(self, goal: str | None = None, *, model: Any = None,
-                      system_message: str | None = None) -> Any:
+    def create_agents(
+        self, goal: str | None = None, *, model: Any = None, system_message: str | None = None
+    ) -> Any:
         """The (executor agent, writer agent) pair of an exploration, to run
         your own ``Conversation``."""
         from ._explore import DEFAULT_GOAL, create_agents
@@ -131,7 +172,8 @@ class PaperExecutor(DockerExecutor):
     def to_config(self) -> dict[str, Any]:
         raise ConfigurationError(
             "a PaperExecutor is not saved as an executor config (its catalog is not data): keep the arxiv_id "
-            "(and catalog file) and make it again, or save a DockerExecutor(image=...) of its image")
+            "(and catalog file) and make it again, or save a DockerExecutor(image=...) of its image"
+        )
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -145,8 +187,12 @@ class PaperExecutor(DockerExecutor):
                 if name in os.environ:
                     passed[name] = os.environ[name]
                 else:
-                    warnings.warn(f"paper {asset.arxiv_id} uses {name}, which is not set on this machine: "
-                                  f"set {name} before starting if its code needs it", UserWarning, stacklevel=4)
+                    warnings.warn(
+                        f"paper {asset.arxiv_id} uses {name}, which is not set on this machine: "
+                        f"set {name} before starting if its code needs it",
+                        UserWarning,
+                        stacklevel=4,
+                    )
             self.env = {**passed, **self.env}
         super()._start()
 
@@ -159,7 +205,8 @@ class PaperExecutor(DockerExecutor):
             raise ConfigurationError(
                 f"paper {asset.arxiv_id} has no Docker environment in the catalog: find papers that have one "
                 "with `execbox papers search QUERY --docker` (catalog.search(query, has_docker=True)), "
-                "or give PaperExecutor(image=...)")
+                "or give PaperExecutor(image=...)"
+            )
         from .._docker_engine import docker_client
         from ..images._build import image_exists
 
@@ -167,20 +214,25 @@ class PaperExecutor(DockerExecutor):
         if asset.docker_image and image_exists(client, asset.docker_image):
             return asset.docker_image
         if not asset.dockerfile_text:
-            return asset.docker_image or ""  # the engine tries to pull it, and says how to build it if it cannot
+            return (
+                asset.docker_image or ""
+            )  # the engine tries to pull it, and says how to build it if it cannot
         return self._build_from_catalog(client, asset)
 
     def _build_from_catalog(self, client: Any, asset: PaperAsset) -> str:
         name = asset.docker_image or f"execbox/paper-{_slug(asset.arxiv_id)}:latest"
         build = self.build_missing
         if build is None:
-            build = self._confirm(f"The image {name} of paper {asset.arxiv_id} is not on this machine, "
-                                  "but the catalog has its Dockerfile. Build it now?")
+            build = self._confirm(
+                f"The image {name} of paper {asset.arxiv_id} is not on this machine, "
+                "but the catalog has its Dockerfile. Build it now?"
+            )
         if not build:
             raise ConfigurationError(
                 f"the image {name} of paper {asset.arxiv_id} is not on this machine and cannot be pulled "
                 "here; the catalog has its Dockerfile: build it with PaperExecutor(..., build_missing=True) "
-                f"or `execbox explore {asset.arxiv_id} --build`")
+                f"or `execbox explore {asset.arxiv_id} --build`"
+            )
         from docker.utils import parse_repository_tag
 
         from ..images import ImageSpec, build_image

@@ -64,8 +64,15 @@ class LocalCatalog(Catalog):
                 return paper
         raise PaperNotFoundError(arxiv_id, self.description)
 
-    def search(self, query: str, *, max_results: int = 10, has_docker: bool | None = None,
-               categories: Sequence[str] | None = None, use_llm: bool = False) -> list[PaperAsset]:
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int = 10,
+        has_docker: bool | None = None,
+        categories: Sequence[str] | None = None,
+        use_llm: bool = False,
+    ) -> list[PaperAsset]:
         query, cats = check_search(query, max_results, categories)
         words = query.lower().split()
         wanted = {c.lower() for c in cats}
@@ -80,12 +87,13 @@ class LocalCatalog(Catalog):
         scored.sort(key=lambda item: item[:2])
         return [paper for _, _, paper in scored[:max_results]]
 
-    def list(self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None,
-             category: str | None = None) -> builtins.list[PaperAsset]:
+    def list(
+        self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None, category: str | None = None
+    ) -> builtins.list[PaperAsset]:
         check_page(limit, offset)
         wanted = {category.lower()} if category else set()
         kept = [p for p in self.papers if _kept(p, has_docker, wanted)]
-        return kept[offset:offset + limit]
+        return kept[offset : offset + limit]
 
     def stats(self) -> dict[str, Any]:
         categories = Counter(c for p in self.papers for c in p.categories)
@@ -116,7 +124,9 @@ def _load(path: Path) -> tuple[PaperAsset, ...]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CatalogError(f"{where} does not exist: check the path (--catalog FILE, LocalCatalog(path))") from None
+        raise CatalogError(
+            f"{where} does not exist: check the path (--catalog FILE, LocalCatalog(path))"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CatalogError(f"{where} cannot be read: {exc}") from None
     if suffix == ".toml":
@@ -131,11 +141,12 @@ def _load(path: Path) -> tuple[PaperAsset, ...]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CatalogError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, "
-                               f"column {exc.colno}") from None
+            raise CatalogError(
+                f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
         entries = data.get("papers") if isinstance(data, dict) else data
         if not isinstance(entries, builtins.list):
-            raise CatalogError(f"{where} must hold a list of papers or {{\"papers\": [...]}}")
+            raise CatalogError(f'{where} must hold a list of papers or {{"papers": [...]}}')
     papers: builtins.list[PaperAsset] = []
     first_seen: dict[str, int] = {}
     for number, entry in enumerate(entries, start=1):
@@ -143,17 +154,23 @@ def _load(path: Path) -> tuple[PaperAsset, ...]:
             raise CatalogError(f"{where}: paper #{number} is not a table/object: got {entry!r}")
         if not entry.get("arxiv_id"):
             title = f" ({entry['title']!r})" if entry.get("title") else ""
-            raise CatalogError(f"{where}: paper #{number}{title} has no arxiv_id: add arxiv_id = \"...\"")
+            raise CatalogError(f'{where}: paper #{number}{title} has no arxiv_id: add arxiv_id = "..."')
         if not isinstance(entry["arxiv_id"], str):
-            raise CatalogError(f"{where}: paper #{number} has arxiv_id {entry['arxiv_id']!r}: "
-                               "write it as a string (\"2010.11929v2\")")
+            raise CatalogError(
+                f"{where}: paper #{number} has arxiv_id {entry['arxiv_id']!r}: "
+                'write it as a string ("2010.11929v2")'
+            )
         try:
             paper = PaperAsset.from_dict(entry)
         except (ConfigurationError, TypeError, AttributeError) as exc:
-            raise CatalogError(f"{where}: paper #{number} ({entry['arxiv_id']!r}) is malformed: {exc}") from None
+            raise CatalogError(
+                f"{where}: paper #{number} ({entry['arxiv_id']!r}) is malformed: {exc}"
+            ) from None
         if paper.arxiv_id in first_seen:
-            raise CatalogError(f"{where}: arxiv_id {paper.arxiv_id!r} appears twice (papers "
-                               f"#{first_seen[paper.arxiv_id]} and #{number}): keep one")
+            raise CatalogError(
+                f"{where}: arxiv_id {paper.arxiv_id!r} appears twice (papers "
+                f"#{first_seen[paper.arxiv_id]} and #{number}): keep one"
+            )
         first_seen[paper.arxiv_id] = number
         papers.append(paper)
     return tuple(papers)

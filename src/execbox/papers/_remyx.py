@@ -44,7 +44,9 @@ class RemyxCatalog(Catalog):
     fewer papers than asked for.
     """
 
-    def __init__(self, api_key: str | None = None, *, base_url: str | None = None, timeout_s: float = 30) -> None:
+    def __init__(
+        self, api_key: str | None = None, *, base_url: str | None = None, timeout_s: float = 30
+    ) -> None:
         self._api_key: str | None
         if api_key is not None:
             self._api_key, self.key_source = api_key, "RemyxCatalog(api_key=...)"
@@ -57,19 +59,23 @@ class RemyxCatalog(Catalog):
         else:
             url, self.url_source = DEFAULT_REMYX_URL, f"the default; set {API_URL_VARIABLE} to change it"
         if not url.startswith(("http://", "https://")):
-            raise ConfigurationError(f"the Remyx API URL must start with http:// or https://: got {url!r} "
-                                     f"(from {self.url_source})")
+            raise ConfigurationError(
+                f"the Remyx API URL must start with http:// or https://: got {url!r} (from {self.url_source})"
+            )
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-            raise ConfigurationError(f"RemyxCatalog(timeout_s=...) must be a positive number of seconds: "
-                                     f"got {timeout_s!r}")
+            raise ConfigurationError(
+                f"RemyxCatalog(timeout_s=...) must be a positive number of seconds: got {timeout_s!r}"
+            )
         self.base_url = url.rstrip("/")
         self.timeout_s = float(timeout_s)
         self.description = f"the Remyx API at {self.base_url}"
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "missing"
-        return (f"RemyxCatalog(base_url={self.base_url!r}, key={key} from {self.key_source}, "
-                f"timeout_s={self.timeout_s})")
+        return (
+            f"RemyxCatalog(base_url={self.base_url!r}, key={key} from {self.key_source}, "
+            f"timeout_s={self.timeout_s})"
+        )
 
     # -- the four questions -------------------------------------------------
 
@@ -86,12 +92,21 @@ class RemyxCatalog(Catalog):
             data = data["asset"]
         return self._asset(data, "/search/assets/ID")
 
-    def search(self, query: str, *, max_results: int = 10, has_docker: bool | None = None,
-               categories: Sequence[str] | None = None, use_llm: bool = False) -> list[PaperAsset]:
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int = 10,
+        has_docker: bool | None = None,
+        categories: Sequence[str] | None = None,
+        use_llm: bool = False,
+    ) -> list[PaperAsset]:
         query, cats = check_search(query, max_results, categories)
         if max_results > MAX_SEARCH_RESULTS:
-            raise ConfigurationError(f"max_results={max_results} is more than the Remyx API gives "
-                                     f"({MAX_SEARCH_RESULTS}): ask for at most {MAX_SEARCH_RESULTS}")
+            raise ConfigurationError(
+                f"max_results={max_results} is more than the Remyx API gives "
+                f"({MAX_SEARCH_RESULTS}): ask for at most {MAX_SEARCH_RESULTS}"
+            )
         body: dict[str, Any] = {"query": query, "max_results": max_results, "use_llm": bool(use_llm)}
         if has_docker is not None:
             body["has_docker"] = bool(has_docker)
@@ -100,8 +115,9 @@ class RemyxCatalog(Catalog):
         data = self._request("POST", "/search/assets", body=body)
         return self._assets(data, "/search/assets")[:max_results]
 
-    def list(self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None,
-             category: str | None = None) -> builtins.list[PaperAsset]:
+    def list(
+        self, *, limit: int = 20, offset: int = 0, has_docker: bool | None = None, category: str | None = None
+    ) -> builtins.list[PaperAsset]:
         check_page(limit, offset)
         params: dict[str, str] = {"limit": str(limit), "offset": str(offset)}
         if has_docker is not None:
@@ -122,14 +138,21 @@ class RemyxCatalog(Catalog):
     def _request(self, method: str, path: str, *, body: Mapping[str, Any] | None = None) -> Any:
         """The decoded JSON answer; HTTP and network failures translated."""
         if not self._api_key:
-            what = f"no Remyx API key ({self.key_source} is empty)" if self._api_key == "" else "no Remyx API key"
+            what = (
+                f"no Remyx API key ({self.key_source} is empty)"
+                if self._api_key == ""
+                else "no Remyx API key"
+            )
             raise CatalogError(
                 f"{what}: set {API_KEY_VARIABLE} or pass RemyxCatalog(api_key=...) "
                 "(or use only local catalogs: execbox papers ... --offline --catalog FILE)"
             )
         url = self.base_url + path
-        headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json",
-                   "User-Agent": "execbox"}
+        headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": "execbox",
+        }
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -141,15 +164,21 @@ class RemyxCatalog(Catalog):
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, path) from None
         except TimeoutError:
-            raise CatalogError(f"the Remyx API at {self.base_url} did not answer within {self.timeout_s:g} s "
-                               "(RemyxCatalog(timeout_s=...)): try again later or raise the timeout") from None
+            raise CatalogError(
+                f"the Remyx API at {self.base_url} did not answer within {self.timeout_s:g} s "
+                "(RemyxCatalog(timeout_s=...)): try again later or raise the timeout"
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise CatalogError(f"the Remyx API at {self.base_url} did not answer within {self.timeout_s:g} s "
-                                   "(RemyxCatalog(timeout_s=...)): try again later or raise the timeout") from None
-            raise CatalogError(f"cannot reach the Remyx API at {self.base_url} (from {self.url_source}): "
-                               f"{reason}: check the network and {API_URL_VARIABLE}") from None
+                raise CatalogError(
+                    f"the Remyx API at {self.base_url} did not answer within {self.timeout_s:g} s "
+                    "(RemyxCatalog(timeout_s=...)): try again later or raise the timeout"
+                ) from None
+            raise CatalogError(
+                f"cannot reach the Remyx API at {self.base_url} (from {self.url_source}): "
+                f"{reason}: check the network and {API_URL_VARIABLE}"
+            ) from None
         try:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -161,19 +190,27 @@ class RemyxCatalog(Catalog):
         if exc.code == 404:
             if path.startswith("/search/assets/") and not path.startswith("/search/assets/list"):
                 return _NotFound()
-            return CatalogError(f"{where} has no {path.split('?')[0]} (404{detail}): is {API_URL_VARIABLE} "
-                                f"right? it should end in /api/v1.0 (from {self.url_source})")
+            return CatalogError(
+                f"{where} has no {path.split('?')[0]} (404{detail}): is {API_URL_VARIABLE} "
+                f"right? it should end in /api/v1.0 (from {self.url_source})"
+            )
         if exc.code in (401, 403):
-            return CatalogError(f"{where} refused the API key from {self.key_source} ({exc.code}{detail}): "
-                                f"check {API_KEY_VARIABLE} or the api_key you pass")
+            return CatalogError(
+                f"{where} refused the API key from {self.key_source} ({exc.code}{detail}): "
+                f"check {API_KEY_VARIABLE} or the api_key you pass"
+            )
         if exc.code >= 500:
-            return CatalogError(f"{where} answered {exc.code}{detail}: the service is failing, try again later")
+            return CatalogError(
+                f"{where} answered {exc.code}{detail}: the service is failing, try again later"
+            )
         return CatalogError(f"{where} rejected the request to {path.split('?')[0]} ({exc.code}{detail})")
 
     def _bad_answer(self, path: str, problem: str) -> CatalogError:
-        return CatalogError(f"the Remyx API at {self.base_url} gave an answer execbox cannot use for "
-                            f"{path.split('?')[0]}: {problem}: is {API_URL_VARIABLE} the Remyx API "
-                            f"(from {self.url_source})?")
+        return CatalogError(
+            f"the Remyx API at {self.base_url} gave an answer execbox cannot use for "
+            f"{path.split('?')[0]}: {problem}: is {API_URL_VARIABLE} the Remyx API "
+            f"(from {self.url_source})?"
+        )
 
     def _asset(self, data: Mapping[str, Any], path: str) -> PaperAsset:
         try:
@@ -184,7 +221,7 @@ class RemyxCatalog(Catalog):
     def _assets(self, data: Any, path: str) -> builtins.list[PaperAsset]:
         items = data.get("assets", data.get("results")) if isinstance(data, Mapping) else data
         if not isinstance(items, builtins.list):
-            raise self._bad_answer(path, "expected a list of assets or {\"assets\": [...]}")
+            raise self._bad_answer(path, 'expected a list of assets or {"assets": [...]}')
         return [self._asset(item, path) for item in items]
 
 

@@ -32,8 +32,13 @@ from ._state import ServerState
 
 __all__ = ["create_app"]
 
-HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large",
-              415: "unsupported_media_type"}
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
 
 
 class BearerAuth:
@@ -50,9 +55,13 @@ class BearerAuth:
         if scope["type"] == "http" and self.expected is not None and not public:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                error = ApiError(401, "unauthorized", "a bearer token is required: Authorization: Bearer <token> "
-                                                      "(the server's --token / EXECBOX_TOKEN)",
-                                 headers={"WWW-Authenticate": "Bearer"})
+                error = ApiError(
+                    401,
+                    "unauthorized",
+                    "a bearer token is required: Authorization: Bearer <token> "
+                    "(the server's --token / EXECBOX_TOKEN)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
                 await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -66,9 +75,10 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    message = {404: f"no route {request.method} {request.url.path}: see /openapi.json",
-               405: f"{request.method} is not allowed on {request.url.path}: see /openapi.json"}.get(
-        exc.status_code, str(exc.detail))
+    message = {
+        404: f"no route {request.method} {request.url.path}: see /openapi.json",
+        405: f"{request.method} is not allowed on {request.url.path}: see /openapi.json",
+    }.get(exc.status_code, str(exc.detail))
     return error_response(ApiError(exc.status_code, code, message, headers=dict(exc.headers or {})))
 
 
@@ -93,13 +103,20 @@ def create_app(config: ServerConfig) -> ASGIApp:
         return JSONResponse(openapi())
 
     app = Starlette(
-        routes=[Route("/openapi.json", document, methods=["GET"]),
-                *RUN_ROUTES, *SESSION_ROUTES, *FILE_ROUTES, *PAGE_ROUTES],
+        routes=[
+            Route("/openapi.json", document, methods=["GET"]),
+            *RUN_ROUTES,
+            *SESSION_ROUTES,
+            *FILE_ROUTES,
+            *PAGE_ROUTES,
+        ],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal},
         lifespan=lifespan,
     )
     app.state.execbox = state
-    guarded = RequestGuard(BearerAuth(app, config.token), config.host, config.allow_hosts, config.allow_origins)
+    guarded = RequestGuard(
+        BearerAuth(app, config.token), config.host, config.allow_hosts, config.allow_origins
+    )
     return ConnectionGuard(guarded, config.keep_alive_s)
 
 

@@ -100,23 +100,33 @@ class ServerConfig:
         known = backend_names()
         for name in self.backends:
             if name not in known:
-                raise ConfigurationError(f"unknown backend {name!r} (--backend/--backends): use one of "
-                                         f"{', '.join(known)}")
+                raise ConfigurationError(
+                    f"unknown backend {name!r} (--backend/--backends): use one of {', '.join(known)}"
+                )
         self._settle_token()
         if not 0 <= self.port < 65536:
             raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
         for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"ServerConfig.{name} must be a positive whole number, got {value!r}")
-        for name in ("session_ttl_s", "session_idle_ttl_s", "max_session_ttl_s", "keepalive_s", "max_timeout_s"):
+                raise ConfigurationError(
+                    f"ServerConfig.{name} must be a positive whole number, got {value!r}"
+                )
+        for name in (
+            "session_ttl_s",
+            "session_idle_ttl_s",
+            "max_session_ttl_s",
+            "keepalive_s",
+            "max_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ConfigurationError(f"ServerConfig.{name} must be a positive number of seconds")
         if not self.keep_alive_s >= MIN_KEEP_ALIVE_S:
             raise ConfigurationError(
-                f"--keep-alive {self.keep_alive_s} is under {MIN_KEEP_ALIVE_S:g} s: a server that closes idle "
-                "connections sooner than its clients drop them (httpx: 5 s) races their next request, which is "
-                "then lost unanswered")
+                f"--keep-alive {self.keep_alive_s} is under {MIN_KEEP_ALIVE_S:g} s: a server that closes "
+                "idle connections sooner than its clients drop them (httpx: 5 s) races their next "
+                "request, which is then lost unanswered"
+            )
 
     def _settle_token(self) -> None:
         if self.no_token:
@@ -124,17 +134,25 @@ class ServerConfig:
                 raise ConfigurationError("--no-token and --token (or EXECBOX_TOKEN) together: choose one")
             if not is_loopback(self.host):
                 raise ConfigurationError(
-                    f"refusing to listen on {self.host} without a token (--no-token): whoever reaches it could "
-                    "run code here. Drop --no-token (a token is made and printed), or listen on 127.0.0.1")
+                    f"refusing to listen on {self.host} without a token (--no-token): whoever reaches it "
+                    "could run code here. Drop --no-token (a token is made and printed), or listen on "
+                    "127.0.0.1"
+                )
             return
         if self.token is None:
             object.__setattr__(self, "token", secrets.token_urlsafe(32))
             object.__setattr__(self, "token_generated", True)
-        elif not isinstance(self.token, str) or not self.token.strip() or not self.token.isascii() \
-                or any(c.isspace() or not c.isprintable() for c in self.token):
-            raise ConfigurationError("--token (EXECBOX_TOKEN) must be non-empty printable ASCII without spaces "
-                                     "(it is sent as Authorization: Bearer <token>); for none at all, say "
-                                     "--no-token")
+        elif (
+            not isinstance(self.token, str)
+            or not self.token.strip()
+            or not self.token.isascii()
+            or any(c.isspace() or not c.isprintable() for c in self.token)
+        ):
+            raise ConfigurationError(
+                "--token (EXECBOX_TOKEN) must be non-empty printable ASCII without spaces "
+                "(it is sent as Authorization: Bearer <token>); for none at all, say "
+                "--no-token"
+            )
 
     def limits(self, asked: Any) -> Limits:
         """The limits of a request: its ``limits`` object over the defaults,
@@ -142,7 +160,7 @@ class ServerConfig:
         if asked is None:
             return self.default_limits
         if not isinstance(asked, dict):
-            raise ConfigurationError("limits must be an object such as {\"timeout_s\": 5}")
+            raise ConfigurationError('limits must be an object such as {"timeout_s": 5}')
         fields = set(Limits.__dataclass_fields__)
         unknown = sorted(set(asked) - fields)
         if unknown:
@@ -151,11 +169,20 @@ class ServerConfig:
         if flags:
             raise ConfigurationError(f"limits.{flags[0]} must be a number, not {json.dumps(asked[flags[0]])}")
         limits = self.default_limits.replace(**asked)
-        over = [(name, value, most, flag) for name, value, most, flag in (
-            ("timeout_s", limits.timeout_s, self.max_timeout_s, "--max-timeout"),
-            ("memory_mb", limits.memory_mb or 0, self.max_memory_mb, "ServerConfig.max_memory_mb"),
-            ("max_output_bytes", limits.max_output_bytes, self.max_output_bytes, "ServerConfig.max_output_bytes"),
-        ) if value > most]
+        over = [
+            (name, value, most, flag)
+            for name, value, most, flag in (
+                ("timeout_s", limits.timeout_s, self.max_timeout_s, "--max-timeout"),
+                ("memory_mb", limits.memory_mb or 0, self.max_memory_mb, "ServerConfig.max_memory_mb"),
+                (
+                    "max_output_bytes",
+                    limits.max_output_bytes,
+                    self.max_output_bytes,
+                    "ServerConfig.max_output_bytes",
+                ),
+            )
+            if value > most
+        ]
         for name, value, most, flag in over:
             raise ConfigurationError(f"limits.{name} {value} is over this server's maximum {most} ({flag})")
         if limits.network and not self.allow_network:
@@ -166,6 +193,10 @@ class ServerConfig:
         default = self.default_limits
         return {
             "default": {name: getattr(default, name) for name in Limits.__dataclass_fields__},
-            "maximum": {"timeout_s": self.max_timeout_s, "memory_mb": self.max_memory_mb,
-                        "max_output_bytes": self.max_output_bytes, "network": self.allow_network},
+            "maximum": {
+                "timeout_s": self.max_timeout_s,
+                "memory_mb": self.max_memory_mb,
+                "max_output_bytes": self.max_output_bytes,
+                "network": self.allow_network,
+            },
         }

@@ -89,20 +89,32 @@ class ConnectionGuard:
             await self.app(scope, receive, guarded_send)
         except asyncio.CancelledError:
             if sent["start"] and not sent["end"]:
-                log.warning("%s: closing the connection mid-answer after %.1f s: the server is shutting down "
-                            "(its grace period ran out)", _what(scope), time.monotonic() - began)
+                log.warning(
+                    "%s: closing the connection mid-answer after %.1f s: the server is shutting down "
+                    "(its grace period ran out)",
+                    _what(scope),
+                    time.monotonic() - began,
+                )
             raise
         except Exception as exc:
             if sent["end"]:  # Starlette answered it (500, the error shape) and raised it again: logged, kept
-                log.error("%s: answered 500 internal (%s: %s)", _what(scope), type(exc).__name__, exc,
-                          exc_info=exc)
+                log.error(
+                    "%s: answered 500 internal (%s: %s)", _what(scope), type(exc).__name__, exc, exc_info=exc
+                )
                 return
             if sent["start"]:
-                log.error("%s: closing the connection mid-answer after %.1f s: the handler failed "
-                          "(%s: %s)", _what(scope), time.monotonic() - began, type(exc).__name__, exc,
-                          exc_info=exc)
+                log.error(
+                    "%s: closing the connection mid-answer after %.1f s: the handler failed (%s: %s)",
+                    _what(scope),
+                    time.monotonic() - began,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=exc,
+                )
                 raise  # uvicorn closes it: the only way left to tell the client the answer is cut
-            log.error("%s: answered 500 internal (%s: %s)", _what(scope), type(exc).__name__, exc, exc_info=exc)
+            log.error(
+                "%s: answered 500 internal (%s: %s)", _what(scope), type(exc).__name__, exc, exc_info=exc
+            )
             error = ApiError(500, "internal", f"{type(exc).__name__}: {exc}")
             await error_response(error)(scope, receive, guarded_send)
 
@@ -145,37 +157,62 @@ def protocol_class() -> Any:
         def timeout_keep_alive_handler(self) -> None:
             if self.transport.is_closing():
                 return
-            if _readable(self.transport):  # a request (or the client's close) came as the timer fired: read it
-                log.debug("connection from %s: unread bytes at the keep-alive timeout (a request, or the client "
-                          "closing it): read first", self._peer())
-                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
-                                                                    self.timeout_keep_alive_handler)
+            if _readable(
+                self.transport
+            ):  # a request (or the client's close) came as the timer fired: read it
+                log.debug(
+                    "connection from %s: unread bytes at the keep-alive timeout (a request, or the client "
+                    "closing it): read first",
+                    self._peer(),
+                )
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
                 return
-            log.debug("closing the connection from %s: idle for %s s (keep-alive timeout)", self._peer(),
-                      self.timeout_keep_alive)
+            log.debug(
+                "closing the connection from %s: idle for %s s (keep-alive timeout)",
+                self._peer(),
+                self.timeout_keep_alive,
+            )
             super().timeout_keep_alive_handler()
 
         def send_400_response(self, msg: str) -> None:
-            log.warning("closing the connection from %s: what it sent is not HTTP/1.1 (%s); answered 400",
-                        self._peer(), msg)
+            log.warning(
+                "closing the connection from %s: what it sent is not HTTP/1.1 (%s); answered 400",
+                self._peer(),
+                msg,
+            )
             super().send_400_response(msg)
 
         def eof_received(self) -> Any:
             if self._answering():
-                log.info("connection from %s: the client closed it before the answer to %s %s", self._peer(),
-                         self.scope.get("method"), self.scope.get("path"))
+                log.info(
+                    "connection from %s: the client closed it before the answer to %s %s",
+                    self._peer(),
+                    self.scope.get("method"),
+                    self.scope.get("path"),
+                )
             return super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if exc is not None and self._answering():
-                log.info("connection from %s lost before the answer to %s %s (%s)", self._peer(),
-                         self.scope.get("method"), self.scope.get("path"), exc)
+                log.info(
+                    "connection from %s lost before the answer to %s %s (%s)",
+                    self._peer(),
+                    self.scope.get("method"),
+                    self.scope.get("path"),
+                    exc,
+                )
             super().connection_lost(exc)
 
         def shutdown(self) -> None:
             if self._answering():
-                log.info("connection from %s: closed after its answer to %s %s (the server is shutting down)",
-                         self._peer(), self.scope.get("method"), self.scope.get("path"))
+                log.info(
+                    "connection from %s: closed after its answer to %s %s (the server is shutting down)",
+                    self._peer(),
+                    self.scope.get("method"),
+                    self.scope.get("path"),
+                )
             super().shutdown()
 
     _protocol = KeepAliveProtocol

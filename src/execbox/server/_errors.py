@@ -15,7 +15,8 @@ adds ``reason``). The codes::
     410 session_expired    the session ended; ``reason``: ttl, idle, deleted or node_lost (--ray)
     413 too_large          a body or a file over the server's size limit, or too many JSON values
     415 unsupported_media_type  a JSON route's body sent without Content-Type: application/json
-    429 busy               over --max-concurrency or --max-sessions, or the Ray cluster is full (retryable, Retry-After)
+    429 busy               over --max-concurrency or --max-sessions, or the Ray cluster is full
+                           (retryable, Retry-After)
     503 backend_unavailable  the backend cannot start here (the message names the fix)
     503 node_lost          (--ray) the Ray node of a stateless run was lost: retry, it goes to another
     500 internal           a bug: the message says what failed
@@ -47,8 +48,16 @@ __all__ = ["ApiError", "error_response", "from_execbox"]
 class ApiError(Exception):
     """An answer in the error shape; raised by a route, rendered by the app."""
 
-    def __init__(self, status: int, code: str, message: str, *, retryable: bool = False,
-                 headers: dict[str, str] | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -58,7 +67,9 @@ class ApiError(Exception):
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, "retryable": self.retryable, **self.extra}}
+        return {
+            "error": {"code": self.code, "message": self.message, "retryable": self.retryable, **self.extra}
+        }
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -76,8 +87,13 @@ def from_execbox(exc: ExecboxError | OSError) -> ApiError:
     if isinstance(exc, BackendUnavailableError):
         return ApiError(503, "backend_unavailable", str(exc))
     if isinstance(exc, ClusterBusyError):
-        return ApiError(429, "busy", str(exc), retryable=True,
-                        headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
+        return ApiError(
+            429,
+            "busy",
+            str(exc),
+            retryable=True,
+            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))},
+        )
     if isinstance(exc, NodeLostError):  # a stateless run: retry, it goes to the nodes left
         return ApiError(503, "node_lost", str(exc), retryable=True)
     if isinstance(exc, ExecutorClosedError):

@@ -6,9 +6,10 @@ the execution's ids); then the core's events as they happen
 (``execbox._run_events``: ``block_start``, ``stdout`` / ``stderr``,
 ``display``, ``block_end``), each sent as ``event_to_dict`` makes it; then
 always ``end``: ``{status, result, error}`` with the whole
-``ExecutionResult`` (for a cancelled run, one made of what it printed). Streamed text past twice ``Limits.max_output_bytes``
-is dropped with one ``truncated`` event (the result keeps its own capped
-output): a loop printing forever must not fill the server's memory.
+``ExecutionResult`` (for a cancelled run, one made of what it printed).
+Streamed text past twice ``Limits.max_output_bytes`` is dropped with one
+``truncated`` event (the result keeps its own capped output): a loop
+printing forever must not fill the server's memory.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class Execution:
         return self.status != "running"
 
     def start(self, on_done: Callable[[Execution], None]) -> None:
-        self._emit("start", {"execution_id": self.id, "session_id": self.session_id, "blocks": len(self.blocks)})
+        self._emit(
+            "start", {"execution_id": self.id, "session_id": self.session_id, "blocks": len(self.blocks)}
+        )
         self._task = asyncio.get_running_loop().create_task(self._run(on_done))
         self._task.add_done_callback(lambda task: self._never_ran(task, on_done))
 
@@ -107,16 +110,27 @@ class Execution:
         self._streamed += len(text.encode("utf-8", "surrogatepass"))
         self._emit(event.kind, event_to_dict(event))
         if self._streamed >= self._stream_cap:
-            self._emit("truncated", {"after_bytes": self._stream_cap, "note": "the rest is in the result (capped "
-                                     "by limits.max_output_bytes)"})
+            self._emit(
+                "truncated",
+                {
+                    "after_bytes": self._stream_cap,
+                    "note": "the rest is in the result (capped by limits.max_output_bytes)",
+                },
+            )
 
     def _cancelled_result(self) -> ExecutionResult:
         def joined(name: str) -> str:
-            return "".join(self._text[name])[-self.executor.limits.max_output_bytes:]
+            return "".join(self._text[name])[-self.executor.limits.max_output_bytes :]
 
-        return ExecutionResult(exit_code=130, output=joined("output") + "\nCancelled.\n", stdout=joined("stdout"),
-                               stderr=joined("stderr"), error=ErrorInfo("Cancelled", "cancelled by a request"),
-                               duration_s=time.time() - self.started, backend=self.executor.name)
+        return ExecutionResult(
+            exit_code=130,
+            output=joined("output") + "\nCancelled.\n",
+            stdout=joined("stdout"),
+            stderr=joined("stderr"),
+            error=ErrorInfo("Cancelled", "cancelled by a request"),
+            duration_s=time.time() - self.started,
+            backend=self.executor.name,
+        )
 
     def _emit(self, event: str, data: Any) -> None:
         self.events.append((len(self.events) + 1, event, data))
@@ -135,9 +149,13 @@ class Execution:
             await asyncio.wait({self._task})
 
     def summary(self) -> dict[str, Any]:
-        return {"id": self.id, "session_id": self.session_id, "status": self.status,
-                "result": self.result.to_dict() if self.result is not None else None,
-                "error": self.error.body()["error"] if self.error is not None else None}
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "status": self.status,
+            "result": self.result.to_dict() if self.result is not None else None,
+            "error": self.error.body()["error"] if self.error is not None else None,
+        }
 
     async def stream(self, after: int, keepalive_s: float) -> AsyncIterator[tuple[int, str, Any] | None]:
         """The events after id ``after`` as they come, until ``end``; None

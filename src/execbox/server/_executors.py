@@ -74,8 +74,12 @@ class ExecutorPool:
         """Give back an executor ``acquire`` handed out (``reusable=False``:
         it was interrupted; it is closed)."""
         self._busy.pop(id(executor), None)
-        if (self._closed or not reusable or executor.name not in REUSED_BACKENDS
-                or not await asyncio.to_thread(_emptied, executor)):
+        if (
+            self._closed
+            or not reusable
+            or executor.name not in REUSED_BACKENDS
+            or not await asyncio.to_thread(_emptied, executor)
+        ):
             await executor.aclose()
             return
         self._idle[id(executor)] = (self._key(executor.name, executor.limits), executor)
@@ -89,8 +93,9 @@ class ExecutorPool:
 
     def executors(self) -> list[tuple[str, Executor]]:
         """Every executor held: ("idle", kept) and ("running", checked out)."""
-        return ([("idle", executor) for _, executor in list(self._idle.values())]
-                + [("running", executor) for executor in list(self._busy.values())])
+        return [("idle", executor) for _, executor in list(self._idle.values())] + [
+            ("running", executor) for executor in list(self._busy.values())
+        ]
 
     async def aclose(self) -> None:
         self._closed = True

@@ -36,8 +36,9 @@ def host_names(host: str) -> set[str]:
 class RequestGuard:
     """403 for a foreign ``Host``, ``Origin`` or cross-site state change (see the module)."""
 
-    def __init__(self, app: ASGIApp, host: str, allow_hosts: tuple[str, ...] = (),
-                 allow_origins: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str, allow_hosts: tuple[str, ...] = (), allow_origins: tuple[str, ...] = ()
+    ) -> None:
         self.app = app
         self.names = {name.lower() for name in host_names(host)}
         self.allow_hosts = {name.lower() for name in allow_hosts}
@@ -59,7 +60,7 @@ class RequestGuard:
         if host in self.allow_hosts:
             return True
         if host.startswith("["):
-            name = host[:host.find("]") + 1]
+            name = host[: host.find("]") + 1]
         else:
             name = host.rpartition(":")[0] if ":" in host else host
         return name in self.names or name in self.allow_hosts
@@ -70,17 +71,23 @@ class RequestGuard:
             headers.setdefault(key, value.decode("latin-1").strip().lower())
         host = headers.get(b"host", "")
         if not self.host_allowed(host):
-            return (f"Host {host!r} is not a name this server is served as: it takes "
-                    f"{', '.join(sorted(self.names | self.allow_hosts))} (any port); allow another with "
-                    "execbox serve --allow-host NAME "
-                    "(refused so that a page whose name resolves here cannot reach it: DNS rebinding)")
+            return (
+                f"Host {host!r} is not a name this server is served as: it takes "
+                f"{', '.join(sorted(self.names | self.allow_hosts))} (any port); allow another with "
+                "execbox serve --allow-host NAME "
+                "(refused so that a page whose name resolves here cannot reach it: DNS rebinding)"
+            )
         origin = headers.get(b"origin")
         if origin is not None:
             own = f"{scope.get('scheme', 'http')}://{host}"
             if origin.rstrip("/") != own and origin.rstrip("/") not in self.allow_origins:
-                return (f"Origin {origin!r} is not this server's own ({own}): a page of another site may not "
-                        "call it; allow one with execbox serve --allow-origin ORIGIN")
+                return (
+                    f"Origin {origin!r} is not this server's own ({own}): a page of another site may not "
+                    "call it; allow one with execbox serve --allow-origin ORIGIN"
+                )
         if headers.get(b"sec-fetch-site") == "cross-site" and scope.get("method") not in SAFE_METHODS:
-            return ("Sec-Fetch-Site: cross-site: a page of another site may not change state here; "
-                    "call the API from this server's own page or a non-browser client")
+            return (
+                "Sec-Fetch-Site: cross-site: a page of another site may not change state here; "
+                "call the API from this server's own page or a non-browser client"
+            )
         return None

@@ -29,8 +29,10 @@ class Load:
     def admit(self) -> None:
         """Take a slot now, or raise the 429."""
         if self.running >= self.max_running:
-            raise busy(f"{self.running} executions are running, the most this server runs at once "
-                       f"(execbox serve --max-concurrency {self.max_running}): retry after a second")
+            raise busy(
+                f"{self.running} executions are running, the most this server runs at once "
+                f"(execbox serve --max-concurrency {self.max_running}): retry after a second"
+            )
         self.running += 1
 
     async def acquire(self) -> None:

@@ -47,8 +47,9 @@ async def _in_thread(call: Any, workspace: Workspace, path: str, *args: Any) -> 
         if not await asyncio.to_thread(_present, workspace, path):
             raise ApiError(404, "not_found", f"nothing at {path!r} in the session's workspace") from None
         if isinstance(exc, IsADirectoryError):
-            raise ApiError(400, "workspace_error", f"{path!r} is a folder: list it with GET .../files?path=") \
-                from None
+            raise ApiError(
+                400, "workspace_error", f"{path!r} is a folder: list it with GET .../files?path="
+            ) from None
         raise from_execbox(exc) from None
 
 
@@ -88,9 +89,21 @@ async def listing(request: Request) -> Response:
     path = request.query_params.get("path", ".")
     workspace = session.executor.workspace
     entries = await _in_thread(lambda given: _list(workspace, given), workspace, path)
-    return JSONResponse({"path": path, "files": [
-        {"name": e.path, "type": "dir" if e.is_dir else "file", "size": e.size, "mtime": e.mtime,
-         "mime": None if e.is_dir else _mime(e.path)} for e in entries]})
+    return JSONResponse(
+        {
+            "path": path,
+            "files": [
+                {
+                    "name": e.path,
+                    "type": "dir" if e.is_dir else "file",
+                    "size": e.size,
+                    "mtime": e.mtime,
+                    "mime": None if e.is_dir else _mime(e.path),
+                }
+                for e in entries
+            ],
+        }
+    )
 
 
 def _list(workspace: Workspace, path: str) -> list[Any]:
@@ -104,8 +117,12 @@ async def get_file(request: Request) -> Response:
     session.touch()
     path = request.path_params["path"]
     workspace = session.executor.workspace
-    data = await _in_thread(lambda given, limit: read_file(workspace, given, limit), workspace, path,
-                            state_of(request).config.max_upload_bytes)
+    data = await _in_thread(
+        lambda given, limit: read_file(workspace, given, limit),
+        workspace,
+        path,
+        state_of(request).config.max_upload_bytes,
+    )
     return Response(data, media_type=_mime(path), headers=download_headers(path))
 
 
@@ -117,8 +134,11 @@ def download_headers(path: str) -> dict[str, str]:
     name = os.path.basename(os.path.normpath(path)) or "file"
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "file"
     encoded = quote(name.encode("utf-8", "surrogatepass"), safe="")
-    return {"Content-Disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}",
-            "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox; default-src 'none'"}
+    return {
+        "Content-Disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "sandbox; default-src 'none'",
+    }
 
 
 async def put_file(request: Request) -> Response:
@@ -130,7 +150,9 @@ async def put_file(request: Request) -> Response:
     await _in_thread(workspace.write_bytes, workspace, path, data)
     await asyncio.to_thread(session.executor.give_to_blocks, [path])  # the jail's to rewrite, as its own
     session.touch()
-    return JSONResponse({"name": path, "size": len(data), "mime": _mime(path)}, status_code=200 if existed else 201)
+    return JSONResponse(
+        {"name": path, "size": len(data), "mime": _mime(path)}, status_code=200 if existed else 201
+    )
 
 
 async def delete_file(request: Request) -> Response:

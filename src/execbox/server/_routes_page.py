@@ -33,11 +33,17 @@ HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 
 
 async def page(request: Request) -> Response:
-    # the page's own script and style only; a run's HTML is shown in a sandboxed iframe (srcdoc), blobs for images
-    policy = ("default-src 'self'; img-src 'self' blob: data:; frame-src 'self' blob:; "
-              "style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'")
-    return FileResponse(STATIC / "index.html", media_type="text/html",
-                        headers={**HEADERS, "Content-Security-Policy": policy, "Referrer-Policy": "no-referrer"})
+    # the page's own script and style only; a run's HTML is shown in a sandboxed iframe (srcdoc),
+    # blobs for images
+    policy = (
+        "default-src 'self'; img-src 'self' blob: data:; frame-src 'self' blob:; "
+        "style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'"
+    )
+    return FileResponse(
+        STATIC / "index.html",
+        media_type="text/html",
+        headers={**HEADERS, "Content-Security-Policy": policy, "Referrer-Policy": "no-referrer"},
+    )
 
 
 async def static(request: Request) -> Response:
@@ -55,9 +61,19 @@ async def extract(request: Request) -> Response:
     if text is None:
         raise ApiError(400, "bad_request", "'text' (the model's reply) is required")
     blocks = extract_code_blocks(text)
-    return JSONResponse({"blocks": [{"language": b.language, "code": b.code, "filename": b.filename,
-                                     "language_inferred": b.language_inferred}
-                                    for b in blocks]})
+    return JSONResponse(
+        {
+            "blocks": [
+                {
+                    "language": b.language,
+                    "code": b.code,
+                    "filename": b.filename,
+                    "language_inferred": b.language_inferred,
+                }
+                for b in blocks
+            ]
+        }
+    )
 
 
 ROUTES = [

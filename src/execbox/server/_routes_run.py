@@ -26,23 +26,37 @@ async def info(request: Request) -> Response:
     config = state.config
     backends = await state.backends()
     languages = sorted({lang for b in backends.values() for lang in b.get("languages", ())})
-    return JSONResponse({
-        "version": __version__,
-        "default_backend": config.backend,
-        "ray": config.ray_address,
-        "backends": backends,
-        "languages": languages,
-        "limits": config.limits_info(),
-        "capabilities": {"sessions": True, "batch": True, "files": True, "streaming": ["text/event-stream", "application/x-ndjson"],
-                         "resume": True, "cancel": True, "max_upload_bytes": config.max_upload_bytes,
-                         "session_ttl_s": {"default": config.session_ttl_s, "maximum": config.max_session_ttl_s},
-                         "session_idle_ttl_s": {"default": config.session_idle_ttl_s},
-                         "sse_keepalive_s": config.keepalive_s},
-        "load": {"sessions": len(state.sessions), "max_sessions": config.max_sessions,
-                 "running": state.load.running, "queued": state.load.queued,
-                 "max_concurrency": config.max_concurrency, "idle_executors": state.pool.idle},
-        "pools": await state.pools(),
-    })
+    return JSONResponse(
+        {
+            "version": __version__,
+            "default_backend": config.backend,
+            "ray": config.ray_address,
+            "backends": backends,
+            "languages": languages,
+            "limits": config.limits_info(),
+            "capabilities": {
+                "sessions": True,
+                "batch": True,
+                "files": True,
+                "streaming": ["text/event-stream", "application/x-ndjson"],
+                "resume": True,
+                "cancel": True,
+                "max_upload_bytes": config.max_upload_bytes,
+                "session_ttl_s": {"default": config.session_ttl_s, "maximum": config.max_session_ttl_s},
+                "session_idle_ttl_s": {"default": config.session_idle_ttl_s},
+                "sse_keepalive_s": config.keepalive_s,
+            },
+            "load": {
+                "sessions": len(state.sessions),
+                "max_sessions": config.max_sessions,
+                "running": state.load.running,
+                "queued": state.load.queued,
+                "max_concurrency": config.max_concurrency,
+                "idle_executors": state.pool.idle,
+            },
+            "pools": await state.pools(),
+        }
+    )
 
 
 async def run(request: Request) -> Response:
@@ -68,8 +82,9 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
         result = await executor.arun(todo.blocks)
         answer = result.to_dict()
         if todo.fetch_files:
-            answer["file_contents"] = await asyncio.to_thread(_fetch, executor.workspace, todo.fetch_files,
-                                                              state.config.max_upload_bytes)
+            answer["file_contents"] = await asyncio.to_thread(
+                _fetch, executor.workspace, todo.fetch_files, state.config.max_upload_bytes
+            )
         finished = True
         return answer
     except (ExecboxError, OSError) as exc:

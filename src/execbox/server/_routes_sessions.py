@@ -33,8 +33,11 @@ def session_of(request: Request) -> Session:
 def _seconds(data: dict[str, Any], name: str, default: float, most: float) -> float:
     value = field_of(data, name, (int, float), default)
     if not 0 < value <= most:
-        raise ApiError(400, "bad_request", f"{name} must be more than 0 and at most {most:g} seconds "
-                                           "(execbox serve --max-session-ttl)")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"{name} must be more than 0 and at most {most:g} seconds (execbox serve --max-session-ttl)",
+        )
     return float(value)
 
 
@@ -51,8 +54,11 @@ async def create(request: Request) -> Response:
         raise ApiError(400, "bad_request", "'env' must map names to string values")
     for name, value in env.items():
         if not name or "=" in name or "\0" in name or "\0" in value:
-            raise ApiError(400, "bad_request", f"env name {name!r}: a name must be non-empty without '=' or NUL, "
-                                               "a value without NUL")
+            raise ApiError(
+                400,
+                "bad_request",
+                f"env name {name!r}: a name must be non-empty without '=' or NUL, a value without NUL",
+            )
     files = decode_files(data)
     options: dict[str, Any] = {}
     if "keep_code_files" in data:
@@ -69,16 +75,29 @@ async def create(request: Request) -> Response:
     finally:
         state.sessions.add(session)
     # the key is answered here only, never again (the server keeps its hash)
-    return JSONResponse({**session.info(), "key": key}, status_code=201,
-                        headers={"Location": f"/v1/sessions/{session.id}", "Cache-Control": "no-store"})
+    return JSONResponse(
+        {**session.info(), "key": key},
+        status_code=201,
+        headers={"Location": f"/v1/sessions/{session.id}", "Cache-Control": "no-store"},
+    )
 
 
-async def _open(state: ServerState, backend: str, limits: Any, options: dict[str, Any], files: dict[str, bytes],
-                ttl_s: float, idle_ttl_s: float, key: str) -> Session:
+async def _open(
+    state: ServerState,
+    backend: str,
+    limits: Any,
+    options: dict[str, Any],
+    files: dict[str, bytes],
+    ttl_s: float,
+    idle_ttl_s: float,
+    key: str,
+) -> Session:
     """A started executor, its files written before it starts (so that a
     sandbox hands them to its jail with the workspace)."""
     try:
-        pinned = {"pinned": True} if state.config.ray_address else {}  # a session's workspace lives on its node
+        pinned = (
+            {"pinned": True} if state.config.ray_address else {}
+        )  # a session's workspace lives on its node
         executor = state.config.make_executor(backend, limits=limits, **pinned, **options)
     except (ExecboxError, TypeError) as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
@@ -149,12 +168,19 @@ async def execute(request: Request) -> Response:
             session.running = None
         session.touch()
         if finished.node_lost:  # the session's node is gone: so is the session (410 node_lost from now on)
-            finished.error = ApiError(410, "session_expired", f"session {session.id} has ended: {finished.node_lost}",
-                                      reason="node_lost")
+            finished.error = ApiError(
+                410,
+                "session_expired",
+                f"session {session.id} has ended: {finished.node_lost}",
+                reason="node_lost",
+            )
             state.sessions.end_soon(session, "node_lost")
 
     execution.start(done)
-    headers = {"Location": f"/v1/sessions/{session.id}/executions/{execution.id}", "X-Execution-Id": execution.id}
+    headers = {
+        "Location": f"/v1/sessions/{session.id}/executions/{execution.id}",
+        "X-Execution-Id": execution.id,
+    }
     streamed = _stream_format(request)
     if streamed is not None:
         return _event_stream(state, execution, 0, headers, streamed)
@@ -169,9 +195,14 @@ async def _claim(state: ServerState, session: Session, queue: bool) -> None:
     take a run slot (429 when none is free, or wait for one when queued)."""
     while True:
         if session.running is not None and not queue:
-            raise ApiError(409, "execution_running", f"session {session.id} runs execution {session.running.id}: "
-                                                     "wait for its end, cancel it, or send ?queue=1 to wait "
-                                                     "in line", retryable=True)
+            raise ApiError(
+                409,
+                "execution_running",
+                f"session {session.id} runs execution {session.running.id}: "
+                "wait for its end, cancel it, or send ?queue=1 to wait "
+                "in line",
+                retryable=True,
+            )
         if session.running is not None:
             state.load.queued += 1
             try:
@@ -203,11 +234,13 @@ def _stream_format(request: Request) -> str | None:
     return None
 
 
-def _event_stream(state: ServerState, execution: Execution, after: int, headers: dict[str, str],
-                  form: str = "sse") -> Response:
+def _event_stream(
+    state: ServerState, execution: Execution, after: int, headers: dict[str, str], form: str = "sse"
+) -> Response:
     """The events after id ``after``: server-sent events (a ``: keepalive``
     comment when quiet), or NDJSON lines ``{id, event, data}`` (a
     ``{"event": "keepalive"}`` line)."""
+
     async def frames() -> AsyncIterator[bytes]:
         async for item in execution.stream(after, state.config.keepalive_s):
             if form == "sse":
@@ -218,8 +251,11 @@ def _event_stream(state: ServerState, execution: Execution, after: int, headers:
                 yield json.dumps({"id": item[0], "event": item[1], "data": item[2]}).encode() + b"\n"
 
     media = "text/event-stream" if form == "sse" else "application/x-ndjson"
-    return StreamingResponse(frames(), media_type=media,
-                             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        frames(),
+        media_type=media,
+        headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 async def show_execution(request: Request) -> Response:
@@ -234,8 +270,9 @@ async def events(request: Request) -> Response:
     given = request.query_params.get("after", request.headers.get("last-event-id", "0"))
     if not (given.isascii() and given.isdigit()):
         raise ApiError(400, "bad_request", f"after={given!r} must be an event id (a whole number)")
-    return _event_stream(state, execution, int(given), {"X-Execution-Id": execution.id},
-                         _stream_format(request) or "sse")
+    return _event_stream(
+        state, execution, int(given), {"X-Execution-Id": execution.id}, _stream_format(request) or "sse"
+    )
 
 
 async def cancel(request: Request) -> Response:

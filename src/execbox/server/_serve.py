@@ -34,11 +34,21 @@ def log_config(log_level: str) -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["formatters"]["execbox"] = {"()": "uvicorn.logging.DefaultFormatter",
-                                       "fmt": "%(levelprefix)s %(name)s: %(message)s", "use_colors": None}
-    config["handlers"]["execbox"] = {"formatter": "execbox", "class": "logging.StreamHandler",
-                                     "stream": "ext://sys.stderr"}
-    config["loggers"]["execbox.server"] = {"handlers": ["execbox"], "level": log_level.upper(), "propagate": False}
+    config["formatters"]["execbox"] = {
+        "()": "uvicorn.logging.DefaultFormatter",
+        "fmt": "%(levelprefix)s %(name)s: %(message)s",
+        "use_colors": None,
+    }
+    config["handlers"]["execbox"] = {
+        "formatter": "execbox",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["execbox.server"] = {
+        "handlers": ["execbox"],
+        "level": log_level.upper(),
+        "propagate": False,
+    }
     return config
 
 
@@ -57,31 +67,51 @@ def announcement(config: ServerConfig, port: int, name: str = "execbox serve", w
     where = f" on the Ray cluster at {config.ray_address}" if config.ray_address else ""
     about = f"backend {config.backend}{where}"
     if config.token_generated:
-        lines = [f"{name}: {page_url(config, port)}",
-                 f"  ({about}; open the link above for the playground{what}; API clients send "
-                 "Authorization: Bearer <the token in it>, or set EXECBOX_TOKEN to it; the token is made for "
-                 "this run and printed only here; API at /openapi.json; Ctrl-C stops)"]
+        lines = [
+            f"{name}: {page_url(config, port)}",
+            f"  ({about}; open the link above for the playground{what}; API clients send "
+            "Authorization: Bearer <the token in it>, or set EXECBOX_TOKEN to it; the token is made for "
+            "this run and printed only here; API at /openapi.json; Ctrl-C stops)",
+        ]
     elif config.token:
-        lines = [f"{name}: {page_url(config, port, with_token=False)} ({about}; bearer token required: the one "
-                 f"given by --token / EXECBOX_TOKEN{what}; API at /openapi.json; Ctrl-C stops)"]
+        lines = [
+            f"{name}: {page_url(config, port, with_token=False)} ({about}; bearer token required: the one "
+            f"given by --token / EXECBOX_TOKEN{what}; API at /openapi.json; Ctrl-C stops)"
+        ]
     else:
-        lines = [f"{name}: {page_url(config, port)} ({about}; no token{what}; API at /openapi.json; Ctrl-C stops)",
-                 f"{name}: WARNING: --no-token: every user and program on this machine can run code through this "
-                 "server (with --backend local, as its user, unjailed); web pages still cannot (Host and Origin "
-                 "are checked), and a session stays its key's. Drop --no-token to require a token"]
+        lines = [
+            f"{name}: {page_url(config, port)} ({about}; no token{what}; API at /openapi.json; Ctrl-C stops)",
+            f"{name}: WARNING: --no-token: every user and program on this machine can run code through this "
+            "server (with --backend local, as its user, unjailed); web pages still cannot (Host and Origin "
+            "are checked), and a session stays its key's. Drop --no-token to require a token",
+        ]
     return lines
 
 
-def serve(config: ServerConfig, *, log_level: str = "warning", name: str = "execbox serve", what: str = "",
-          stream: TextIO | None = None) -> None:
+def serve(
+    config: ServerConfig,
+    *,
+    log_level: str = "warning",
+    name: str = "execbox serve",
+    what: str = "",
+    stream: TextIO | None = None,
+) -> None:
     """Bind, print the ``announcement`` on ``stream`` (stderr), serve until
     SIGTERM or SIGINT."""
     import uvicorn
 
     keep_alive: Any = config.keep_alive_s  # typed int by uvicorn, used as seconds (call_later): a float works
-    settings = uvicorn.Config(create_app(config), host=config.host, port=config.port, log_level=log_level,
-                              log_config=log_config(log_level), http=protocol_class(), timeout_keep_alive=keep_alive,
-                              timeout_graceful_shutdown=SHUTDOWN_GRACE_S, lifespan="on")
+    settings = uvicorn.Config(
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        log_config=log_config(log_level),
+        http=protocol_class(),
+        timeout_keep_alive=keep_alive,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        lifespan="on",
+    )
     sock = settings.bind_socket()  # exits with uvicorn's message when the port is taken
     port = sock.getsockname()[1]
     print("\n".join(announcement(config, port, name, what)), file=stream or sys.stderr, flush=True)

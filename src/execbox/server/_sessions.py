@@ -54,13 +54,19 @@ def key_digest(key: str) -> bytes:
 def _check_key(sid: str, digest: bytes, given: str | None) -> None:
     """403 unless ``given`` is the session's key (compared in constant time)."""
     if given is None:
-        raise ApiError(403, "session_key_required",
-                       f"session {sid} needs its key: send it as the header {KEY_HEADER} (the \"key\" that "
-                       "POST /v1/sessions answered once)")
+        raise ApiError(
+            403,
+            "session_key_required",
+            f'session {sid} needs its key: send it as the header {KEY_HEADER} (the "key" that '
+            "POST /v1/sessions answered once)",
+        )
     if not hmac.compare_digest(key_digest(given), digest):
-        raise ApiError(403, "session_key_required",
-                       f"the {KEY_HEADER} sent is not the key of session {sid}: send the \"key\" that "
-                       "POST /v1/sessions answered when it was made")
+        raise ApiError(
+            403,
+            "session_key_required",
+            f'the {KEY_HEADER} sent is not the key of session {sid}: send the "key" that '
+            "POST /v1/sessions answered when it was made",
+        )
 
 
 def iso(when: float) -> str:
@@ -68,8 +74,9 @@ def iso(when: float) -> str:
 
 
 class Session:
-    def __init__(self, executor: Executor, *, key: str, backend: str, limits: Limits, ttl_s: float,
-                 idle_ttl_s: float) -> None:
+    def __init__(
+        self, executor: Executor, *, key: str, backend: str, limits: Limits, ttl_s: float, idle_ttl_s: float
+    ) -> None:
         self.id = "s_" + secrets.token_hex(12)
         self.key_digest = key_digest(key)
         self.executor = executor
@@ -111,18 +118,29 @@ class Session:
     def execution(self, eid: str) -> Execution:
         found = self.executions.get(eid)
         if found is None:
-            raise ApiError(404, "not_found", f"no execution {eid!r} in session {self.id} (the last "
-                                             f"{KEPT_EXECUTIONS} are kept)")
+            raise ApiError(
+                404,
+                "not_found",
+                f"no execution {eid!r} in session {self.id} (the last {KEPT_EXECUTIONS} are kept)",
+            )
         return found
 
     def info(self, state: str = "open") -> dict[str, Any]:
         capabilities = self.executor.capabilities
-        return {"id": self.id, "state": state, "backend": self.backend, "stateful": capabilities.stateful,
-                "created_at": iso(self.created), "expires_at": iso(self.expires_at),
-                "idle_expires_at": iso(self.idle_expires_at), "ttl_s": self.ttl_s, "idle_ttl_s": self.idle_ttl_s,
-                "limits": {name: getattr(self.limits, name) for name in Limits.__dataclass_fields__},
-                "running_execution": self.running.id if self.running is not None else None,
-                "executions": list(self.executions)}
+        return {
+            "id": self.id,
+            "state": state,
+            "backend": self.backend,
+            "stateful": capabilities.stateful,
+            "created_at": iso(self.created),
+            "expires_at": iso(self.expires_at),
+            "idle_expires_at": iso(self.idle_expires_at),
+            "ttl_s": self.ttl_s,
+            "idle_ttl_s": self.idle_ttl_s,
+            "limits": {name: getattr(self.limits, name) for name in Limits.__dataclass_fields__},
+            "running_execution": self.running.id if self.running is not None else None,
+            "executions": list(self.executions),
+        }
 
 
 class SessionStore:
@@ -146,8 +164,11 @@ class SessionStore:
         if len(self._open) + self._reserved >= self.max_sessions:
             soonest = min((s.expires_at for s in self._open.values()), default=time.time() + 1)
             wait = min(60, math.ceil(soonest - time.time()))
-            raise busy(f"{self.max_sessions} sessions are open, the most this server keeps "
-                       f"(execbox serve --max-sessions): delete one, or retry later", wait)
+            raise busy(
+                f"{self.max_sessions} sessions are open, the most this server keeps "
+                f"(execbox serve --max-sessions): delete one, or retry later",
+                wait,
+            )
         self._reserved += 1
 
     def add(self, session: Session | None) -> None:
@@ -179,9 +200,13 @@ class SessionStore:
         if sid not in self._ended:
             raise ApiError(404, "not_found", f"no session {sid!r} (never created here)")
         reason = self._ended[sid][0]
-        why = {"ttl": "its ttl_s passed", "idle": "it was idle longer than its idle_ttl_s",
-               "deleted": "it was deleted", "node_lost": "the Ray node it was pinned to was lost (its files and "
-               "state with it): open a new session"}[reason]
+        why = {
+            "ttl": "its ttl_s passed",
+            "idle": "it was idle longer than its idle_ttl_s",
+            "deleted": "it was deleted",
+            "node_lost": "the Ray node it was pinned to was lost (its files and "
+            "state with it): open a new session",
+        }[reason]
         raise ApiError(410, "session_expired", f"session {sid} has ended: {why}", reason=reason)
 
     async def end(self, session: Session, reason: str) -> None:

@@ -38,7 +38,9 @@ class ServerState:
         """Per executor held (kept idle, running a stateless run, a
         session's) that has a warm pool: its ``pool_health`` (read in a
         thread: the pool's lock may be held by a block starting)."""
-        held: list[tuple[str, Any, str | None]] = [(use, executor, None) for use, executor in self.pool.executors()]
+        held: list[tuple[str, Any, str | None]] = [
+            (use, executor, None) for use, executor in self.pool.executors()
+        ]
         held += [("session", session.executor, session.id) for session in self.sessions.open_sessions()]
         return await asyncio.to_thread(_pool_health, held)
 
@@ -54,8 +56,13 @@ def _describe(name: str) -> dict[str, Any]:
         return {"available": False, "problem": str(exc)}
     try:
         caps = executor.capabilities
-        return {"available": True, "isolated": caps.isolated, "stateful": caps.stateful,
-                "languages": list(caps.languages), "enforced": sorted(caps.enforced)}
+        return {
+            "available": True,
+            "isolated": caps.isolated,
+            "stateful": caps.stateful,
+            "languages": list(caps.languages),
+            "enforced": sorted(caps.enforced),
+        }
     except (ExecboxError, ImportError, OSError) as exc:
         return {"available": False, "problem": str(exc)}
     finally:
@@ -70,8 +77,14 @@ def _pool_health(held: list[tuple[str, Any, str | None]]) -> list[dict[str, Any]
         except Exception as exc:  # noqa: BLE001 - said in the entry, never a failed /v1/info
             health = {"error": f"{type(exc).__name__}: {exc}"}
         if health is not None:
-            found.append({"backend": executor.name, "use": use, **({"session_id": sid} if sid else {}),
-                          "health": dict(health)})
+            found.append(
+                {
+                    "backend": executor.name,
+                    "use": use,
+                    **({"session_id": sid} if sid else {}),
+                    "health": dict(health),
+                }
+            )
     return found
 
 

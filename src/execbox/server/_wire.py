@@ -21,8 +21,22 @@ from .._workspace import Workspace
 from ._config import ServerConfig
 from ._errors import ApiError
 
-__all__ = ["SSE_KEEPALIVE", "RunRequest", "backend_of", "blocks_of", "decode_files", "encode_file", "field_of",
-           "file_path", "limits_of", "read_body", "read_file", "read_json", "run_request", "sse"]
+__all__ = [
+    "SSE_KEEPALIVE",
+    "RunRequest",
+    "backend_of",
+    "blocks_of",
+    "decode_files",
+    "encode_file",
+    "field_of",
+    "file_path",
+    "limits_of",
+    "read_body",
+    "read_file",
+    "read_json",
+    "run_request",
+    "sse",
+]
 
 SSE_KEEPALIVE = b": keepalive\n\n"
 
@@ -42,8 +56,12 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def _too_large(size: int, limit: int) -> ApiError:
-    return ApiError(413, "too_large", f"the body is over {limit} bytes (at least {size}): this server takes "
-                                      f"at most {limit} (execbox serve --max-upload-mb)")
+    return ApiError(
+        413,
+        "too_large",
+        f"the body is over {limit} bytes (at least {size}): this server takes "
+        f"at most {limit} (execbox serve --max-upload-mb)",
+    )
 
 
 JSON_TYPE = "application/json"
@@ -64,10 +82,15 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     not hold up every other client."""
     kind = request.headers.get("content-type")
     media = (kind or "").split(";")[0].strip().lower()
-    if (kind is not None and media != JSON_TYPE) or (kind is None and request.headers.get("content-length") not in (
-            None, "0")):
-        raise ApiError(415, "unsupported_media_type", f"the body is sent as {kind or 'no Content-Type'}: set the "
-                                                      f"header Content-Type: {JSON_TYPE} (this route takes JSON)")
+    if (kind is not None and media != JSON_TYPE) or (
+        kind is None and request.headers.get("content-length") not in (None, "0")
+    ):
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"the body is sent as {kind or 'no Content-Type'}: set the "
+            f"header Content-Type: {JSON_TYPE} (this route takes JSON)",
+        )
     body = await read_body(request, limit)
     if not body.strip():
         return {}
@@ -91,14 +114,22 @@ def parse_json(body: bytes) -> dict[str, Any]:
         return value
 
     try:
-        data = json.loads(body.decode("utf-8"), parse_constant=_not_json,
-                          object_pairs_hook=lambda pairs: counted(dict(pairs), len(pairs)),
-                          parse_int=lambda text: counted(int(text)), parse_float=lambda text: counted(float(text)))
+        data = json.loads(
+            body.decode("utf-8"),
+            parse_constant=_not_json,
+            object_pairs_hook=lambda pairs: counted(dict(pairs), len(pairs)),
+            parse_int=lambda text: counted(int(text)),
+            parse_float=lambda text: counted(float(text)),
+        )
         _bounded(data, count[0])
     except _TooMany:
-        raise ApiError(413, "too_large", f"the body holds over {MAX_JSON_ITEMS} JSON values "
-                                         "(execbox.server._wire.MAX_JSON_ITEMS): send fewer, or large data "
-                                         "as one base64 string or a file (PUT .../files/PATH)") from None
+        raise ApiError(
+            413,
+            "too_large",
+            f"the body holds over {MAX_JSON_ITEMS} JSON values "
+            "(execbox.server._wire.MAX_JSON_ITEMS): send fewer, or large data "
+            "as one base64 string or a file (PUT .../files/PATH)",
+        ) from None
     except (ValueError, RecursionError) as exc:
         why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
         raise ApiError(400, "bad_request", f"the body is not JSON: {why}") from None
@@ -107,8 +138,12 @@ def parse_json(body: bytes) -> dict[str, Any]:
     if _SURROGATE_ESCAPE.search(body):  # a lone surrogate can only come from a \\uD8xx escape
         where = _lone_surrogate(data)
         if where is not None:
-            raise ApiError(400, "bad_request", f"{where} has a lone surrogate (such as \\ud800): JSON strings "
-                                               "here must be Unicode text; send bytes as base64")
+            raise ApiError(
+                400,
+                "bad_request",
+                f"{where} has a lone surrogate (such as \\ud800): JSON strings "
+                "here must be Unicode text; send bytes as base64",
+            )
     return data
 
 
@@ -119,8 +154,10 @@ def _bounded(data: Any, counted: int) -> None:
     while todo:
         value, depth = todo.pop()
         if depth > MAX_JSON_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} arrays and objects "
-                             "(execbox.server._wire.MAX_JSON_DEPTH): flatten it")
+            raise ValueError(
+                f"nested deeper than {MAX_JSON_DEPTH} arrays and objects "
+                "(execbox.server._wire.MAX_JSON_DEPTH): flatten it"
+            )
         if isinstance(value, list):
             counted += len(value)
             if counted > MAX_JSON_ITEMS:
@@ -172,7 +209,9 @@ def field_of(data: dict[str, Any], name: str, kind: type | tuple[type, ...], def
     if value is None:
         return default
     if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _tuple(kind)):
-        names = " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
+        names = (
+            " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
+        )
         raise ApiError(400, "bad_request", f"{name!r} must be {names.replace('list', 'array')}")
     return value
 
@@ -188,8 +227,11 @@ def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
     code = field_of(data, "code", str)
     blocks = field_of(data, "blocks", list)
     if (code is None) == (blocks is None):
-        raise ApiError(400, "bad_request", "give either 'code' (a string) or 'blocks' (a list of {code, language?, "
-                                           "filename?})")
+        raise ApiError(
+            400,
+            "bad_request",
+            "give either 'code' (a string) or 'blocks' (a list of {code, language?, filename?})",
+        )
     if code is not None:
         return [CodeBlock(language, code)]
     if not blocks:
@@ -197,11 +239,15 @@ def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
     made = []
     for index, block in enumerate(blocks):
         if not isinstance(block, dict):
-            raise ApiError(400, "bad_request", f"blocks[{index}] must be an object {{code, language?, filename?}}")
+            raise ApiError(
+                400, "bad_request", f"blocks[{index}] must be an object {{code, language?, filename?}}"
+            )
         text = field_of(block, "code", str)
         if text is None:
             raise ApiError(400, "bad_request", f"blocks[{index}] has no 'code'")
-        made.append(CodeBlock(field_of(block, "language", str, language), text, field_of(block, "filename", str)))
+        made.append(
+            CodeBlock(field_of(block, "language", str, language), text, field_of(block, "filename", str))
+        )
     return made
 
 
@@ -280,16 +326,24 @@ def read_file(workspace: Workspace, path: str, limit: int) -> bytes:
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(path)
     if st.st_size > limit:
-        raise ApiError(413, "too_large", f"{path!r} is {st.st_size} bytes, over {limit} "
-                                         "(execbox serve --max-upload-mb): run code to read a part of it")
+        raise ApiError(
+            413,
+            "too_large",
+            f"{path!r} is {st.st_size} bytes, over {limit} "
+            "(execbox serve --max-upload-mb): run code to read a part of it",
+        )
     return workspace.download(path)
 
 
 def backend_of(data: dict[str, Any], config: ServerConfig) -> str:
     backend = field_of(data, "backend", str) or config.backend
     if backend not in config.backends:
-        raise ApiError(400, "bad_request", f"backend {backend!r} is not served here: use one of "
-                                           f"{', '.join(config.backends)} (execbox serve --backends)")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"backend {backend!r} is not served here: use one of "
+            f"{', '.join(config.backends)} (execbox serve --backends)",
+        )
     return backend
 
 

@@ -39,8 +39,11 @@ class RunsPython(Protocol):
     def __call__(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
     async def arun(self, code: str, libraries: Any = None) -> dict[str, Any]: ...
 
-_RETURNS = ("A dict: success (bool), stdout and stderr (str: what the code printed), error (str, or null when "
-            "it succeeded) and files (the paths it created or changed, relative to the working directory).")
+
+_RETURNS = (
+    "A dict: success (bool), stdout and stderr (str: what the code printed), error (str, or null when "
+    "it succeeded) and files (the paths it created or changed, relative to the working directory)."
+)
 
 
 class _Own:
@@ -60,8 +63,9 @@ class _Own:
         return "<one per as_function()>"
 
 
-def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
-                  ) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
+def tool_function(
+    tool: RunsPython, *, name: str, asynchronous: bool
+) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
     """``tool`` as a function named ``name`` (a coroutine function when
     ``asynchronous``), its description and schema taken from the tool now."""
     properties = tool.parameters()["properties"]
@@ -70,9 +74,11 @@ def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
 
     function: Callable[..., Any]
     if asynchronous:
+
         async def function(code, libraries=None):
             return await tool.arun(code, libraries)
     else:
+
         def function(code, libraries=None):
             return tool(code, libraries)
 
@@ -80,12 +86,18 @@ def tool_function(tool: RunsPython, *, name: str, asynchronous: bool
     code_type = Annotated[str, code_help, own]
     libraries_type = Annotated[list[str] | None, libraries_help, own]
     function.__name__ = function.__qualname__ = name
-    function.__doc__ = (f"{tool.description}\n\nArgs:\n    code: {code_help}\n    libraries: {libraries_help}\n\n"
-                        f"Returns:\n    {_RETURNS}\n")
+    function.__doc__ = (
+        f"{tool.description}\n\nArgs:\n    code: {code_help}\n    libraries: {libraries_help}\n\n"
+        f"Returns:\n    {_RETURNS}\n"
+    )
     function.__annotations__ = {"code": code_type, "libraries": libraries_type, "return": dict[str, Any]}
     cast(Any, function).__signature__ = inspect.Signature(
-        [inspect.Parameter("code", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=code_type),
-         inspect.Parameter("libraries", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                           annotation=libraries_type)],
-        return_annotation=dict[str, Any])
+        [
+            inspect.Parameter("code", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=code_type),
+            inspect.Parameter(
+                "libraries", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=libraries_type
+            ),
+        ],
+        return_annotation=dict[str, Any],
+    )
     return function

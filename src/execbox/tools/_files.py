@@ -17,8 +17,18 @@ from .._nofollow import lstat_under, read_under
 from .._workspace import Workspace
 from ._function_tool import FunctionTool
 
-__all__ = ["MAX_IMAGE_BYTES", "MAX_LISTED", "MAX_TEXT_BYTES", "file_tools", "image_type", "list_text",
-           "read_at_most", "read_bytes", "size_text", "write_text"]
+__all__ = [
+    "MAX_IMAGE_BYTES",
+    "MAX_LISTED",
+    "MAX_TEXT_BYTES",
+    "file_tools",
+    "image_type",
+    "list_text",
+    "read_at_most",
+    "read_bytes",
+    "size_text",
+    "write_text",
+]
 
 # Largest image returned as image content (a common limit of model APIs).
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -43,8 +53,10 @@ def list_text(workspace: Workspace, path: str) -> str:
     entries = workspace.list(path or ".")
     if not entries:
         return "The workspace is empty." if path in (".", "") else f"{path} is an empty folder."
-    lines = [f"{one_line(e.path)}/" if e.is_dir else f"{one_line(e.path)}  ({size_text(e.size)})"
-             for e in entries[:MAX_LISTED]]
+    lines = [
+        f"{one_line(e.path)}/" if e.is_dir else f"{one_line(e.path)}  ({size_text(e.size)})"
+        for e in entries[:MAX_LISTED]
+    ]
     if len(entries) > MAX_LISTED:
         lines.append(f"... and {len(entries) - MAX_LISTED} more (list a sub-folder to see them)")
     return "\n".join(lines)
@@ -56,9 +68,11 @@ def read_bytes(workspace: Workspace, path: str, limit: int = MAX_IMAGE_BYTES) ->
     grow the file after any look at its size. Links are not followed."""
     data = read_at_most(workspace, path, limit)
     if len(data) > limit:
-        raise WorkspaceError(f"{path!r} is more than {size_text(limit)}; read_file returns text up to "
-                             f"{size_text(MAX_TEXT_BYTES)} and images up to {size_text(MAX_IMAGE_BYTES)}: "
-                             "run code to read a part of it")
+        raise WorkspaceError(
+            f"{path!r} is more than {size_text(limit)}; read_file returns text up to "
+            f"{size_text(MAX_TEXT_BYTES)} and images up to {size_text(MAX_IMAGE_BYTES)}: "
+            "run code to read a part of it"
+        )
     return data
 
 
@@ -77,8 +91,10 @@ def _parts(workspace: Workspace, path: str) -> tuple[str, ...]:
 def as_text(path: str, data: bytes) -> str | None:
     """The file as UTF-8 text, or None for a binary file; too long is refused."""
     if len(data) > MAX_TEXT_BYTES:
-        raise WorkspaceError(f"{path!r} is {size_text(len(data))}; read_file returns text files up to "
-                             f"{size_text(MAX_TEXT_BYTES)}: run code to read a part of it")
+        raise WorkspaceError(
+            f"{path!r} is {size_text(len(data))}; read_file returns text files up to "
+            f"{size_text(MAX_TEXT_BYTES)}: run code to read a part of it"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -133,13 +149,17 @@ def file_tools(workspace: Workspace | Any) -> list[FunctionTool]:
         Args:
             path: a file relative to the workspace.
         """
+
         def read() -> str:
             data = read_bytes(space, path)
             mime = image_type(data)
             if mime is not None:
                 return f"{path} is a {mime} image ({size_text(len(data))}): not text."
             text = as_text(path, data)
-            return text if text is not None else f"{path} is a binary file ({size_text(len(data))}): not shown."
+            return (
+                text if text is not None else f"{path} is a binary file ({size_text(len(data))}): not shown."
+            )
+
         return _answer(read)
 
     def write_file(path: str, content: str) -> str:

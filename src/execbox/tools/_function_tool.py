@@ -37,8 +37,16 @@ from .._errors import ConfigurationError
 __all__ = ["FunctionTool", "json_schema_of", "tool_text"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array",
-           tuple: "array", type(None): "null"}
+_SIMPLE = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+    tuple: "array",
+    type(None): "null",
+}
 _ARG_LINE = re.compile(r"^\s*(?::param\s+)?\*{0,2}(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$")
 
 
@@ -46,14 +54,17 @@ class FunctionTool:
     """A plain function (sync or async) as a tool: ``name`` (default the
     function's), ``description`` (default its docstring's first paragraph)."""
 
-    def __init__(self, function: Callable[..., Any], *, name: str | None = None,
-                 description: str | None = None) -> None:
+    def __init__(
+        self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> None:
         if not callable(function) or isinstance(function, type):
             raise ConfigurationError(f"FunctionTool takes a function, not {function!r}")
         self.function = function
         self.name: str = name if name else getattr(function, "__name__", "")
         if not _NAME.match(self.name):
-            raise ConfigurationError(f"tool name {self.name!r}: use 1 to 64 letters, digits, '_' or '-' (name=...)")
+            raise ConfigurationError(
+                f"tool name {self.name!r}: use 1 to 64 letters, digits, '_' or '-' (name=...)"
+            )
         summary, helps = _docstring(inspect.getdoc(function) or "")
         self.description = description or summary or f"Call {self.name}."
         self._schema = json_schema_of(function, helps)
@@ -66,8 +77,10 @@ class FunctionTool:
         return json.loads(json.dumps(self._schema))
 
     def openai_schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters()}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+        }
 
     def anthropic_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.parameters()}
@@ -106,15 +119,20 @@ class FunctionTool:
             except ValueError as exc:
                 return f"Error: the arguments of {self.name} are not JSON ({exc}); send a JSON object."
         if not isinstance(arguments, Mapping):
-            return f"Error: the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}."
+            return (
+                f"Error: the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}."
+            )
         known = self._schema["properties"]
         unknown = sorted(set(arguments) - set(known))
         missing = [n for n in self._schema.get("required", []) if n not in arguments]
         if unknown or missing:
-            parts = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + \
-                    ([f"missing {', '.join(missing)}"] if missing else [])
-            return (f"Error: {self.name} was called with {'; '.join(parts)}. "
-                    f"Its arguments: {', '.join(known) or 'none'}.")
+            parts = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + (
+                [f"missing {', '.join(missing)}"] if missing else []
+            )
+            return (
+                f"Error: {self.name} was called with {'; '.join(parts)}. "
+                f"Its arguments: {', '.join(known) or 'none'}."
+            )
         return dict(arguments)
 
 

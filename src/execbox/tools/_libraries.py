@@ -53,9 +53,11 @@ def requirements(items: Sequence[Any]) -> tuple[str, ...]:
     for item in items:
         found = _REQUIREMENT.match(item) if isinstance(item, str) else None
         if found is None:
-            raise Rejected(f"InvalidArguments: {item!r} in 'libraries' is not a PyPI requirement: use a name "
-                           "with optional [extras] and version such as 'numpy' or 'pandas>=2' (no URLs, "
-                           "paths, markers or pip options)")
+            raise Rejected(
+                f"InvalidArguments: {item!r} in 'libraries' is not a PyPI requirement: use a name "
+                "with optional [extras] and version such as 'numpy' or 'pandas>=2' (no URLs, "
+                "paths, markers or pip options)"
+            )
         requirement = re.sub(r"\s+", "", item)
         wanted.setdefault(requirement_key(requirement), requirement)
     return tuple(wanted.values())
@@ -66,14 +68,16 @@ def requirement_key(requirement: str) -> str:
     found = _REQUIREMENT.match(requirement)
     assert found is not None
     name = re.sub(r"[-_.]+", "-", found["name"]).lower()
-    return name + re.sub(r"\s+", "", requirement[found.end("name"):]).lower()
+    return name + re.sub(r"\s+", "", requirement[found.end("name") :]).lower()
 
 
 def probe_code(wanted: Sequence[str]) -> str:
     """The code that prints ``PROBE_MARK`` and the JSON list of the
     requirements of ``wanted`` not satisfied where it runs."""
-    return (PROBE_SOURCE.read_text(encoding="utf-8")
-            + f"\n__execbox_probe({list(wanted)!r}, {PROBE_MARK!r})\ndel __execbox_probe\n")
+    return (
+        PROBE_SOURCE.read_text(encoding="utf-8")
+        + f"\n__execbox_probe({list(wanted)!r}, {PROBE_MARK!r})\ndel __execbox_probe\n"
+    )
 
 
 class Libraries:
@@ -107,8 +111,9 @@ class Libraries:
                 try:  # runs go on meanwhile, in the environment they had
                     environment = self.executor.with_libraries(missing)
                 except EnvironmentSetupError as exc:
-                    raise Rejected(f"LibraryInstallFailed: could not install {', '.join(missing)}: {exc}") \
-                        from None
+                    raise Rejected(
+                        f"LibraryInstallFailed: could not install {', '.join(missing)}: {exc}"
+                    ) from None
                 with self.gate.switching():  # no run in flight while the environment changes
                     self.executor.use_environment(environment)
             self._available.update(requirement_key(r) for r in pending)
@@ -116,14 +121,20 @@ class Libraries:
     def blocker(self, missing: list[str]) -> str | None:
         """Why ``missing`` cannot be installed here (None: it can)."""
         names = ", ".join(missing) or "libraries"
-        lead = (f"LibrariesUnavailable: {names} {'is' if len(missing) == 1 else 'are'} not installed and "
-                "cannot be installed here: ")
+        lead = (
+            f"LibrariesUnavailable: {names} {'is' if len(missing) == 1 else 'are'} not installed and "
+            "cannot be installed here: "
+        )
         usable = "Use only installed packages, or "
-        setup = ("create the tool with an environment it installs into: "
-                 "PythonTool(environment=Venv()) on the local/sandbox backends, or "
-                 "PythonTool(backend='docker', environment=DockerPython()).")
+        setup = (
+            "create the tool with an environment it installs into: "
+            "PythonTool(environment=Venv()) on the local/sandbox backends, or "
+            "PythonTool(backend='docker', environment=DockerPython())."
+        )
         if not self.install:
-            return f"{lead}installing is turned off (PythonTool(install_libraries=False)). {usable}turn it on."
+            return (
+                f"{lead}installing is turned off (PythonTool(install_libraries=False)). {usable}turn it on."
+            )
         reason = self.executor.can_add_libraries()
         return None if reason is None else f"{lead}{reason} {usable}{setup}"
 
@@ -133,7 +144,7 @@ class Libraries:
             result = self.executor.run(CodeBlock("python", probe_code(wanted)))
         for line in result.stdout.splitlines():
             if line.startswith(PROBE_MARK):
-                found = json.loads(line[len(PROBE_MARK):])
+                found = json.loads(line[len(PROBE_MARK) :])
                 return [r for r in wanted if r in found]
         return list(wanted)  # the check itself failed: assume nothing is there
 

@@ -22,7 +22,9 @@ MAX_MESSAGE_CHARS = 4000
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
 
-async def run_reporting(executor: Executor, blocks: CodeBlock | list[CodeBlock], report: Report) -> ExecutionResult:
+async def run_reporting(
+    executor: Executor, blocks: CodeBlock | list[CodeBlock], report: Report
+) -> ExecutionResult:
     loop = asyncio.get_running_loop()
     pending: list[str] = []
 

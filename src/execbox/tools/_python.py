@@ -87,24 +87,41 @@ class PythonTool:
         install_libraries: bool = True,
     ) -> None:
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise ConfigurationError(f"PythonTool(name={name!r}): use 1 to 64 letters, digits, '_' or '-' "
-                                     "(what OpenAI and Anthropic accept)")
+            raise ConfigurationError(
+                f"PythonTool(name={name!r}): use 1 to 64 letters, digits, '_' or '-' "
+                "(what OpenAI and Anthropic accept)"
+            )
         if description is not None and not (isinstance(description, str) and description.strip()):
-            raise ConfigurationError("PythonTool(description=...) must be a non-empty str, or None for the default")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or timeout <= 0):
+            raise ConfigurationError(
+                "PythonTool(description=...) must be a non-empty str, or None for the default"
+            )
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        ):
             raise ConfigurationError(f"PythonTool(timeout={timeout!r}) must be a positive number of seconds")
         self._owns_executor = executor is None
         if executor is not None and not isinstance(executor, Executor):
-            raise ConfigurationError(f"PythonTool(executor=...) takes an execbox Executor, not "
-                                     f"{type(executor).__name__}")
-        given = [k for k, v in (("backend", backend), ("environment", environment),
-                                ("workspace", workspace), ("timeout", timeout)) if v is not None]
+            raise ConfigurationError(
+                f"PythonTool(executor=...) takes an execbox Executor, not {type(executor).__name__}"
+            )
+        given = [
+            k
+            for k, v in (
+                ("backend", backend),
+                ("environment", environment),
+                ("workspace", workspace),
+                ("timeout", timeout),
+            )
+            if v is not None
+        ]
         if executor is not None and given:
             raise ConfigurationError(
                 f"PythonTool: give executor= or {'/'.join(f'{k}=' for k in given)}, not both (set "
-                "those on the executor: its workspace, environment and Limits(timeout_s=...))")
-        self._executor = executor if executor is not None else _build(backend, environment, workspace, timeout)
+                "those on the executor: its workspace, environment and Limits(timeout_s=...))"
+            )
+        self._executor = (
+            executor if executor is not None else _build(backend, environment, workspace, timeout)
+        )
         self.name = name
         self._description = description
         self._libraries = Libraries(self._executor, install=install_libraries)
@@ -144,26 +161,37 @@ class PythonTool:
 
     def _default_description(self) -> str:
         if self._executor.capabilities.stateful:
-            state = ("Calls share one Python session: variables, functions and imports carry over to "
-                     "later calls. ")
+            state = (
+                "Calls share one Python session: variables, functions and imports carry over to later calls. "
+            )
         else:
-            state = ("Each call runs in a fresh Python process, so variables do not carry over: send "
-                     "complete code each time. Files written to the current directory do carry over. ")
-        libraries = ("List the PyPI packages the code needs in `libraries`; missing ones are installed "
-                     "before it runs." if self.can_install else
-                     "Only packages already installed can be imported (none can be installed); "
-                     "`libraries` checks that the ones listed are present.")
-        return (f"Run Python code and return what it printed (stdout, stderr), the error if it failed, "
-                f"and the files it created or changed. {state}Use print() to show results. Stops "
-                f"after {self._executor.limits.timeout_s:g} s. {libraries}")
+            state = (
+                "Each call runs in a fresh Python process, so variables do not carry over: send "
+                "complete code each time. Files written to the current directory do carry over. "
+            )
+        libraries = (
+            "List the PyPI packages the code needs in `libraries`; missing ones are installed before it runs."
+            if self.can_install
+            else "Only packages already installed can be imported (none can be installed); "
+            "`libraries` checks that the ones listed are present."
+        )
+        return (
+            f"Run Python code and return what it printed (stdout, stderr), the error if it failed, "
+            f"and the files it created or changed. {state}Use print() to show results. Stops "
+            f"after {self._executor.limits.timeout_s:g} s. {libraries}"
+        )
 
     def parameters(self, *, strict: bool = False) -> dict[str, Any]:
         """The JSON schema of the arguments. ``strict``: every property
         required, ``libraries`` nullable (OpenAI's strict mode)."""
-        libraries_help = ("PyPI requirement strings such as 'numpy' or 'pandas>=2'; "
-                          + ("installed when missing." if self.can_install else "must be installed already."))
-        libraries: dict[str, Any] = {"type": ["array", "null"] if strict else "array",
-                                     "items": {"type": "string"}, "description": libraries_help}
+        libraries_help = "PyPI requirement strings such as 'numpy' or 'pandas>=2'; " + (
+            "installed when missing." if self.can_install else "must be installed already."
+        )
+        libraries: dict[str, Any] = {
+            "type": ["array", "null"] if strict else "array",
+            "items": {"type": "string"},
+            "description": libraries_help,
+        }
         return {
             "type": "object",
             "properties": {
@@ -176,8 +204,11 @@ class PythonTool:
 
     def openai_schema(self, *, strict: bool = False) -> dict[str, Any]:
         """The tool for OpenAI's Chat Completions ``tools=[...]``."""
-        function: dict[str, Any] = {"name": self.name, "description": self.description,
-                                    "parameters": self.parameters(strict=strict)}
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters(strict=strict),
+        }
         if strict:
             function["strict"] = True
         return {"type": "function", "function": function}
@@ -187,14 +218,17 @@ class PythonTool:
         return {"name": self.name, "description": self.description, "input_schema": self.parameters()}
 
     @overload
-    def as_function(self, *, name: str | None = None, asynchronous: Literal[False] = False
-                    ) -> Callable[..., dict[str, Any]]: ...
+    def as_function(
+        self, *, name: str | None = None, asynchronous: Literal[False] = False
+    ) -> Callable[..., dict[str, Any]]: ...
     @overload
-    def as_function(self, *, name: str | None = None, asynchronous: Literal[True]
-                    ) -> Callable[..., Awaitable[dict[str, Any]]]: ...
+    def as_function(
+        self, *, name: str | None = None, asynchronous: Literal[True]
+    ) -> Callable[..., Awaitable[dict[str, Any]]]: ...
 
-    def as_function(self, *, name: str | None = None, asynchronous: bool = False
-                    ) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
+    def as_function(
+        self, *, name: str | None = None, asynchronous: bool = False
+    ) -> Callable[..., dict[str, Any]] | Callable[..., Awaitable[dict[str, Any]]]:
         """The tool as a plain function for agent frameworks (AG2
         ``register_function``, AutoGen ``FunctionTool``, LangChain ``@tool``):
         ``name(code: str, libraries: list[str] | None = None) -> dict``, named
@@ -204,8 +238,10 @@ class PythonTool:
         tool: close the tool when done with the function."""
         name = self.name if name is None else name
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise ConfigurationError(f"PythonTool.as_function(name={name!r}): use 1 to 64 letters, digits, '_' "
-                                     "or '-' (what OpenAI and Anthropic accept)")
+            raise ConfigurationError(
+                f"PythonTool.as_function(name={name!r}): use 1 to 64 letters, digits, '_' "
+                "or '-' (what OpenAI and Anthropic accept)"
+            )
         return tool_function(self, name=name, asynchronous=asynchronous)
 
     # -- calling ---------------------------------------------------------------
@@ -253,8 +289,13 @@ class PythonTool:
         return await self.arun(parsed["code"], parsed.get("libraries"))
 
     def _answer(self, result: ExecutionResult) -> dict[str, Any]:
-        return {"success": result.ok, "stdout": result.stdout, "stderr": result.stderr,
-                "error": self._error_text(result), "files": list(result.files)}
+        return {
+            "success": result.ok,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "error": self._error_text(result),
+            "files": list(result.files),
+        }
 
     def _error_text(self, result: ExecutionResult) -> str | None:
         if result.ok:
@@ -262,8 +303,10 @@ class PythonTool:
         if result.timed_out:
             limit = self._executor.limits.timeout_s
             setting = "PythonTool(timeout=...)" if self._owns_executor else "the executor's Limits.timeout_s"
-            return (f"Timeout: the code ran longer than {limit:g} s and was stopped, with every process it "
-                    f"started ({setting}); the output printed before that is in stdout/stderr")
+            return (
+                f"Timeout: the code ran longer than {limit:g} s and was stopped, with every process it "
+                f"started ({setting}); the output printed before that is in stdout/stderr"
+            )
         if result.error is not None:
             name, value = result.error.name, result.error.value.strip()
             return f"{name}: {value}" if value else name
@@ -294,15 +337,20 @@ class PythonTool:
         await self.aclose()
 
 
-def _build(backend: str | None, environment: Environment | None, workspace: Any,
-           timeout: float | None) -> Executor:
+def _build(
+    backend: str | None, environment: Environment | None, workspace: Any, timeout: float | None
+) -> Executor:
     if isinstance(environment, DockerPython):
         if backend not in (None, "docker"):
-            raise ConfigurationError(f"PythonTool(backend={backend!r}, environment=DockerPython(...)): a "
-                                     "DockerPython runs on the docker backend: use backend='docker' or leave it out")
+            raise ConfigurationError(
+                f"PythonTool(backend={backend!r}, environment=DockerPython(...)): a "
+                "DockerPython runs on the docker backend: use backend='docker' or leave it out"
+            )
         backend = "docker"
-    options: dict[str, Any] = {"workspace": workspace,
-                               "limits": Limits(timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout)}
+    options: dict[str, Any] = {
+        "workspace": workspace,
+        "limits": Limits(timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout),
+    }
     if environment is not None:
         options["environment"] = environment
     return create_executor(backend, **options)
@@ -318,16 +366,22 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
         try:
             arguments = json.loads(arguments)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise Rejected(f"InvalidArguments: the arguments are not valid JSON ({exc}): send a JSON object "
-                            f"such as {_EXAMPLE}") from None
+            raise Rejected(
+                f"InvalidArguments: the arguments are not valid JSON ({exc}): send a JSON object "
+                f"such as {_EXAMPLE}"
+            ) from None
     if not isinstance(arguments, Mapping):
-        raise Rejected(f"InvalidArguments: the arguments must be a JSON object such as {_EXAMPLE}, not "
-                        f"{_json_type(arguments)}")
+        raise Rejected(
+            f"InvalidArguments: the arguments must be a JSON object such as {_EXAMPLE}, not "
+            f"{_json_type(arguments)}"
+        )
     unknown = sorted(str(k) for k in arguments if k not in _ARGUMENTS)
     if unknown:
-        raise Rejected(f"InvalidArguments: unknown argument{'s' if len(unknown) > 1 else ''} "
-                        f"{', '.join(repr(k) for k in unknown)}: this tool takes 'code' (required) and "
-                        "'libraries' (optional)")
+        raise Rejected(
+            f"InvalidArguments: unknown argument{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)}: this tool takes 'code' (required) and "
+            "'libraries' (optional)"
+        )
     if "code" not in arguments:
         raise Rejected(f"InvalidArguments: 'code' is missing: send the Python code to run, as in {_EXAMPLE}")
     return dict(arguments)
@@ -342,12 +396,19 @@ def _checked(code: Any, libraries: Any) -> tuple[str, tuple[str, ...]]:
     if libraries is None:
         return code, ()
     if isinstance(libraries, (str, bytes)) or not isinstance(libraries, (list, tuple)):
-        raise Rejected("InvalidArguments: 'libraries' must be an array of package names such as "
-                        f'["numpy", "pandas>=2"], not {_json_type(libraries)}')
+        raise Rejected(
+            "InvalidArguments: 'libraries' must be an array of package names such as "
+            f'["numpy", "pandas>=2"], not {_json_type(libraries)}'
+        )
     return code, requirements(libraries)
 
 
 def _json_type(value: Any) -> str:
     kinds = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string"}
-    return kinds.get(type(value)) or ("an array" if isinstance(value, (list, tuple)) else
-                                      "an object" if isinstance(value, Mapping) else type(value).__name__)
+    return kinds.get(type(value)) or (
+        "an array"
+        if isinstance(value, (list, tuple))
+        else "an object"
+        if isinstance(value, Mapping)
+        else type(value).__name__
+    )

@@ -30,16 +30,30 @@ class ShellTool:
     - ``name``, ``description``: what the model sees.
     """
 
-    def __init__(self, executor: Executor | None = None, *, backend: str | None = None,
-                 workspace: Workspace | str | None = None, timeout: float | None = None,
-                 name: str = "shell", description: str | None = None) -> None:
+    def __init__(
+        self,
+        executor: Executor | None = None,
+        *,
+        backend: str | None = None,
+        workspace: Workspace | str | None = None,
+        timeout: float | None = None,
+        name: str = "shell",
+        description: str | None = None,
+    ) -> None:
         if executor is not None and not isinstance(executor, Executor):
-            raise ConfigurationError(f"ShellTool(executor=...) takes an execbox Executor, not {type(executor).__name__}")
+            raise ConfigurationError(
+                f"ShellTool(executor=...) takes an execbox Executor, not {type(executor).__name__}"
+            )
         if executor is not None and (backend or workspace or timeout):
             raise ConfigurationError("ShellTool: give executor= or backend=/workspace=/timeout=, not both")
         self._owns_executor = executor is None
-        self.executor = executor if executor is not None else create_executor(
-            backend, workspace=workspace, limits=Limits(timeout_s=timeout or DEFAULT_TIMEOUT_S))
+        self.executor = (
+            executor
+            if executor is not None
+            else create_executor(
+                backend, workspace=workspace, limits=Limits(timeout_s=timeout or DEFAULT_TIMEOUT_S)
+            )
+        )
         self.name = name
         self._description = description
         languages = self.executor.capabilities.languages
@@ -53,16 +67,22 @@ class ShellTool:
         return self._description or (
             f"Run a shell command ({self.language}) in the working directory and return its exit code, "
             "output and the files it created or changed. Files stay between calls; nothing can be typed "
-            f"into the command. Stops after {self.executor.limits.timeout_s:g} s.")
+            f"into the command. Stops after {self.executor.limits.timeout_s:g} s."
+        )
 
     def parameters(self) -> dict[str, Any]:
-        return {"type": "object",
-                "properties": {"command": {"type": "string", "description": "The command line to run."}},
-                "required": ["command"], "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The command line to run."}},
+            "required": ["command"],
+            "additionalProperties": False,
+        }
 
     def openai_schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters()}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+        }
 
     def anthropic_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.parameters()}
@@ -85,8 +105,12 @@ class ShellTool:
         return _answer(await self.executor.arun(CodeBlock(self.language, command)))
 
     def to_config(self) -> dict[str, Any]:
-        return {"type": "ShellTool", "name": self.name, "description": self._description,
-                "executor": self.executor.to_config()}
+        return {
+            "type": "ShellTool",
+            "name": self.name,
+            "description": self._description,
+            "executor": self.executor.to_config(),
+        }
 
     def close(self) -> None:
         if self._owns_executor:
@@ -103,9 +127,9 @@ def _command(arguments: str | bytes | Mapping[str, Any]) -> str | dict[str, Any]
     try:
         parsed = json.loads(arguments) if isinstance(arguments, (str, bytes)) else arguments
     except ValueError as exc:
-        return _failure(f"the arguments are not JSON ({exc}): send {{\"command\": \"...\"}}")
+        return _failure(f'the arguments are not JSON ({exc}): send {{"command": "..."}}')
     if not isinstance(parsed, Mapping) or not isinstance(parsed.get("command"), str):
-        return _failure("send {\"command\": \"...\"}: one string argument named 'command'")
+        return _failure('send {"command": "..."}: one string argument named \'command\'')
     return parsed["command"]
 
 
@@ -115,8 +139,13 @@ def _answer(result: ExecutionResult) -> dict[str, Any]:
         error = f"{result.error.name}: {result.error.value}"
     elif result.exit_code != 0:
         error = f"the command exited with code {result.exit_code}"
-    return {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr, "error": error,
-            "files": list(result.files)}
+    return {
+        "exit_code": result.exit_code,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "error": error,
+        "files": list(result.files),
+    }
 
 
 def _failure(error: str) -> dict[str, Any]:

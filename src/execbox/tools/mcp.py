@@ -107,12 +107,16 @@ def create_server(
     Options are checked here; the executor is made at the first tool call.
     """
     if executor_factory is not None:
-        given = [n for n, v in (("backend", backend), ("workspace", workspace), ("timeout_s", timeout_s))
-                 if v is not None]
+        given = [
+            n
+            for n, v in (("backend", backend), ("workspace", workspace), ("timeout_s", timeout_s))
+            if v is not None
+        ]
         if given:
             raise ConfigurationError(
                 f"create_server() takes executor_factory or {', '.join(given)}, not both: "
-                "set them on the executor the factory returns")
+                "set them on the executor the factory returns"
+            )
         factory = executor_factory
     else:
         backend_class = get_backend(backend or DEFAULT_BACKEND)
@@ -137,7 +141,8 @@ def create_server(
         instructions=(
             "Runs code in execbox and returns its output, exit code and images. Files persist in one "
             "workspace between calls; paths are relative to it. Use run_code, then list_files / read_file "
-            "to look at what the code produced."),
+            "to look at what the code produced."
+        ),
         log_level="WARNING",
         lifespan=lifespan,
     )
@@ -145,8 +150,14 @@ def create_server(
     return server
 
 
-def serve(server: MCPServer, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
-          path: str = "/mcp") -> None:
+def serve(
+    server: MCPServer,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+) -> None:
     """Serve until the client goes away (stdio) or the process is stopped
     (HTTP: Ctrl-C or SIGTERM). The executor is closed on the way out."""
     if transport == "stdio":
@@ -182,8 +193,11 @@ class _ExecutorHolder:
                 except ExecboxError as exc:
                     raise _infrastructure("could not make the executor", exc) from exc
                 if not isinstance(executor, Executor):
-                    raise MCPError(INTERNAL_ERROR, f"the executor factory returned {type(executor).__name__}, "
-                                                   "not an execbox Executor: fix the server's executor_factory")
+                    raise MCPError(
+                        INTERNAL_ERROR,
+                        f"the executor factory returned {type(executor).__name__}, "
+                        "not an execbox Executor: fix the server's executor_factory",
+                    )
                 self._executor = executor
             return self._executor
 
@@ -206,8 +220,10 @@ def _infrastructure(what: str, exc: BaseException, backend: str = "") -> MCPErro
 def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
     async def run_code(
         code: Annotated[str, Field(description="The code to run, as it would be saved in a file.")],
-        language: Annotated[str, Field(
-            description="Its language: python (the default), sh, bash, or another the backend runs.")] = "python",
+        language: Annotated[
+            str,
+            Field(description="Its language: python (the default), sh, bash, or another the backend runs."),
+        ] = "python",
         ctx: Context | None = None,
     ) -> CallToolResult:
         """Run code in the workspace and return what it printed.
@@ -232,14 +248,19 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         images, notes = await anyio.to_thread.run_sync(_images, executor.workspace, result)
         text = result.to_text()
         if result.timed_out:
-            notes.insert(0, f"This server allows {executor.limits.timeout_s:g} s per run "
-                            "(execbox mcp --timeout S; create_server(timeout_s=...)).")
+            notes.insert(
+                0,
+                f"This server allows {executor.limits.timeout_s:g} s per run "
+                "(execbox mcp --timeout S; create_server(timeout_s=...)).",
+            )
         if notes:
             text = text.rstrip("\n") + "\n" + "\n".join(notes)
         return CallToolResult(content=[TextContent(type="text", text=text), *images])
 
     async def list_files(
-        path: Annotated[str, Field(description="A folder relative to the workspace; '.' is all of it.")] = ".",
+        path: Annotated[
+            str, Field(description="A folder relative to the workspace; '.' is all of it.")
+        ] = ".",
     ) -> str:
         """List the files and folders under a workspace folder, recursively,
         with their sizes."""
@@ -257,7 +278,9 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         return await _file_call(_read, workspace, path)
 
     async def write_file(
-        path: Annotated[str, Field(description="Where to write, relative to the workspace; folders are made.")],
+        path: Annotated[
+            str, Field(description="Where to write, relative to the workspace; folders are made.")
+        ],
         content: Annotated[str, Field(description="The text to write (UTF-8); replaces the file.")],
     ) -> str:
         """Write a text file into the workspace (replacing it if it exists)."""
@@ -276,19 +299,29 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         except (ExecboxError, OSError) as exc:
             raise _infrastructure("could not restart", exc, executor.name) from exc
         if executor.capabilities.stateful:
-            return (f"The {executor.name} session was restarted: variables, imports and loaded data are gone. "
-                    "Files in the workspace stay.")
-        return (f"Stopped whatever was running. The {executor.name} backend keeps no state between runs "
-                "(each run_code starts fresh), so nothing else was lost. Files in the workspace stay.")
+            return (
+                f"The {executor.name} session was restarted: variables, imports and loaded data are gone. "
+                "Files in the workspace stay."
+            )
+        return (
+            f"Stopped whatever was running. The {executor.name} backend keeps no state between runs "
+            "(each run_code starts fresh), so nothing else was lost. Files in the workspace stay."
+        )
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.add_tool(run_code, annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True))
     server.add_tool(list_files, annotations=read_only, structured_output=False)
     server.add_tool(read_file, annotations=read_only, structured_output=False)
-    server.add_tool(write_file, annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True,
-                                                           open_world_hint=False), structured_output=False)
-    server.add_tool(reset_session, annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True,
-                                                              open_world_hint=False), structured_output=False)
+    server.add_tool(
+        write_file,
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
+    server.add_tool(
+        reset_session,
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
 
 
 async def _file_call(work: Callable[..., Any], workspace: Workspace, *args: Any) -> Any:
@@ -310,12 +343,19 @@ def _read(workspace: Workspace, path: str) -> list[TextContent | ImageContent]:
     data = read_bytes(workspace, path)
     mime = _image_type(data)
     if mime is not None:
-        return [TextContent(type="text", text=f"{path}: {mime} image, {_size(len(data))}"),
-                ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime)]
+        return [
+            TextContent(type="text", text=f"{path}: {mime} image, {_size(len(data))}"),
+            ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime),
+        ]
     text = as_text(path, data)
     if text is None:
-        return [TextContent(type="text", text=f"{path} is a binary file ({_size(len(data))}, not UTF-8 text): "
-                                              "not shown. Use run_code to inspect it.")]
+        return [
+            TextContent(
+                type="text",
+                text=f"{path} is a binary file ({_size(len(data))}, not UTF-8 text): "
+                "not shown. Use run_code to inspect it.",
+            )
+        ]
     return [TextContent(type="text", text=text)]
 
 
@@ -339,7 +379,9 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
             inline[label] = display.data
             candidates.append((label, None))
     shown = {path for _, path in candidates if path is not None}
-    candidates += [(one_line(f), f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown]
+    candidates += [
+        (one_line(f), f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown
+    ]
 
     images: list[ImageContent] = []
     sent: list[str] = []
@@ -347,8 +389,10 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
     for position, (label, path) in enumerate(candidates):
         if len(images) >= MAX_IMAGES:
             rest = [lbl for lbl, _ in candidates[position:]]
-            notes.append(f"{len(rest)} more images not returned (at most {MAX_IMAGES} per run; read_file "
-                         f"shows one): {', '.join(rest)}")
+            notes.append(
+                f"{len(rest)} more images not returned (at most {MAX_IMAGES} per run; read_file "
+                f"shows one): {', '.join(rest)}"
+            )
             break
         try:
             data = _load_image(workspace, path) if path is not None else base64.b64decode(inline[label])
@@ -360,7 +404,9 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
             notes.append(f"Image {label} not returned: not a PNG, JPEG, GIF or WebP image.")
             continue
         if len(data) > MAX_IMAGE_BYTES:
-            notes.append(f"Image {label} not returned: {_size(len(data))} is more than {_size(MAX_IMAGE_BYTES)}.")
+            notes.append(
+                f"Image {label} not returned: {_size(len(data))} is more than {_size(MAX_IMAGE_BYTES)}."
+            )
             continue
         images.append(ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime))
         sent.append(label)

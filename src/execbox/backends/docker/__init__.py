@@ -57,10 +57,16 @@ from ._link import AgentLink, AgentOutcome, AgentStalled, NoAgent, run_block
 __all__ = ["DockerExecutor"]
 
 # What a block's environment always has in the container.
-BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8",
-            "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-            # /tmp is emptied after each block: matplotlib's font cache lives on
-            "MPLCONFIGDIR": f"{WORKDIR}/.execbox/matplotlib"}
+BASE_ENV = {
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONIOENCODING": "utf-8",
+    "MPLBACKEND": "Agg",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # /tmp is emptied after each block: matplotlib's font cache lives on
+    "MPLCONFIGDIR": f"{WORKDIR}/.execbox/matplotlib",
+}
 # (image, PATH, volumes) -> programs found in such a container (one probe each per process)
 _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
@@ -117,7 +123,8 @@ class DockerExecutor(Executor):
             self._checked_environment(environment)
         if environment is not None and image is not None:
             raise ConfigurationError(
-                "DockerExecutor: give image= or environment=DockerPython(image=...), not both")
+                "DockerExecutor: give image= or environment=DockerPython(image=...), not both"
+            )
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(f"env maps str to str; got {key!r}: {value!r}")
@@ -125,8 +132,13 @@ class DockerExecutor(Executor):
             raise ConfigurationError("pass_env takes a list of variable names, not one string")
         if not (isinstance(tmp_size_mb, int) and tmp_size_mb > 0):
             raise ConfigurationError(f"tmp_size_mb must be a positive whole number, got {tmp_size_mb!r}")
-        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=silence_pip, keep_code_files=keep_code_files)
+        super().__init__(
+            workspace=workspace,
+            limits=limits,
+            execution_policies=execution_policies,
+            silence_pip=silence_pip,
+            keep_code_files=keep_code_files,
+        )
         self._environment = environment or DockerPython(image)
         self.runtime = runtime
         self.env = dict(env or {})
@@ -134,8 +146,9 @@ class DockerExecutor(Executor):
         self.volumes = normalize_volumes(volumes if volumes is not None else self.environment.volumes)
         self.device_requests = list(device_requests or [])
         self.auto_remove = self.environment.cleanup_container if auto_remove is None else auto_remove
-        self.stop_container = (not self.environment.keep_container_running) if stop_container is None \
-            else stop_container
+        self.stop_container = (
+            (not self.environment.keep_container_running) if stop_container is None else stop_container
+        )
         self.container_name = container_name
         self.user = user or container_user()
         self.container_create_kwargs = dict(container_create_kwargs or {})
@@ -160,7 +173,8 @@ class DockerExecutor(Executor):
         if not isinstance(environment, DockerPython):
             raise ConfigurationError(
                 f"DockerExecutor(environment=...) takes a DockerPython, not {type(environment).__name__} "
-                "(a Venv or SystemPython lives on this machine: use the local or sandbox backend)")
+                "(a Venv or SystemPython lives on this machine: use the local or sandbox backend)"
+            )
         return environment
 
     def can_add_libraries(self) -> str | None:
@@ -179,12 +193,20 @@ class DockerExecutor(Executor):
     @property
     def capabilities(self) -> Capabilities:
         found = _programs.get(self._programs_key(self._image or ""), frozenset({"python3", "sh", "bash"}))
-        languages = tuple(lang.name for lang in LANGUAGES if lang.command and
-                          ("python3" if lang.command[0] == PYTHON else lang.command[0]) in found)
-        return Capabilities(backend=self.name, isolated=True, stateful=False,
-                            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb", "max_processes",
-                                                "cpus", "network"}),
-                            languages=languages)
+        languages = tuple(
+            lang.name
+            for lang in LANGUAGES
+            if lang.command and ("python3" if lang.command[0] == PYTHON else lang.command[0]) in found
+        )
+        return Capabilities(
+            backend=self.name,
+            isolated=True,
+            stateful=False,
+            enforced=frozenset(
+                {"timeout_s", "max_output_bytes", "memory_mb", "max_processes", "cpus", "network"}
+            ),
+            languages=languages,
+        )
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -203,8 +225,10 @@ class DockerExecutor(Executor):
         agent = self._agent_key() not in _agentless
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
         volumes = settings.get("volumes")
-        sealed = isinstance(volumes, Mapping) and volumes.get(
-            os.path.join(str(self.workspace.path), INTERNAL_DIR), {}).get("mode") == "ro"
+        sealed = (
+            isinstance(volumes, Mapping)
+            and volumes.get(os.path.join(str(self.workspace.path), INTERNAL_DIR), {}).get("mode") == "ro"
+        )
         # runs walk for set-ID bits only what blocks can write in .execbox/ (all of it, where
         # container_create_kwargs replaced our volumes)
         self._blocks_write_internal = WRITABLE_INTERNAL if sealed else True
@@ -223,8 +247,12 @@ class DockerExecutor(Executor):
                 # could not keep blocks off its channel: the block user is root, container_create_kwargs
                 # took its capabilities, no ctypes): by exec, in a new container, the block user's
                 if isinstance(failed, ContainerGone):
-                    warnings.warn(f"execbox's agent did not start in image {self._image} ({failed}); its "
-                                  "blocks run as docker exec, ~60 ms slower each", UserWarning, stacklevel=4)
+                    warnings.warn(
+                        f"execbox's agent did not start in image {self._image} ({failed}); its "
+                        "blocks run as docker exec, ~60 ms slower each",
+                        UserWarning,
+                        stacklevel=4,
+                    )
                 _agentless.add(self._agent_key())
                 self._kill_container(container.id)
                 return self._start_container()
@@ -243,8 +271,12 @@ class DockerExecutor(Executor):
         """What an agent's start depends on besides the programs: who blocks
         run as, the runtime (its probe, blockuser.py) and the settings a
         caller put over execbox's."""
-        return (*self._programs_key(self._image or ""), self.user, str(self.runtime),
-                repr(self.container_create_kwargs))
+        return (
+            *self._programs_key(self._image or ""),
+            self.user,
+            str(self.runtime),
+            repr(self.container_create_kwargs),
+        )
 
     def _programs_key(self, image: str) -> tuple[str, str, str]:
         """What the programs found in a container depend on: its image, its
@@ -255,17 +287,31 @@ class DockerExecutor(Executor):
     def _settings(self, agent: bool) -> dict[str, Any]:
         env = {**BASE_ENV, **self._passed_env(), **self.env}
         return container_settings(
-            image=self._image or "", workspace=str(self.workspace.path), limits=self.limits,
-            memory_mb=self.limits.effective_memory_mb(), max_processes=self.limits.effective_max_processes(),
-            user=self.user, env=env, volumes=self.volumes, tmp_size_mb=self.tmp_size_mb,
-            open_files=DEFAULT_OPEN_FILES, file_size_mb=DEFAULT_FILE_SIZE_MB, runtime=self.runtime,
-            device_requests=self.device_requests, auto_remove=self.auto_remove, name=self.container_name,
-            keep=not self.stop_container, agent=agent)
+            image=self._image or "",
+            workspace=str(self.workspace.path),
+            limits=self.limits,
+            memory_mb=self.limits.effective_memory_mb(),
+            max_processes=self.limits.effective_max_processes(),
+            user=self.user,
+            env=env,
+            volumes=self.volumes,
+            tmp_size_mb=self.tmp_size_mb,
+            open_files=DEFAULT_OPEN_FILES,
+            file_size_mb=DEFAULT_FILE_SIZE_MB,
+            runtime=self.runtime,
+            device_requests=self.device_requests,
+            auto_remove=self.auto_remove,
+            name=self.container_name,
+            keep=not self.stop_container,
+            agent=agent,
+        )
 
     def _run_container(self, settings: dict[str, Any]) -> Any:
-        with engine_errors("the container could not be started", image=settings["image"],
-                           error=lambda text: BackendUnavailableError(
-                               "docker", _explain_start(text, self.runtime))):
+        with engine_errors(
+            "the container could not be started",
+            image=settings["image"],
+            error=lambda text: BackendUnavailableError("docker", _explain_start(text, self.runtime)),
+        ):
             return self._client.containers.run(**settings)
 
     def _make_matplotlib_folder(self) -> None:
@@ -309,14 +355,19 @@ class DockerExecutor(Executor):
         found = {name: os.environ[name] for name in self.pass_env if name in os.environ}
         missing = [name for name in self.pass_env if name not in os.environ]
         if missing:
-            warnings.warn(f"pass_env: {', '.join(missing)} not set on this machine, so not passed to the "
-                          "container; set them or use env={...}", UserWarning, stacklevel=5)
+            warnings.warn(
+                f"pass_env: {', '.join(missing)} not set on this machine, so not passed to the "
+                "container; set them or use env={...}",
+                UserWarning,
+                stacklevel=5,
+            )
         return found
 
     # -- running ----------------------------------------------------------------
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         assert language.command is not None
         program = "python3" if language.command[0] == PYTHON else language.command[0]
         argv = [program, *language.command[1:], code_path]
@@ -334,29 +385,40 @@ class DockerExecutor(Executor):
                 outcome = self._run(container_id, argv, in_agent, cancel, on_output)
             except ContainerGone as gone:
                 if attempt == 2 and isinstance(gone, AgentStalled):
-                    raise StallError(f"docker: the agent of a new container did not answer either: {gone}",
-                                     waiting_for="the docker agent's answer") from None
+                    raise StallError(
+                        f"docker: the agent of a new container did not answer either: {gone}",
+                        waiting_for="the docker agent's answer",
+                    ) from None
                 if attempt == 2:
                     raise BackendUnavailableError(
-                        "docker", f"a new container stopped at once too: {gone}") from None
-                note = (f"Note: the container had stopped ({gone}); a new one was started for this block. "
-                        "Files in /tmp and running processes were lost; the workspace was kept.\n")
+                        "docker", f"a new container stopped at once too: {gone}"
+                    ) from None
+                note = (
+                    f"Note: the container had stopped ({gone}); a new one was started for this block. "
+                    "Files in /tmp and running processes were lost; the workspace was kept.\n"
+                )
                 container_id = self._replace_container(container_id)
                 continue
             if attempt == 1 and _could_not_fork(outcome):
                 # an earlier block's fork bomb outlived it and held every pid: it
                 # is killed, and this block runs as if nothing had happened
-                kill_leftovers(self._client, container_id,
-                               functools.partial(self._kill_container, container_id))
+                kill_leftovers(
+                    self._client, container_id, functools.partial(self._kill_container, container_id)
+                )
                 if not self._running(container_id):
                     container_id = self._replace_container(container_id)
                 continue
             break
         result = outcome_to_result(language.name, outcome, self.limits)
         if isinstance(outcome, AgentOutcome) and outcome.malformed:
-            result = self._container_died(container_id, result, (
-                f"{outcome.malformed}: its stream cannot be trusted, so the block's end is not taken from "
-                "it; the container was killed, and a new one starts with the next block"))
+            result = self._container_died(
+                container_id,
+                result,
+                (
+                    f"{outcome.malformed}: its stream cannot be trusted, so the block's end is not "
+                    "taken from it; the container was killed, and a new one starts with the next block"
+                ),
+            )
         elif outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
             result = self._after_kill(language, outcome, result, container_id)
         if note:
@@ -374,32 +436,64 @@ class DockerExecutor(Executor):
             assert self._container_id is not None
             return self._container_id
 
-    def _run(self, container_id: str, argv: list[str], python_file: str | None, cancel: Cancellation,
-             on_output: OutputCallback | None) -> Any:
+    def _run(
+        self,
+        container_id: str,
+        argv: list[str],
+        python_file: str | None,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Any:
         with self._container_lock:
             link = self._link if self._container_id == container_id else None
         if link is not None:
-            return run_block(link, argv=argv, python_file=python_file, workdir=WORKDIR,
-                             timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
-                             cancel=cancel, on_output=on_output,
-                             kill_container=lambda: self._drop_container(container_id))
-        return run_exec(self._client, container_id, argv, env={}, workdir=WORKDIR,
-                        timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
-                        cancel=cancel, on_output=on_output, live_tokens=self._live_tokens,
-                        kill_container=lambda: self._kill_container(container_id))
+            return run_block(
+                link,
+                argv=argv,
+                python_file=python_file,
+                workdir=WORKDIR,
+                timeout_s=self.limits.timeout_s,
+                output_limit=self.limits.max_output_bytes,
+                cancel=cancel,
+                on_output=on_output,
+                kill_container=lambda: self._drop_container(container_id),
+            )
+        return run_exec(
+            self._client,
+            container_id,
+            argv,
+            env={},
+            workdir=WORKDIR,
+            timeout_s=self.limits.timeout_s,
+            output_limit=self.limits.max_output_bytes,
+            cancel=cancel,
+            on_output=on_output,
+            live_tokens=self._live_tokens,
+            kill_container=lambda: self._kill_container(container_id),
+        )
 
     def _after_kill(self, language: Language, outcome: Any, result: Outcome, container_id: str) -> Outcome:
         """A SIGKILLed block: the memory limit, or the container's death."""
         if isinstance(outcome, AgentOutcome) and outcome.agent_stalled:
-            return self._container_died(container_id, result, (
-                "execbox's agent in the container stopped answering while the block ran (stopped from "
-                "outside?); the container was killed, and a new one starts with the next block"))
+            return self._container_died(
+                container_id,
+                result,
+                (
+                    "execbox's agent in the container stopped answering while the block ran (stopped from "
+                    "outside?); the container was killed, and a new one starts with the next block"
+                ),
+            )
         if isinstance(outcome, AgentOutcome) and outcome.agent_died:
             self._kill_container(container_id)  # (it stops with its agent; one that did not, is stopped)
-            return self._container_died(container_id, result, (
-                "execbox's agent in the container died while the block ran (the memory limit, "
-                "Limits.memory_mb, was hit, or it was killed from outside); a new container starts with the "
-                "next block"))
+            return self._container_died(
+                container_id,
+                result,
+                (
+                    "execbox's agent in the container died while the block ran (the memory limit, "
+                    "Limits.memory_mb, was hit, or it was killed from outside); a new container starts "
+                    "with the next block"
+                ),
+            )
         if isinstance(outcome, AgentOutcome) and outcome.oom_kills is not None:
             kills: int | None = outcome.oom_kills
         else:
@@ -409,9 +503,14 @@ class DockerExecutor(Executor):
             outcome.memory_exceeded_mb = self.limits.effective_memory_mb()
             return outcome_to_result(language.name, outcome, self.limits)
         if kills is None and not self._running(container_id):
-            return self._container_died(container_id, result, (
-                "the container stopped while the block ran (killed from outside, or its init died); "
-                "a new container starts with the next block"))
+            return self._container_died(
+                container_id,
+                result,
+                (
+                    "the container stopped while the block ran (killed from outside, or its init died); "
+                    "a new container starts with the next block"
+                ),
+            )
         return result
 
     def _container_died(self, container_id: str, result: Outcome, note: str) -> Outcome:
@@ -435,12 +534,16 @@ class DockerExecutor(Executor):
 
 def _could_not_fork(outcome: Any) -> bool:
     """The block's wrapper itself could not start the block."""
-    return outcome.exit_code == 2 and re.fullmatch(r"execbox: \d+: Cannot fork\n",
-                                                   outcome.capture.combined.text()) is not None
+    return (
+        outcome.exit_code == 2
+        and re.fullmatch(r"execbox: \d+: Cannot fork\n", outcome.capture.combined.text()) is not None
+    )
 
 
 def _explain_start(text: str, runtime: str | None) -> str:
     if runtime and "runtime" in text.lower():
-        return (f"the engine has no runtime {runtime!r} ({text}): register it in the daemon's "
-                "configuration (scripts/docker-engine.sh registers runsc), or leave runtime unset")
+        return (
+            f"the engine has no runtime {runtime!r} ({text}): register it in the daemon's "
+            "configuration (scripts/docker-engine.sh registers runsc), or leave runtime unset"
+        )
     return f"the container could not be started: {text}"

@@ -49,11 +49,14 @@ AGENT_MOUNT, RUN_FILE_MOUNT = "/opt/execbox/agent", "/opt/execbox/run_file"
 # The container's command, with who blocks run as after it ($1): the agent
 # when the image has python3; else a word to the host (after its hello, a
 # line) and the keep-alive, for exec (in a new container: this one is root's).
-AGENT_COMMAND = ["/bin/sh", "-c",
-                 "command -v python3 >/dev/null 2>&1 && "
-                 f'exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT} "$1"; '
-                 "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1",
-                 "execbox-agent"]
+AGENT_COMMAND = [
+    "/bin/sh",
+    "-c",
+    "command -v python3 >/dev/null 2>&1 && "
+    f'exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT} "$1"; '
+    "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1",
+    "execbox-agent",
+]
 # Who an agent's container runs as, and all it may do: the agent keeps root
 # as its real uid and runs blocks as the block user (_agent/blockuser.py),
 # so that no block owns the container's stdio, the host's channel
@@ -79,11 +82,26 @@ def container_user() -> str:
     return f"{uid}:{os.getgid()}" if uid != 0 else NOBODY
 
 
-def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb: int, max_processes: int,
-                       user: str, env: Mapping[str, str], volumes: Mapping[str, dict[str, str]],
-                       tmp_size_mb: int, open_files: int, file_size_mb: int, runtime: str | None,
-                       device_requests: list[Any] | None, auto_remove: bool, name: str | None,
-                       keep: bool, agent: bool) -> dict[str, Any]:
+def container_settings(
+    *,
+    image: str,
+    workspace: str,
+    limits: Limits,
+    memory_mb: int,
+    max_processes: int,
+    user: str,
+    env: Mapping[str, str],
+    volumes: Mapping[str, dict[str, str]],
+    tmp_size_mb: int,
+    open_files: int,
+    file_size_mb: int,
+    runtime: str | None,
+    device_requests: list[Any] | None,
+    auto_remove: bool,
+    name: str | None,
+    keep: bool,
+    agent: bool,
+) -> dict[str, Any]:
     """Keyword arguments for ``containers.create``: hardened by default.
     ``agent``: the container's command is execbox's agent (``_agent/``,
     bound in read-only), talked to over the attached stdin and stdout (not
@@ -93,49 +111,77 @@ def container_settings(*, image: str, workspace: str, limits: Limits, memory_mb:
     from docker.types import LogConfig, Ulimit
 
     overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
-    settings = confined(image=image, user=AGENT_USER if agent else user, memory_mb=memory_mb,
-                        pids=max_processes + overhead, cpus=limits.cpus, tmp_size_mb=tmp_size_mb,
-                        auto_remove=auto_remove, runtime=runtime, name=name,
-                        labels={LABEL_KEEP: "1"} if keep else {})
+    settings = confined(
+        image=image,
+        user=AGENT_USER if agent else user,
+        memory_mb=memory_mb,
+        pids=max_processes + overhead,
+        cpus=limits.cpus,
+        tmp_size_mb=tmp_size_mb,
+        auto_remove=auto_remove,
+        runtime=runtime,
+        name=name,
+        labels={LABEL_KEEP: "1"} if keep else {},
+    )
     internal = f"{WORKDIR}/{INTERNAL_DIR}"
-    mounts = {workspace: {"bind": WORKDIR, "mode": "rw"},
-              os.path.join(workspace, INTERNAL_DIR): {"bind": internal, "mode": "ro"},
-              **{os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{internal}/{folder}", "mode": "rw"}
-                 for folder in WRITABLE_INTERNAL},
-              **volumes}
+    mounts = {
+        workspace: {"bind": WORKDIR, "mode": "rw"},
+        os.path.join(workspace, INTERNAL_DIR): {"bind": internal, "mode": "ro"},
+        **{
+            os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{internal}/{folder}", "mode": "rw"}
+            for folder in WRITABLE_INTERNAL
+        },
+        **volumes,
+    }
     if agent:
         mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
         mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
-        settings.update(stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE),
-                        cap_add=list(AGENT_CAPABILITIES))
-    settings.update({
-        # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
-        "command": [*AGENT_COMMAND, user] if agent else list(KEEPALIVE),
-        "working_dir": WORKDIR,
-        "environment": dict(env),
-        "volumes": mounts,
-        "network_mode": "bridge" if limits.network else "none",
-        "memswap_limit": f"{memory_mb}m",  # no swap on top
-        "cgroupns": "private",  # the block does not see the host's cgroup tree
-        "ulimits": [Ulimit(name="nofile", soft=open_files, hard=open_files),
-                    Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024)],
-        "stop_signal": "SIGKILL",
-    })
+        settings.update(
+            stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE), cap_add=list(AGENT_CAPABILITIES)
+        )
+    settings.update(
+        {
+            # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
+            "command": [*AGENT_COMMAND, user] if agent else list(KEEPALIVE),
+            "working_dir": WORKDIR,
+            "environment": dict(env),
+            "volumes": mounts,
+            "network_mode": "bridge" if limits.network else "none",
+            "memswap_limit": f"{memory_mb}m",  # no swap on top
+            "cgroupns": "private",  # the block does not see the host's cgroup tree
+            "ulimits": [
+                Ulimit(name="nofile", soft=open_files, hard=open_files),
+                Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024),
+            ],
+            "stop_signal": "SIGKILL",
+        }
+    )
     if runtime == "runsc":
         # gVisor's own threads count against the host pids limit (~55 idle,
         # ~430 with 60 processes inside): a tight one crashes the sandbox.
         # The block's processes are counted by gVisor's kernel instead.
         settings["pids_limit"] = 8 * max_processes + 512
-        settings["ulimits"].append(Ulimit(name="nproc", soft=max_processes + overhead,
-                                          hard=max_processes + overhead))
+        settings["ulimits"].append(
+            Ulimit(name="nproc", soft=max_processes + overhead, hard=max_processes + overhead)
+        )
     if device_requests:
         settings["device_requests"] = list(device_requests)
     return settings
 
 
-def confined(*, image: str, user: str, memory_mb: int, pids: int, cpus: float | None, tmp_size_mb: int,
-             auto_remove: bool, runtime: str | None, name: str | None,
-             labels: Mapping[str, str]) -> dict[str, Any]:
+def confined(
+    *,
+    image: str,
+    user: str,
+    memory_mb: int,
+    pids: int,
+    cpus: float | None,
+    tmp_size_mb: int,
+    auto_remove: bool,
+    runtime: str | None,
+    name: str | None,
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
     """The confinement every execbox container gets (an executor's, a
     Jupyter server's): Docker's init, a non-root user, a read-only root with
     a tmpfs /tmp, no capabilities, no-new-privileges, memory, pids and CPU
@@ -177,7 +223,9 @@ def merge_overrides(settings: dict[str, Any], overrides: Mapping[str, Any] | Non
         warnings.warn(
             f"container_create_kwargs replaces execbox's settings {', '.join(replaced)}: "
             "the container is less confined than the defaults if these loosen them",
-            UserWarning, stacklevel=5)
+            UserWarning,
+            stacklevel=5,
+        )
     return {**settings, **overrides}
 
 
@@ -201,15 +249,20 @@ def normalize_volumes(volumes: Mapping[str, Any] | Iterable[str] | None) -> dict
             target = {"bind": target, "mode": "rw"}
         if not isinstance(target, Mapping) or "bind" not in target:
             raise ConfigurationError(
-                f"volume {host!r}: give the container path as {{'bind': '/data', 'mode': 'ro'}}")
+                f"volume {host!r}: give the container path as {{'bind': '/data', 'mode': 'ro'}}"
+            )
         if target.get("mode", "rw") not in ("ro", "rw"):
             raise ConfigurationError(
-                f"volume {host!r}: mode must be 'ro' or 'rw', got {target.get('mode')!r}")
+                f"volume {host!r}: mode must be 'ro' or 'rw', got {target.get('mode')!r}"
+            )
         if target["bind"].rstrip("/") == WORKDIR:
             raise ConfigurationError(
-                f"volume {host!r}: {WORKDIR} is where the workspace is mounted; pick another path")
-        found[os.path.abspath(os.path.expanduser(host))] = {"bind": target["bind"],
-                                                            "mode": target.get("mode", "rw")}
+                f"volume {host!r}: {WORKDIR} is where the workspace is mounted; pick another path"
+            )
+        found[os.path.abspath(os.path.expanduser(host))] = {
+            "bind": target["bind"],
+            "mode": target.get("mode", "rw"),
+        }
     return found
 
 

@@ -33,8 +33,19 @@ from .._output import Capture
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token
 from .._watch import FdWaiter, Output, watch_loop
 
-__all__ = ["IPC_SWEEP_FILE", "KILLER_FILE", "WRAPPER_FILE", "ContainerGone", "exec_output", "kill_leftovers",
-           "memory_kills", "open_exec", "program", "run_exec", "split_frames"]
+__all__ = [
+    "IPC_SWEEP_FILE",
+    "KILLER_FILE",
+    "WRAPPER_FILE",
+    "ContainerGone",
+    "exec_output",
+    "kill_leftovers",
+    "memory_kills",
+    "open_exec",
+    "program",
+    "run_exec",
+    "split_frames",
+]
 
 # The programs run inside the container, beside this module (the container
 # does not see execbox's files: their texts go in the exec's argv and
@@ -56,10 +67,20 @@ class ContainerGone(Exception):
     """The container stopped (or vanished) under a block."""
 
 
-def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[str, str], workdir: str,
-             timeout_s: float, output_limit: int, cancel: Cancellation | None,
-             on_output: OutputCallback | None, kill_container: Callable[[], None], live_tokens: set[str]
-             ) -> ProcessOutcome:
+def run_exec(
+    client: Any,
+    container_id: str,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    workdir: str,
+    timeout_s: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+    kill_container: Callable[[], None],
+    live_tokens: set[str],
+) -> ProcessOutcome:
     """Run ``argv`` in the container; exit codes as ``run_process`` gives
     them (124 on timeout). ``live_tokens``: the tokens of the executor's
     running blocks (this one's is added while it runs). Raises
@@ -69,25 +90,64 @@ def run_exec(client: Any, container_id: str, argv: Sequence[str], *, env: dict[s
     others = sorted(live_tokens)
     live_tokens.add(token)
     try:
-        return _run(client, container_id, argv, env, workdir, timeout_s, output_limit, cancel, on_output,
-                    kill_container, token, others, started)
+        return _run(
+            client,
+            container_id,
+            argv,
+            env,
+            workdir,
+            timeout_s,
+            output_limit,
+            cancel,
+            on_output,
+            kill_container,
+            token,
+            others,
+            started,
+        )
     finally:
         live_tokens.discard(token)
 
 
-def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str], workdir: str,
-         timeout_s: float, output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
-         kill_container: Callable[[], None], token: str, others: list[str], started: float) -> ProcessOutcome:
-    environment = {**env, TOKEN_VAR: token, "EXECBOX_KILLER": program(KILLER_FILE),
-                   "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE), "EXECBOX_LIVE_TOKENS": " ".join(others)}
+def _run(
+    client: Any,
+    container_id: str,
+    argv: Sequence[str],
+    env: dict[str, str],
+    workdir: str,
+    timeout_s: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+    kill_container: Callable[[], None],
+    token: str,
+    others: list[str],
+    started: float,
+) -> ProcessOutcome:
+    environment = {
+        **env,
+        TOKEN_VAR: token,
+        "EXECBOX_KILLER": program(KILLER_FILE),
+        "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE),
+        "EXECBOX_LIVE_TOKENS": " ".join(others),
+    }
     with engine_errors("the block could not be started in the container", gone=ContainerGone):
-        exec_id, raw = open_exec(client, container_id, ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox",
-                                                                  *argv],
-                                 environment=environment, workdir=workdir)
+        exec_id, raw = open_exec(
+            client,
+            container_id,
+            ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox", *argv],
+            environment=environment,
+            workdir=workdir,
+        )
     try:
         capture, timed_out, cancelled = _read_frames(
-            raw, deadline=started + timeout_s, output_limit=output_limit, cancel=cancel, on_output=on_output,
-            kill=lambda: _kill_block(client, container_id, [token, *others], kill_container))
+            raw,
+            deadline=started + timeout_s,
+            output_limit=output_limit,
+            cancel=cancel,
+            on_output=on_output,
+            kill=lambda: _kill_block(client, container_id, [token, *others], kill_container),
+        )
     finally:
         raw.close()
     try:
@@ -99,12 +159,18 @@ def _run(client: Any, container_id: str, argv: Sequence[str], env: dict[str, str
         code = 137  # the container went away under it
     if timed_out:
         code = 124
-    return ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                          duration_s=time.monotonic() - started)
+    return ProcessOutcome(
+        exit_code=code,
+        capture=capture,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        duration_s=time.monotonic() - started,
+    )
 
 
-def open_exec(client: Any, container_id: str, argv: Sequence[str],
-              **options: Any) -> tuple[str, socket.socket]:
+def open_exec(
+    client: Any, container_id: str, argv: Sequence[str], **options: Any
+) -> tuple[str, socket.socket]:
     """Create and start an exec; its id and the socket of its output.
 
     Its stdin is the attached stream, closed at once (the process reads
@@ -144,8 +210,8 @@ def split_frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
         kind, size = _HEADER.unpack_from(buffer)
         if len(buffer) < _HEADER.size + size:
             break
-        frames.append((kind, buffer[_HEADER.size:_HEADER.size + size]))
-        buffer = buffer[_HEADER.size + size:]
+        frames.append((kind, buffer[_HEADER.size : _HEADER.size + size]))
+        buffer = buffer[_HEADER.size + size :]
     return frames, buffer
 
 
@@ -153,9 +219,16 @@ def memory_kills(client: Any, container_id: str) -> int | None:
     """How many times the kernel's OOM killer has struck in the container
     (cgroup v1 or v2), or None when it cannot be read."""
     try:
-        text = exec_output(client, container_id, [
-            "/bin/sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
-                             "cat /sys/fs/cgroup/memory.events 2>/dev/null"])
+        text = exec_output(
+            client,
+            container_id,
+            [
+                "/bin/sh",
+                "-c",
+                "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || "
+                "cat /sys/fs/cgroup/memory.events 2>/dev/null",
+            ],
+        )
     except Exception:  # noqa: BLE001 - a best-effort reading
         return None
     for line in text.splitlines():
@@ -171,14 +244,16 @@ def kill_leftovers(client: Any, container_id: str, kill_container: Callable[[], 
     _kill_block(client, container_id, [new_token()], kill_container)
 
 
-def _kill_block(client: Any, container_id: str, tokens: list[str],
-                kill_container: Callable[[], None]) -> None:
+def _kill_block(
+    client: Any, container_id: str, tokens: list[str], kill_container: Callable[[], None]
+) -> None:
     """The in-container killer (``tokens``: the block's, then the live
     ones), given KILL_TIMEOUT_S; when it cannot start (no pid left, no
     python3), fails or hangs, the container is killed."""
     try:
-        exec_id, raw = open_exec(client, container_id, ["python3", "-I", "-c", program(KILLER_FILE), *tokens],
-                                 workdir="/")
+        exec_id, raw = open_exec(
+            client, container_id, ["python3", "-I", "-c", program(KILLER_FILE), *tokens], workdir="/"
+        )
         raw.settimeout(KILL_TIMEOUT_S)
         try:
             while raw.recv(1 << 16):
@@ -192,8 +267,15 @@ def _kill_block(client: Any, container_id: str, tokens: list[str],
     kill_container()
 
 
-def _read_frames(sock: socket.socket, *, deadline: float, output_limit: int, cancel: Cancellation | None,
-                 on_output: OutputCallback | None, kill: Callable[[], None]) -> tuple[Capture, bool, bool]:
+def _read_frames(
+    sock: socket.socket,
+    *,
+    deadline: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+    kill: Callable[[], None],
+) -> tuple[Capture, bool, bool]:
     """Read the engine's multiplexed stream in arrival order until it ends
     (``_watch.watch_loop``); on the deadline or a cancellation, run ``kill``
     once and read what is left for up to DRAIN_GRACE_S. No kill when the
@@ -209,8 +291,9 @@ class _Frames:
     """An exec's output socket as a ``_watch.Source``: it ends (and the
     block with it) when the engine closes the stream."""
 
-    def __init__(self, sock: socket.socket, waiter: FdWaiter, output: Output,
-                 kill: Callable[[], None]) -> None:
+    def __init__(
+        self, sock: socket.socket, waiter: FdWaiter, output: Output, kill: Callable[[], None]
+    ) -> None:
         self.sock, self.output, self.kill = sock, output, kill
         self.closed = self.ended = False
         self._buffer = b""

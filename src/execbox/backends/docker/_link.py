@@ -54,8 +54,17 @@ from .._watch import DRAIN_GRACE_S, FdWaiter, Output, watch_loop
 from ._agent import wire
 from ._exec import ContainerGone, split_frames
 
-__all__ = ["AGENT_START_TIMEOUT_S", "ANSWER_S", "DEADLINE_GRACE_S", "PING_S", "AgentLink", "AgentOutcome",
-           "AgentStalled", "NoAgent", "run_block"]
+__all__ = [
+    "AGENT_START_TIMEOUT_S",
+    "ANSWER_S",
+    "DEADLINE_GRACE_S",
+    "PING_S",
+    "AgentLink",
+    "AgentOutcome",
+    "AgentStalled",
+    "NoAgent",
+    "run_block",
+]
 
 # How long a new container's agent may take to answer (gVisor: ~1 s)
 AGENT_START_TIMEOUT_S = 30.0
@@ -100,8 +109,9 @@ class AgentLink:
     """The attached stream of one container whose command is the agent."""
 
     def __init__(self, client: Any, container_id: str) -> None:
-        sock = client.api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1,
-                                                              "stream": 1})
+        sock = client.api.attach_socket(
+            container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
         self._sock: socket.socket = getattr(sock, "_sock", sock)
         self._io = sock  # (a SocketIO over it holds the descriptor open until it is closed too)
         self._send_lock = threading.Lock()
@@ -135,7 +145,7 @@ class AgentLink:
                         self._keep_stderr(payload)
                         continue
                     seen += payload
-                    if seen.startswith(NO_AGENT[:len(seen)]) and NO_AGENT.startswith(seen[:len(NO_AGENT)]):
+                    if seen.startswith(NO_AGENT[: len(seen)]) and NO_AGENT.startswith(seen[: len(NO_AGENT)]):
                         if len(seen) >= len(NO_AGENT):
                             raise NoAgent()
                         continue
@@ -144,8 +154,9 @@ class AgentLink:
                             self.info = _ready(body)
                             self.heard = time.monotonic()
                             self._sock.settimeout(ANSWER_S)  # sends; the reader reads on past it
-                            threading.Thread(target=self._read, name="execbox-agent-link",
-                                             daemon=True).start()
+                            threading.Thread(
+                                target=self._read, name="execbox-agent-link", daemon=True
+                            ).start()
                             return self.info
         except (OSError, ValueError) as exc:
             self.close()
@@ -350,9 +361,18 @@ class _Block:
             os.close(fd)
 
 
-def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, workdir: str, timeout_s: float,
-              output_limit: int, cancel: Cancellation | None, on_output: OutputCallback | None,
-              kill_container: Callable[[], None]) -> AgentOutcome:
+def run_block(
+    link: AgentLink,
+    *,
+    argv: list[str],
+    python_file: str | None,
+    workdir: str,
+    timeout_s: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+    kill_container: Callable[[], None],
+) -> AgentOutcome:
     """Run one block through the agent; exit codes as ``run_process`` gives
     them (124 on timeout, ``timeout_s`` counted from the agent's STARTED).
     Raises ContainerGone when the agent is gone or stalled before it took
@@ -363,8 +383,13 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
     with FdWaiter() as waiter:
         block = link.open_block(waiter, output)
         try:
-            request = {"argv": argv, "python": python_file, "token": new_token(), "workdir": workdir,
-                       "deadline_s": timeout_s + DEADLINE_GRACE_S}
+            request = {
+                "argv": argv,
+                "python": python_file,
+                "token": new_token(),
+                "workdir": workdir,
+                "deadline_s": timeout_s + DEADLINE_GRACE_S,
+            }
             try:
                 link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
             except AgentStalled:
@@ -396,22 +421,34 @@ def run_block(link: AgentLink, *, argv: list[str], python_file: str | None, work
     # STARTED may be what was lost)
     if died and not block.answered and not block.report and not malformed:
         if block.stalled:
-            raise AgentStalled(f"execbox's agent did not answer for {ANSWER_S:.0f} s (stopped from "
-                               "outside?); its container was killed")
+            raise AgentStalled(
+                f"execbox's agent did not answer for {ANSWER_S:.0f} s (stopped from "
+                "outside?); its container was killed"
+            )
         if not (timed_out or cancelled):
             raise ContainerGone(link.dead or "the agent's stream ended")
     timed_out = timed_out or (not died and block.report.get("timed_out", False))
     code = 124 if timed_out else 137 if died else block.report["code"]
-    return AgentOutcome(exit_code=code, capture=output.capture, timed_out=timed_out, cancelled=cancelled,
-                        duration_s=time.monotonic() - started, oom_kills=block.report.get("oom_kills"),
-                        agent_died=died and not (timed_out or cancelled),
-                        agent_stalled=died and link.was_stalled, malformed=malformed)
+    return AgentOutcome(
+        exit_code=code,
+        capture=output.capture,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        duration_s=time.monotonic() - started,
+        oom_kills=block.report.get("oom_kills"),
+        agent_died=died and not (timed_out or cancelled),
+        agent_stalled=died and link.was_stalled,
+        malformed=malformed,
+    )
 
 
 def _ready(body: bytes) -> dict[str, Any]:
     """The agent's READY, checked (ValueError: not one)."""
     info = json.loads(body)
-    if not (isinstance(info, dict) and isinstance(info.get("programs"), list)
-            and all(isinstance(p, str) for p in info["programs"])):
+    if not (
+        isinstance(info, dict)
+        and isinstance(info.get("programs"), list)
+        and all(isinstance(p, str) for p in info["programs"])
+    ):
         raise ValueError(f"a READY that is not one: {body[:200]!r}")
     return info

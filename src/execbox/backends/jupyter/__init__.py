@@ -100,26 +100,51 @@ class JupyterExecutor(HostPython, Executor):
     name = "jupyter"
     _environment: Environment  # always one (HostPython's), never Executor's None
 
-    def __init__(self, *, workspace: Workspace | str | os.PathLike[str] | None = None,
-                 limits: Limits | None = None, environment: Environment | None = None,
-                 kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer | None = None,
-                 kernel_name: str | None = None,
-                 env: Mapping[str, str] | None = None,
-                 execution_policies: Mapping[str, Policy | bool] | None = None,
-                 progress: Callable[[str], None] | None = None, warm_kernels: int = 1,
-                 output_dir: str | os.PathLike[str] | None = None, silence_pip: bool = True,
-                 keep_code_files: bool = True, pool_size: int | None = None) -> None:
-        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=silence_pip, keep_code_files=keep_code_files)
+    def __init__(
+        self,
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        environment: Environment | None = None,
+        kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer | None = None,
+        kernel_name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        execution_policies: Mapping[str, Policy | bool] | None = None,
+        progress: Callable[[str], None] | None = None,
+        warm_kernels: int = 1,
+        output_dir: str | os.PathLike[str] | None = None,
+        silence_pip: bool = True,
+        keep_code_files: bool = True,
+        pool_size: int | None = None,
+    ) -> None:
+        super().__init__(
+            workspace=workspace,
+            limits=limits,
+            execution_policies=execution_policies,
+            silence_pip=silence_pip,
+            keep_code_files=keep_code_files,
+        )
         if pool_size is not None:
-            warnings.warn("JupyterExecutor(pool_size=...) is now warm_kernels=... (kernels started ahead of "
-                          "demand); pool_size will be removed", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "JupyterExecutor(pool_size=...) is now warm_kernels=... (kernels started ahead of "
+                "demand); pool_size will be removed",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             warm_kernels = pool_size
         if not isinstance(warm_kernels, int) or warm_kernels < 0:
-            raise ConfigurationError(f"JupyterExecutor(warm_kernels={warm_kernels!r}) must be a whole number >= 0")
-        if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (None, "sandbox", "local"):
-            raise ConfigurationError(f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
-                                     "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer")
+            raise ConfigurationError(
+                f"JupyterExecutor(warm_kernels={warm_kernels!r}) must be a whole number >= 0"
+            )
+        if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (
+            None,
+            "sandbox",
+            "local",
+        ):
+            raise ConfigurationError(
+                f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
+                "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer"
+            )
         if kernel_name and kernel == "sandbox":
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self._environment = environment or SystemPython()
@@ -133,8 +158,13 @@ class JupyterExecutor(HostPython, Executor):
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
-        if workspace is None and warm_kernels and environment is None and kernel_name is None \
-                and self.kernel in ("sandbox", "local"):
+        if (
+            workspace is None
+            and warm_kernels
+            and environment is None
+            and kernel_name is None
+            and self.kernel in ("sandbox", "local")
+        ):
             key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
             options = dict(limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0)
             donor = warm_pool(key, lambda: _started(options), _close, warm_kernels).take()
@@ -152,8 +182,10 @@ class JupyterExecutor(HostPython, Executor):
         self._started = True
 
     def can_add_libraries(self) -> str | None:
-        return ("the jupyter backend keeps one kernel whose environment execbox does not change: preinstall "
-                "them (JupyterExecutor(environment=Venv(packages=['ipykernel', ...]))).")
+        return (
+            "the jupyter backend keeps one kernel whose environment execbox does not change: preinstall "
+            "them (JupyterExecutor(environment=Venv(packages=['ipykernel', ...])))."
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -162,14 +194,25 @@ class JupyterExecutor(HostPython, Executor):
         shells = tuple(s for s in ("sh", "bash") if resolve_program(s, path))
         enforced = {"timeout_s", "max_output_bytes"}
         if sandboxed:
-            enforced |= {"network"} | ({"memory_mb", "max_processes", "cpus"} if cgroup_support()[0] else set())
-        return Capabilities(backend=self.name, isolated=sandboxed, stateful=True,
-                            enforced=frozenset(enforced), languages=("python", *shells))
+            enforced |= {"network"} | (
+                {"memory_mb", "max_processes", "cpus"} if cgroup_support()[0] else set()
+            )
+        return Capabilities(
+            backend=self.name,
+            isolated=sandboxed,
+            stateful=True,
+            enforced=frozenset(enforced),
+            languages=("python", *shells),
+        )
 
     def _start(self) -> None:
         python = self.environment.prepare(self._progress)
-        env = child_environment(bin_dir=self.environment.bin_dir(python),
-                                extra=self.environment.variables(python), user={}, inherit=False)
+        env = child_environment(
+            bin_dir=self.environment.bin_dir(python),
+            extra=self.environment.variables(python),
+            user={},
+            inherit=False,
+        )
         env.pop("MPLBACKEND", None)  # the kernel's inline backend turns plots into images
         env.update(self.env)
         env[TOKEN_VAR] = self._token
@@ -180,24 +223,36 @@ class JupyterExecutor(HostPython, Executor):
         self._kernel = kernel
 
     def _setup_code(self, kernel: Kernel) -> str:
-        shares = isinstance(kernel, GatewayKernel) and kernel.shares_files  # a server's kernel starts in its folder
-        return setup_code(self.limits.max_output_bytes + (64 << 10), str(self.workspace.path) if shares else None)
+        shares = (
+            isinstance(kernel, GatewayKernel) and kernel.shares_files
+        )  # a server's kernel starts in its folder
+        return setup_code(
+            self.limits.max_output_bytes + (64 << 10), str(self.workspace.path) if shares else None
+        )
 
     def _new_kernel(self, python: str) -> Kernel:
         cwd = str(self.workspace.path)
         if isinstance(self.kernel, (JupyterConnectionInfo, *SERVERS)):
-            info = self.kernel if isinstance(self.kernel, JupyterConnectionInfo) else self.kernel.connection_info
+            info = (
+                self.kernel if isinstance(self.kernel, JupyterConnectionInfo) else self.kernel.connection_info
+            )
             return GatewayKernel(info, kernel_name=self.kernel_name, env=self.env, token=self._token)
         if self.kernel == "local":
             return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
         inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
         limits = self.limits
         rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
-        settings = JailSettings(network=bool(limits.network), memory_mb=limits.effective_memory_mb(),
-                                max_processes=limits.effective_max_processes(), cpus=limits.cpus,
-                                rlimits=tuple(rlimits.items()), sealed=(INTERNAL_DIR,))
-        return SandboxKernel(python=python, cwd=cwd, env=inside, settings=settings,
-                             cgroups=cgroup_support()[0])
+        settings = JailSettings(
+            network=bool(limits.network),
+            memory_mb=limits.effective_memory_mb(),
+            max_processes=limits.effective_max_processes(),
+            cpus=limits.cpus,
+            rlimits=tuple(rlimits.items()),
+            sealed=(INTERNAL_DIR,),
+        )
+        return SandboxKernel(
+            python=python, cwd=cwd, env=inside, settings=settings, cgroups=cgroup_support()[0]
+        )
 
     def _stop(self) -> None:
         with self._cell_lock:  # a running cell (cancelled by now) finishes first
@@ -216,15 +271,28 @@ class JupyterExecutor(HostPython, Executor):
         if jail is not None:
             hand_over(str(self.workspace.path), *jail, paths)
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         """A code file given by its path alone (blocks come with their text: ``_execute_code``)."""
         path = os.path.normpath(code_path)  # read refusing links and FIFOs
-        read = self.workspace.read_internal if path.startswith(INTERNAL_DIR + os.sep) else self.workspace.download
-        return self._execute_code(language, code_path, read(path).decode("utf-8", "replace"), cancel, on_output)
+        read = (
+            self.workspace.read_internal
+            if path.startswith(INTERNAL_DIR + os.sep)
+            else self.workspace.download
+        )
+        return self._execute_code(
+            language, code_path, read(path).decode("utf-8", "replace"), cancel, on_output
+        )
 
-    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
-                      on_output: OutputCallback | None) -> Outcome:
+    def _execute_code(
+        self,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Outcome:
         # ``code``, not the file read back: a thread left by an earlier cell may
         # have swapped the file for a link to a host file, or a FIFO, meanwhile
         expressions: dict[str, str] = {}
@@ -237,9 +305,15 @@ class JupyterExecutor(HostPython, Executor):
         with self._cell_lock:
             kernel = self._kernel
             if kernel is None:  # a restart stopped the kernel after this block's cancel check
-                return Outcome(status="cancelled", exit_code=130, output="Cancelled: the executor was restarted.\n",
-                               stdout="", stderr="", duration_s=0.0,
-                               error=ErrorInfo("Cancelled", "the executor was restarted before the block ran"))
+                return Outcome(
+                    status="cancelled",
+                    exit_code=130,
+                    output="Cancelled: the executor was restarted.\n",
+                    stdout="",
+                    stderr="",
+                    duration_s=0.0,
+                    error=ErrorInfo("Cancelled", "the executor was restarted before the block ran"),
+                )
             if not code_path.startswith(INTERNAL_DIR + "/"):
                 # a named block's folders, made by execbox (root), are the jail's to write in
                 self._give(kernel, [code_path])
@@ -251,17 +325,28 @@ class JupyterExecutor(HostPython, Executor):
                         break
                     kernel.restart()  # it took nothing of the cell: the cell runs in a new kernel
                     if attempt == 2:
-                        raise StallError(f"jupyter: a new kernel did not answer either ({outcome.error})",
-                                         waiting_for="the Jupyter kernel's answer")
-                    notes.append(f"The kernel did not answer for {ANSWER_S:.0f} s (stopped?): it was restarted and "
-                                 "this block ran in the new one; variables and imports of earlier blocks are lost.")
+                        raise StallError(
+                            f"jupyter: a new kernel did not answer either ({outcome.error})",
+                            waiting_for="the Jupyter kernel's answer",
+                        )
+                    notes.append(
+                        f"The kernel did not answer for {ANSWER_S:.0f} s (stopped?): it was restarted and "
+                        "this block ran in the new one; variables and imports of earlier blocks are lost."
+                    )
                 notes.append(self._settle(kernel, outcome))
             finally:
                 kernel.kill_strays()  # no process a block started outlives it, whatever happened
         return cell_outcome(outcome, " ".join(n for n in notes if n), self.limits)
 
-    def _cell(self, kernel: Kernel, code: str, code_path: str, expressions: dict[str, str], cancel: Cancellation,
-              on_output: OutputCallback | None) -> CellOutcome:
+    def _cell(
+        self,
+        kernel: Kernel,
+        code: str,
+        code_path: str,
+        expressions: dict[str, str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> CellOutcome:
         """The cell run (after a restart, the kernel's set-up first); a send
         the kernel does not take: stalled."""
         try:
@@ -269,13 +354,26 @@ class JupyterExecutor(HostPython, Executor):
                 execute(_started_channels(kernel), self._setup_code(kernel), silent=True)
                 kernel.restarted = False
             if "__file__" in code:  # the block's file, as a file run would say (costs a kernel round)
-                execute(_started_channels(kernel), f"__file__ = {str(self.workspace.path / code_path)!r}", silent=True)
-            return run_cell(kernel, code, deadline=time.monotonic() + self.limits.timeout_s,
-                            output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output,
-                            save=self.display_files.save, prefix=os.path.basename(code_path).rsplit(".", 1)[0],
-                            user_expressions=expressions)
+                execute(
+                    _started_channels(kernel),
+                    f"__file__ = {str(self.workspace.path / code_path)!r}",
+                    silent=True,
+                )
+            return run_cell(
+                kernel,
+                code,
+                deadline=time.monotonic() + self.limits.timeout_s,
+                output_limit=self.limits.max_output_bytes,
+                cancel=cancel,
+                on_output=on_output,
+                save=self.display_files.save,
+                prefix=os.path.basename(code_path).rsplit(".", 1)[0],
+                user_expressions=expressions,
+            )
         except ChannelStalled as exc:
-            return CellOutcome("stalled", Capture(self.limits.max_output_bytes), ErrorInfo("KernelStalled", str(exc)))
+            return CellOutcome(
+                "stalled", Capture(self.limits.max_output_bytes), ErrorInfo("KernelStalled", str(exc))
+            )
 
     def _revive(self, kernel: Kernel) -> str:
         """A kernel that died or was stopped since the last block (a thread
@@ -286,8 +384,10 @@ class JupyterExecutor(HostPython, Executor):
         code = kernel.exit_code()
         how = "been stopped" if alive else "died" + ("" if code is None else f" (exit code {code})")
         kernel.restart()
-        return (f"The kernel had {how} since the last block (a thread of an earlier block?): it was restarted "
-                "before this one; variables and imports of earlier blocks are lost.")
+        return (
+            f"The kernel had {how} since the last block (a thread of an earlier block?): it was restarted "
+            "before this one; variables and imports of earlier blocks are lost."
+        )
 
     def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
         """After a timeout, a cancel or a death: get the kernel usable again;
@@ -304,10 +404,13 @@ class JupyterExecutor(HostPython, Executor):
             return "The kernel did not stop on interrupt and was restarted: its state is lost."
         if outcome.status == "stalled":
             kernel.restart()
-            outcome.error = outcome.error or ErrorInfo("KernelStalled", f"the kernel stopped answering for "
-                                                                        f"{ANSWER_S:.0f} s while the block ran")
-            return ("The kernel stopped answering while the block ran (it was stopped?) and was restarted: "
-                    "variables and imports of earlier blocks are lost.")
+            outcome.error = outcome.error or ErrorInfo(
+                "KernelStalled", f"the kernel stopped answering for {ANSWER_S:.0f} s while the block ran"
+            )
+            return (
+                "The kernel stopped answering while the block ran (it was stopped?) and was restarted: "
+                "variables and imports of earlier blocks are lost."
+            )
         if outcome.status == "died":
             code = kernel.exit_code()
             memory = kernel.memory_exceeded()
@@ -316,11 +419,18 @@ class JupyterExecutor(HostPython, Executor):
                 why = f"memory limit {self.limits.effective_memory_mb()} MB exceeded (Limits.memory_mb)"
                 outcome.error = ErrorInfo("MemoryLimit", f"the kernel was killed: {why}")
                 return f"The kernel was killed: {why}. It was restarted; variables and imports are lost."
-            how = ("no exit status: on a server" if code is None
-                   else f"exit code {code}" if code >= 0 else f"signal {-code}")
+            how = (
+                "no exit status: on a server"
+                if code is None
+                else f"exit code {code}"
+                if code >= 0
+                else f"signal {-code}"
+            )
             outcome.error = ErrorInfo("KernelDied", f"the kernel died ({how})")
-            return (f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
-                    "variables and imports of earlier blocks are lost.")
+            return (
+                f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
+                "variables and imports of earlier blocks are lost."
+            )
         return ""
 
 
@@ -335,12 +445,15 @@ def _close(executor: JupyterExecutor) -> None:
 
 
 def _default_kernel() -> str:
-    """"sandbox" where bubblewrap can make a jail here, else "local" (warned)."""
+    """ "sandbox" where bubblewrap can make a jail here, else "local" (warned)."""
     reason = _sandbox_unavailable()
     if reason is None:
         return "sandbox"
-    warnings.warn(f"JupyterExecutor: {reason}; the kernel runs unisolated as this user "
-                  "(pass kernel='local' to say so, or install bubblewrap)", stacklevel=3)
+    warnings.warn(
+        f"JupyterExecutor: {reason}; the kernel runs unisolated as this user "
+        "(pass kernel='local' to say so, or install bubblewrap)",
+        stacklevel=3,
+    )
     return "local"
 
 

@@ -70,9 +70,11 @@ class CellOutcome:
         count, size, limit = self.dropped_displays, self.dropped_bytes, self.capture.combined.limit
         if not count:
             return ""
-        return (f"[{count} display{'s' if count > 1 else ''} ({size} bytes) dropped: a block keeps at most "
-                f"Limits.max_output_bytes={limit} bytes of displays (images, HTML, JSON, text); "
-                "save large results to files, or raise Limits.max_output_bytes]")
+        return (
+            f"[{count} display{'s' if count > 1 else ''} ({size} bytes) dropped: a block keeps at most "
+            f"Limits.max_output_bytes={limit} bytes of displays (images, HTML, JSON, text); "
+            "save large results to files, or raise Limits.max_output_bytes]"
+        )
 
 
 def cell_outcome(cell: CellOutcome, note: str, limits: Limits) -> Outcome:
@@ -86,17 +88,28 @@ def cell_outcome(cell: CellOutcome, note: str, limits: Limits) -> Outcome:
     for line in (cell.dropped_note(), note):  # the kernel's note last: a timeout's goes before it
         if line:
             output = (output if not output or output.endswith("\n") else output + "\n") + line + "\n"
-    common: dict[str, Any] = dict(stdout=cap.stdout.text(), stderr=cap.stderr.text(), duration_s=cell.duration_s,
-                                  truncated=cap.truncated or cell.dropped_displays > 0,
-                                  displays=tuple(cell.displays))
+    common: dict[str, Any] = dict(
+        stdout=cap.stdout.text(),
+        stderr=cap.stderr.text(),
+        duration_s=cell.duration_s,
+        truncated=cap.truncated or cell.dropped_displays > 0,
+        displays=tuple(cell.displays),
+    )
     if cell.status == "timeout":
         why = timeout_note(limits)
         output = output.removesuffix(note + "\n") + why + " " + note + "\n"
-        return Outcome(status="timeout", exit_code=124, output=output, error=ErrorInfo("Timeout", why),
-                       timed_out=True, **common)
+        return Outcome(
+            status="timeout",
+            exit_code=124,
+            output=output,
+            error=ErrorInfo("Timeout", why),
+            timed_out=True,
+            **common,
+        )
     if cell.status == "cancelled":
-        return Outcome(status="cancelled", exit_code=130, output=output, error=ErrorInfo("Cancelled", note),
-                       **common)
+        return Outcome(
+            status="cancelled", exit_code=130, output=output, error=ErrorInfo("Cancelled", note), **common
+        )
     if cell.status in ("died", "stalled"):
         return Outcome(status="failed", exit_code=137, output=output, error=cell.error, **common)
     if cell.status == "error":
@@ -110,8 +123,13 @@ def cell_outcome(cell: CellOutcome, note: str, limits: Limits) -> Outcome:
     rc = _int(cell.user_expressions.get("rc", "0"), default=0)
     if rc != 0:
         code = 128 - rc if rc < 0 else rc
-        return Outcome(status="failed", exit_code=code, output=output,
-                       error=ErrorInfo("ExitStatus", f"exit code {code}"), **common)
+        return Outcome(
+            status="failed",
+            exit_code=code,
+            output=output,
+            error=ErrorInfo("ExitStatus", f"exit code {code}"),
+            **common,
+        )
     return Outcome(status="ok", exit_code=0, output=output, **common)
 
 
@@ -122,9 +140,18 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
-def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, cancel: Cancellation | None,
-             on_output: OutputCallback | None, save: SaveFile, prefix: str,
-             user_expressions: dict[str, str] | None = None) -> CellOutcome:
+def run_cell(
+    kernel: Any,
+    code: str,
+    *,
+    deadline: float,
+    output_limit: int,
+    cancel: Cancellation | None,
+    on_output: OutputCallback | None,
+    save: SaveFile,
+    prefix: str,
+    user_expressions: dict[str, str] | None = None,
+) -> CellOutcome:
     """Execute ``code``; return when the kernel is idle again and has
     replied, the deadline passes, ``cancel`` is set, or the kernel dies
     (checked whenever nothing came for 50 ms), or stalls (``ANSWER_S``):
@@ -135,8 +162,9 @@ def run_cell(kernel: Any, code: str, *, deadline: float, output_limit: int, canc
     msg_id = execute(kernel.channels, code, user_expressions=user_expressions)
     output = Output(output_limit, on_output)
     out = CellOutcome("ok", output.capture, msg_id=msg_id)
-    timed_out, cancelled = watch_loop(_Messages(kernel, out, output, save, prefix), deadline=deadline,
-                                      cancel=cancel, drain_s=0.0)
+    timed_out, cancelled = watch_loop(
+        _Messages(kernel, out, output, save, prefix), deadline=deadline, cancel=cancel, drain_s=0.0
+    )
     if cancelled:
         out.status = "cancelled"
     elif timed_out:
@@ -172,7 +200,8 @@ class _Messages:
                 self.out.status = "died"
                 self.closed = self.ended = True
             elif time.monotonic() - self._heard > ANSWER_S and (
-                    not self.out.answered or kernel_stopped(getattr(self.kernel, "pid", None))):
+                not self.out.answered or kernel_stopped(getattr(self.kernel, "pid", None))
+            ):
                 self.out.status = "stalled"
                 self.closed = self.ended = True
             return
@@ -189,8 +218,9 @@ class _Messages:
         else:
             kind = msg["msg_type"]
             if kind == "stream":
-                self.output.feed_text("stderr" if content.get("name") == "stderr" else "stdout",
-                                      _text(content.get("text", "")))
+                self.output.feed_text(
+                    "stderr" if content.get("name") == "stderr" else "stdout", _text(content.get("text", ""))
+                )
             elif kind in ("execute_result", "display_data"):
                 _display(out, content.get("data", {}), self.save, self.prefix, self.output)
             elif kind == "error":
@@ -228,8 +258,9 @@ def wait_done(kernel: Any, msg_id: str, grace: float) -> bool:
         channel, msg = got
         if msg.get("parent_header", {}).get("msg_id") != msg_id:
             continue
-        if channel == "shell" or (msg["msg_type"] == "status"
-                                  and msg["content"].get("execution_state") == "idle"):
+        if channel == "shell" or (
+            msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle"
+        ):
             while kernel.channels.recv(0.02) is not None:  # the other of the two
                 pass
             return True

@@ -49,8 +49,10 @@ class ZmqChannels:
         from jupyter_client.session import Session
 
         key = info["key"]
-        self.session = Session(key=key.encode() if isinstance(key, str) else key,
-                               signature_scheme=info.get("signature_scheme", "hmac-sha256"))
+        self.session = Session(
+            key=key.encode() if isinstance(key, str) else key,
+            signature_scheme=info.get("signature_scheme", "hmac-sha256"),
+        )
         self._zmq = zmq
         context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         transport, ip = info.get("transport", "tcp"), info["ip"]
@@ -67,9 +69,11 @@ class ZmqChannels:
             sock.connect(url(port))
             return sock
 
-        self._sockets = {"shell": socket(zmq.DEALER, info["shell_port"]),
-                         "control": socket(zmq.DEALER, info["control_port"]),
-                         "iopub": socket(zmq.SUB, info["iopub_port"])}
+        self._sockets = {
+            "shell": socket(zmq.DEALER, info["shell_port"]),
+            "control": socket(zmq.DEALER, info["control_port"]),
+            "iopub": socket(zmq.SUB, info["iopub_port"]),
+        }
         self._sockets["iopub"].setsockopt(zmq.SUBSCRIBE, b"")
         self._poller = zmq.Poller()
         self._names = {}
@@ -97,15 +101,26 @@ class ZmqChannels:
             sock.close(linger=0)
 
 
-def execute(channels: Channels, code: str, *, silent: bool = False,
-            user_expressions: dict[str, str] | None = None) -> str:
-    return channels.send("shell", "execute_request", {
-        "code": code, "silent": silent, "store_history": not silent, "allow_stdin": False,
-        "user_expressions": user_expressions or {}, "stop_on_error": False})
+def execute(
+    channels: Channels, code: str, *, silent: bool = False, user_expressions: dict[str, str] | None = None
+) -> str:
+    return channels.send(
+        "shell",
+        "execute_request",
+        {
+            "code": code,
+            "silent": silent,
+            "store_history": not silent,
+            "allow_stdin": False,
+            "user_expressions": user_expressions or {},
+            "stop_on_error": False,
+        },
+    )
 
 
-def wait_ready(channels: Channels, alive: Callable[[], bool], timeout: float,
-               describe: Callable[[], str]) -> None:
+def wait_ready(
+    channels: Channels, alive: Callable[[], bool], timeout: float, describe: Callable[[], str]
+) -> None:
     """kernel_info until the kernel answers on shell *and* its status reaches
     us on iopub (a subscription made before the kernel bound its socket
     drops what comes first), then drop what is queued. Fails at once if

@@ -54,8 +54,9 @@ class DisplayFiles:
         try:
             fd = os.open(target, flags, 0o644)
         except OSError as exc:
-            raise WorkspaceError(f"cannot write {str(target)!r} (JupyterExecutor(output_dir=...)): "
-                                 f"{exc.strerror}") from None
+            raise WorkspaceError(
+                f"cannot write {str(target)!r} (JupyterExecutor(output_dir=...)): {exc.strerror}"
+            ) from None
         with os.fdopen(fd, "wb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 raise WorkspaceError(f"{str(target)!r} is not a regular file: not written")

@@ -48,9 +48,9 @@ GATEWAY_LINES = (
     "KG_ENV_PROCESS_WHITELIST=HOME,PATH,LANG,VIRTUAL_ENV,MPLCONFIGDIR,IPYTHONDIR,JUPYTER_RUNTIME_DIR",
     f"EXPOSE {PORT}",
     "WORKDIR /tmp",
-    'CMD python3 -m kernel_gateway --KernelGatewayApp.ip=0.0.0.0 --KernelGatewayApp.port=8888 '
+    "CMD python3 -m kernel_gateway --KernelGatewayApp.ip=0.0.0.0 --KernelGatewayApp.port=8888 "
     '--KernelGatewayApp.auth_token="${TOKEN}" --JupyterApp.answer_yes=true '
-    '--JupyterWebsocketPersonality.list_kernels=true',
+    "--JupyterWebsocketPersonality.list_kernels=true",
 )
 
 
@@ -73,10 +73,20 @@ class DockerJupyterServer:
       as in ``DockerExecutor``.
     """
 
-    def __init__(self, *, custom_image_name: str | None = None, packages: Sequence[str] = (),
-                 container_name: str | None = None, auto_remove: bool = True, stop_container: bool = True,
-                 docker_env: Mapping[str, str] | None = None, token: str | None = None,
-                 limits: Limits | None = None, runtime: str | None = None, progress: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        custom_image_name: str | None = None,
+        packages: Sequence[str] = (),
+        container_name: str | None = None,
+        auto_remove: bool = True,
+        stop_container: bool = True,
+        docker_env: Mapping[str, str] | None = None,
+        token: str | None = None,
+        limits: Limits | None = None,
+        runtime: str | None = None,
+        progress: Any = None,
+    ) -> None:
         self.custom_image_name = custom_image_name
         self.packages = tuple(packages)
         self.container_name = container_name
@@ -116,10 +126,18 @@ class DockerJupyterServer:
             image = self.custom_image_name
         else:
             image = build_image(jupyter_spec(self.packages), progress=self._progress)
-        settings = confined(image=image, user=NOBODY, memory_mb=self.limits.effective_memory_mb(),
-                            pids=self.limits.effective_max_processes() + 64,
-                            cpus=self.limits.cpus, tmp_size_mb=256, auto_remove=self.auto_remove,
-                            runtime=self.runtime, name=self.container_name, labels={})
+        settings = confined(
+            image=image,
+            user=NOBODY,
+            memory_mb=self.limits.effective_memory_mb(),
+            pids=self.limits.effective_max_processes() + 64,
+            cpus=self.limits.cpus,
+            tmp_size_mb=256,
+            auto_remove=self.auto_remove,
+            runtime=self.runtime,
+            name=self.container_name,
+            labels={},
+        )
         settings["environment"] = {**self.docker_env, "TOKEN": self.token}
         try:
             with engine_errors("the Jupyter container could not start"):
@@ -127,13 +145,19 @@ class DockerJupyterServer:
                     settings["ports"] = {f"{PORT}/tcp": ("127.0.0.1", None)}
                 else:  # a network of its own with no way out; reached at its address
                     self._network = client.networks.create(
-                        f"execbox-jupyter-{secrets.token_hex(6)}", driver="bridge", internal=True,
-                        labels={LABEL_OWNER: owner_label()})
+                        f"execbox-jupyter-{secrets.token_hex(6)}",
+                        driver="bridge",
+                        internal=True,
+                        labels={LABEL_OWNER: owner_label()},
+                    )
                     settings["network"] = self._network.name
                 self._container = client.containers.run(**settings)
                 self._container.reload()
                 if self.limits.network:
-                    self.host, self.port = "127.0.0.1", int(self._container.ports[f"{PORT}/tcp"][0]["HostPort"])
+                    self.host, self.port = (
+                        "127.0.0.1",
+                        int(self._container.ports[f"{PORT}/tcp"][0]["HostPort"]),
+                    )
                 else:
                     networks = self._container.attrs["NetworkSettings"]["Networks"]
                     self.host, self.port = networks[self._network.name]["IPAddress"], PORT
@@ -164,9 +188,11 @@ class DockerJupyterServer:
         logs = self._logs()
         self.stop()
         raise BackendUnavailableError(
-            "docker", f"the Kernel Gateway in the container did not answer ({last or 'it exited'}); does the "
+            "docker",
+            f"the Kernel Gateway in the container did not answer ({last or 'it exited'}); does the "
             f"image meet DockerJupyterServer's contract (kernel gateway on port {PORT}, TOKEN)? "
-            f"Its log:\n{logs}")
+            f"Its log:\n{logs}",
+        )
 
     def _logs(self) -> str:
         if self._container is None:
@@ -203,4 +229,3 @@ class DockerJupyterServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-

@@ -71,8 +71,12 @@ class JupyterConnectionInfo:
         """One REST call; its JSON answer (None when empty). Clear errors for
         a server that is not there and for a refused token."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={**self.headers(), "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={**self.headers(), "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as answer:
                 raw = answer.read()
@@ -80,14 +84,18 @@ class JupyterConnectionInfo:
             detail = exc.read()[:300].decode("utf-8", "replace")
             if exc.code in (401, 403):
                 raise BackendUnavailableError(
-                    "jupyter", f"the Jupyter server at {self.base_url} refused the token ({exc.code}): "
-                               "pass its token in JupyterConnectionInfo(token=...)") from exc
+                    "jupyter",
+                    f"the Jupyter server at {self.base_url} refused the token ({exc.code}): "
+                    "pass its token in JupyterConnectionInfo(token=...)",
+                ) from exc
             raise ExecboxError(f"Jupyter server {method} {path} failed ({exc.code}): {detail}") from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise BackendUnavailableError(
-                "jupyter", f"no Jupyter server answers at {self.base_url} ({reason}): start one "
-                           "(LocalJupyterServer(), or `jupyter kernelgateway`) or fix host/port") from exc
+                "jupyter",
+                f"no Jupyter server answers at {self.base_url} ({reason}): start one "
+                "(LocalJupyterServer(), or `jupyter kernelgateway`) or fix host/port",
+            ) from exc
         return json.loads(raw) if raw.strip() else None
 
 
@@ -110,10 +118,13 @@ class WebSocketChannels:
         sslopt = {"cert_reqs": ssl.CERT_REQUIRED} if info.use_https else None
         url = f"{info.ws_url}/api/kernels/{kernel_id}/channels?session_id={self.session}"
         try:
-            self._ws = websocket.create_connection(url, header=info.headers(), sockopt=options, sslopt=sslopt,
-                                                   timeout=REQUEST_TIMEOUT_S)
+            self._ws = websocket.create_connection(
+                url, header=info.headers(), sockopt=options, sslopt=sslopt, timeout=REQUEST_TIMEOUT_S
+            )
         except Exception as exc:
-            raise BackendUnavailableError("jupyter", f"cannot open the kernel's WebSocket at {url}: {exc}") from exc
+            raise BackendUnavailableError(
+                "jupyter", f"cannot open the kernel's WebSocket at {url}: {exc}"
+            ) from exc
         self._quickack()
 
     def _quickack(self) -> None:
@@ -128,10 +139,22 @@ class WebSocketChannels:
 
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
         msg_id = uuid.uuid4().hex
-        header = {"msg_id": msg_id, "msg_type": msg_type, "username": "execbox", "session": self.session,
-                  "version": "5.3", "date": datetime.datetime.now(datetime.UTC).isoformat()}
-        message = {"header": header, "parent_header": {}, "metadata": {}, "content": content,
-                   "channel": channel, "buffers": []}
+        header = {
+            "msg_id": msg_id,
+            "msg_type": msg_type,
+            "username": "execbox",
+            "session": self.session,
+            "version": "5.3",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        }
+        message = {
+            "header": header,
+            "parent_header": {},
+            "metadata": {},
+            "content": content,
+            "channel": channel,
+            "buffers": [],
+        }
         try:
             self._ws.send(json.dumps(message))
         except (OSError, self._closed_error) as exc:
@@ -155,8 +178,10 @@ class WebSocketChannels:
         if not raw:
             return None
         msg = json.loads(raw)
-        if msg.get("msg_type") == "status" and msg.get("content", {}).get("execution_state") in ("dead",
-                                                                                                "restarting"):
+        if msg.get("msg_type") == "status" and msg.get("content", {}).get("execution_state") in (
+            "dead",
+            "restarting",
+        ):
             self.dead = True  # the server's own news of a kernel death (it restarts it by itself)
         return msg.get("channel", "iopub"), msg
 
@@ -170,8 +195,14 @@ class WebSocketChannels:
 class GatewayKernel:
     """A kernel on a Jupyter server, driven over REST and one WebSocket."""
 
-    def __init__(self, info: JupyterConnectionInfo, *, kernel_name: str | None = None,
-                 env: dict[str, str] | None = None, token: str | None = None) -> None:
+    def __init__(
+        self,
+        info: JupyterConnectionInfo,
+        *,
+        kernel_name: str | None = None,
+        env: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> None:
         self.info = info
         self.token = token
         self.kernel_name = kernel_name
@@ -196,8 +227,12 @@ class GatewayKernel:
     def _connect(self) -> None:
         assert self.kernel_id is not None
         self.channels = WebSocketChannels(self.info, self.kernel_id)
-        wait_ready(self.channels, self.alive, READY_TIMEOUT_S, lambda: f"kernel {self.kernel_id} "
-                                                                       f"at {self.info.base_url}")
+        wait_ready(
+            self.channels,
+            self.alive,
+            READY_TIMEOUT_S,
+            lambda: f"kernel {self.kernel_id} at {self.info.base_url}",
+        )
         if self.info.shared_files and self.token:
             self.pid = self._mark()
 

@@ -69,6 +69,7 @@ def __execbox_setup(limit, cwd=None):
                 while len(_tail) > 1 and _size[0] - len(_tail[0]) >= limit:
                     _size[0] -= len(_tail.popleft())
                 return len(text)
+
             stream.write = capped  # type: ignore[method-assign]  # the cap, undone by IPython after the cell
 
     def flush_tails(*_):  # the end of the output, as every backend keeps it
@@ -77,6 +78,7 @@ def __execbox_setup(limit, cwd=None):
             if text:
                 inner(text)
         state["tails"] = []
+
     shell.events.register("pre_run_cell", wrap)
     shell.events.register("post_run_cell", flush_tails)
     if cwd is not None:
@@ -92,8 +94,9 @@ def __execbox_shell(argv):
     import subprocess
     import sys
 
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     assert proc.stdout is not None and proc.stderr is not None  # both PIPE
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, sys.stdout)

@@ -21,7 +21,14 @@ from ..._errors import BackendUnavailableError
 from .._process import TOKEN_VAR, kill_marked
 from ._channels import ZmqChannels, wait_ready
 
-__all__ = ["KERNEL_ARGS", "LocalKernel", "kernel_children", "kernel_descendants", "kill_pid", "kill_started_by"]
+__all__ = [
+    "KERNEL_ARGS",
+    "LocalKernel",
+    "kernel_children",
+    "kernel_descendants",
+    "kill_pid",
+    "kill_started_by",
+]
 
 INSTALL_HINT = "pip install 'execbox[jupyter]' (jupyter_client and ipykernel)"
 READY_TIMEOUT_S = 60.0
@@ -41,7 +48,9 @@ def _kernel_manager_class() -> Any:
 class LocalKernel:
     """One kernel process on this machine and its channels."""
 
-    def __init__(self, *, python: str, cwd: str, env: Mapping[str, str], kernel_name: str | None = None) -> None:
+    def __init__(
+        self, *, python: str, cwd: str, env: Mapping[str, str], kernel_name: str | None = None
+    ) -> None:
         self.python = python
         self.cwd = cwd
         self.env = dict(env)
@@ -65,13 +74,18 @@ class LocalKernel:
             manager.start_kernel(cwd=self.cwd, env=dict(self.env), independent=False)
         except Exception as exc:
             raise BackendUnavailableError(
-                "jupyter", f"the kernel did not start ({exc}): is ipykernel installed for "
-                           f"{self.python}? {INSTALL_HINT}") from exc
+                "jupyter",
+                f"the kernel did not start ({exc}): is ipykernel installed for {self.python}? {INSTALL_HINT}",
+            ) from exc
         self._manager = manager
         self.channels = ZmqChannels(manager.get_connection_info())
         try:
-            wait_ready(self.channels, self.alive, READY_TIMEOUT_S,
-                       lambda: f"exit code {self.exit_code()}; is ipykernel installed for {self.python}?")
+            wait_ready(
+                self.channels,
+                self.alive,
+                READY_TIMEOUT_S,
+                lambda: f"exit code {self.exit_code()}; is ipykernel installed for {self.python}?",
+            )
         except BaseException:
             self.stop()
             raise

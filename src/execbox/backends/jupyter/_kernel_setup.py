@@ -30,5 +30,7 @@ def setup_code(limit: int, cwd: str | None = None) -> str:
 def shell_code(argv: Sequence[str]) -> str:
     """A ``sh`` / ``bash`` block: ``argv`` run as a subprocess of the kernel,
     its output streamed into the cell, its exit status in ``__execbox_rc``."""
-    return (f"{_program()}\ntry:\n    __execbox_rc = __execbox_shell({list(argv)!r})\n"
-            "finally:\n    del __execbox_setup\n")
+    return (
+        f"{_program()}\ntry:\n    __execbox_rc = __execbox_shell({list(argv)!r})\n"
+        "finally:\n    del __execbox_setup\n"
+    )

@@ -81,8 +81,15 @@ class JailSettings:
 class SandboxKernel:
     """One jailed kernel and its channels."""
 
-    def __init__(self, *, python: str, cwd: str, env: Mapping[str, str], settings: JailSettings,
-                 cgroups: CgroupSupport | None) -> None:
+    def __init__(
+        self,
+        *,
+        python: str,
+        cwd: str,
+        env: Mapping[str, str],
+        settings: JailSettings,
+        cgroups: CgroupSupport | None,
+    ) -> None:
         self.python = python
         self.cwd = cwd
         self.env = dict(env)
@@ -105,14 +112,20 @@ class SandboxKernel:
         try:
             from jupyter_client.connect import write_connection_file
         except ImportError as exc:
-            raise BackendUnavailableError("jupyter", f"jupyter_client is not installed: {JUPYTER_HINT}") from exc
+            raise BackendUnavailableError(
+                "jupyter", f"jupyter_client is not installed: {JUPYTER_HINT}"
+            ) from exc
         if self._readonly is None:
             self._readonly = interpreter_dirs(self.python)
         self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
         # the kernel's connection file names the sockets by their path in the jail; the host's channels
         # reach the same sockets through the folder's host path
-        connection, info = write_connection_file(os.path.join(self._runtime, "kernel.json"), transport="ipc",
-                                              ip=f"{KERNEL_DIR}/ipc", key=os.urandom(32).hex().encode())
+        connection, info = write_connection_file(
+            os.path.join(self._runtime, "kernel.json"),
+            transport="ipc",
+            ip=f"{KERNEL_DIR}/ipc",
+            key=os.urandom(32).hex().encode(),
+        )
         info = {**info, "ip": os.path.join(self._runtime, "ipc")}
         self._lease = lease()
         if self._lease is not None:  # the jail's id owns its sockets' folder and the workspace
@@ -124,9 +137,16 @@ class SandboxKernel:
         s = self.settings
         for folder in s.sealed:  # bwrap binds only what exists
             os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
-        options = jail_args(self._readonly, network=s.network, tmp_bytes=s.tmp_size_mb << 20,
-                            hostname=s.hostname, workspace=self.cwd, writable=[(self._runtime, KERNEL_DIR)],
-                            sealed=s.sealed, source=jailer.source)
+        options = jail_args(
+            self._readonly,
+            network=s.network,
+            tmp_bytes=s.tmp_size_mb << 20,
+            hostname=s.hostname,
+            workspace=self.cwd,
+            writable=[(self._runtime, KERNEL_DIR)],
+            sealed=s.sealed,
+            source=jailer.source,
+        )
         for key, value in self.env.items():
             options += ["--setenv", key, value]
         seccomp_r = filter_fd() if s.seccomp else -1
@@ -134,8 +154,15 @@ class SandboxKernel:
             options += ["--seccomp", str(seccomp_r)]
         # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
         # PID 1) and of the kernel, which any cell reads in /proc, name no host path
-        argv, args_r = hidden_argv(bwrap, options,
-                                   [by_name(self.python, self.env.get("PATH", "")), *KERNEL_ARGS, f"{KERNEL_DIR}/{os.path.basename(connection)}"])
+        argv, args_r = hidden_argv(
+            bwrap,
+            options,
+            [
+                by_name(self.python, self.env.get("PATH", "")),
+                *KERNEL_ARGS,
+                f"{KERNEL_DIR}/{os.path.basename(connection)}",
+            ],
+        )
         self._group = self._make_group()
         fds = self._group.open_procs() if self._group is not None else []
         limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in s.rlimits]
@@ -150,9 +177,16 @@ class SandboxKernel:
 
         log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
         try:
-            self._proc = spawn_kept(argv, cwd=self.cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=enter,
-                                    pass_fds=[*fds, args_r, *([seccomp_r] if seccomp_r >= 0 else [])])
+            self._proc = spawn_kept(
+                argv,
+                cwd=self.cwd,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=enter,
+                pass_fds=[*fds, args_r, *([seccomp_r] if seccomp_r >= 0 else [])],
+            )
         finally:
             log.close()
             for fd in (*fds, args_r, seccomp_r):
@@ -160,9 +194,15 @@ class SandboxKernel:
                     os.close(fd)
         self.channels = ZmqChannels(dict(info))
         try:
-            wait_ready(self.channels, self.alive, READY_TIMEOUT_S,
-                       lambda: f"exit code {self.exit_code()}: {self._log_tail()} "
-                               f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}")
+            wait_ready(
+                self.channels,
+                self.alive,
+                READY_TIMEOUT_S,
+                lambda: (
+                    f"exit code {self.exit_code()}: {self._log_tail()} "
+                    f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}"
+                ),
+            )
             os.unlink(connection)  # read: its key need not lie in a folder the jail can read
             self.pid = self._kernel_pid()
             self._budget_processes()
@@ -174,8 +214,11 @@ class SandboxKernel:
         if self.cgroups is None:
             return None
         s = self.settings
-        return self.cgroups.create(memory_mb=s.memory_mb, cpus=s.cpus,
-                                   max_processes=(s.max_processes + KERNEL_TASKS) if s.max_processes else None)
+        return self.cgroups.create(
+            memory_mb=s.memory_mb,
+            cpus=s.cpus,
+            max_processes=(s.max_processes + KERNEL_TASKS) if s.max_processes else None,
+        )
 
     def _budget_processes(self) -> None:
         """Blocks get ``max_processes`` on top of what the jail holds once

@@ -50,8 +50,15 @@ class LocalJupyterServer:
     server itself is accepted too.
     """
 
-    def __init__(self, *, python: str | None = None, ip: str = "127.0.0.1", port: int | None = None,
-                 token: str | None = None, args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        ip: str = "127.0.0.1",
+        port: int | None = None,
+        token: str | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
         self.python = python or sys.executable
         self.ip = ip
         self.port = port
@@ -73,14 +80,28 @@ class LocalJupyterServer:
         self._dir = tempfile.mkdtemp(prefix="execbox-gateway-")
         for attempt in range(3):  # a free port can be taken between our look and its bind
             port = self.port or _free_port(self.ip)
-            argv = [self.python, "-m", "kernel_gateway", f"--KernelGatewayApp.ip={self.ip}",
-                    f"--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
-                    f"--KernelGatewayApp.auth_token={self.token}",
-                    "--JupyterWebsocketPersonality.list_kernels=True", *self.args]
+            argv = [
+                self.python,
+                "-m",
+                "kernel_gateway",
+                f"--KernelGatewayApp.ip={self.ip}",
+                f"--KernelGatewayApp.port={port}",
+                "--KernelGatewayApp.port_retries=0",
+                f"--KernelGatewayApp.auth_token={self.token}",
+                "--JupyterWebsocketPersonality.list_kernels=True",
+                *self.args,
+            ]
             log = open(os.path.join(self._dir, "gateway.log"), "wb")  # noqa: SIM115 - the child's
             try:
-                self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        cwd=self._dir, preexec_fn=_die_with_parent, start_new_session=True)
+                self._proc = spawn_kept(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd=self._dir,
+                    preexec_fn=_die_with_parent,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise BackendUnavailableError("jupyter", f"cannot start {self.python}: {exc}") from exc
             finally:
@@ -94,7 +115,8 @@ class LocalJupyterServer:
                 break
             self.port = None
         raise BackendUnavailableError(
-            "jupyter", f"the kernel gateway did not start: {self._log_tail() or 'no output'} ({HINT})")
+            "jupyter", f"the kernel gateway did not start: {self._log_tail() or 'no output'} ({HINT})"
+        )
 
     def _wait_ready(self) -> bool:
         info = JupyterConnectionInfo(self.ip, self.port or 0, token=self.token)

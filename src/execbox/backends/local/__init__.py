@@ -68,8 +68,13 @@ class LocalExecutor(HostPython, Executor):
         keep_code_files: bool = True,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=silence_pip, keep_code_files=keep_code_files)
+        super().__init__(
+            workspace=workspace,
+            limits=limits,
+            execution_policies=execution_policies,
+            silence_pip=silence_pip,
+            keep_code_files=keep_code_files,
+        )
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise ConfigurationError(f"env must map str to str; got {key!r}: {value!r}")
@@ -90,13 +95,17 @@ class LocalExecutor(HostPython, Executor):
         if isinstance(env, Venv) and env.cached:
             return None
         if isinstance(env, Venv):
-            return (f"the executor's Venv lives at a path of its own ({env.path}), which execbox does not "
-                    "install into: use Venv(packages=[...]) without path= (execbox's cache), or preinstall "
-                    "them there.")
+            return (
+                f"the executor's Venv lives at a path of its own ({env.path}), which execbox does not "
+                "install into: use Venv(packages=[...]) without path= (execbox's cache), or preinstall "
+                "them there."
+            )
         if isinstance(env, SystemPython):
             return "the executor runs a shared system Python, which execbox never installs into."
-        return (f"the executor's environment ({env!r}) is not a Venv of execbox's cache, "
-                "the only one it installs into.")
+        return (
+            f"the executor's environment ({env!r}) is not a Venv of execbox's cache, "
+            "the only one it installs into."
+        )
 
     def _grown(self, packages: Sequence[str]) -> Environment:
         """The environment (a cached Venv) with ``packages`` added, not yet made."""
@@ -116,51 +125,80 @@ class LocalExecutor(HostPython, Executor):
     @property
     def capabilities(self) -> Capabilities:
         path = self._child_env.get("PATH") or os.environ.get("PATH", "")
-        return Capabilities(backend=self.name, isolated=False, stateful=False,
-                            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb"}),
-                            languages=runnable_languages(path))
+        return Capabilities(
+            backend=self.name,
+            isolated=False,
+            stateful=False,
+            enforced=frozenset({"timeout_s", "max_output_bytes", "memory_mb"}),
+            languages=runnable_languages(path),
+        )
 
     def _start(self) -> None:
         self._python = self.environment.prepare(self._progress)
         if self.can_add_libraries() is not None:  # the user's Python: they must be there already
-            require_packages(self.environment, self._python, self.functions.packages,
-                             "functions=[...] (@with_requirements)")
+            require_packages(
+                self.environment,
+                self._python,
+                self.functions.packages,
+                "functions=[...] (@with_requirements)",
+            )
         extra: dict[str, str] = dict(self.environment.variables(self._python))
         if self.functions:
-            saved = self.workspace.write_internal(f"{INTERNAL_DIR}/lib/{self.functions.module}.py",
-                                                  self.functions.source().encode("utf-8"))
+            saved = self.workspace.write_internal(
+                f"{INTERNAL_DIR}/lib/{self.functions.module}.py", self.functions.source().encode("utf-8")
+            )
             extra["PYTHONPATH"] = str(saved.parent)
         self._child_env = child_environment(
-            bin_dir=self.environment.bin_dir(self._python), extra=extra, user=self.env,
+            bin_dir=self.environment.bin_dir(self._python),
+            extra=extra,
+            user=self.env,
             inherit=self.inherit_env,
         )
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         assert language.command is not None and self._python is not None
         program = language.command[0]
         resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
         if resolved is None:  # checked by the base class; the PATH may have changed since
             message = f"{program} is not installed here ({language.install_hint})"
-            return Outcome(status="failed", exit_code=127, output=message + "\n", stdout="",
-                           stderr=message + "\n", duration_s=0.0)
-        outcome = self._launch([resolved, *language.command[1:], code_path], python_file=program == PYTHON,
-                               cancel=cancel, on_output=on_output)
+            return Outcome(
+                status="failed",
+                exit_code=127,
+                output=message + "\n",
+                stdout="",
+                stderr=message + "\n",
+                duration_s=0.0,
+            )
+        outcome = self._launch(
+            [resolved, *language.command[1:], code_path],
+            python_file=program == PYTHON,
+            cancel=cancel,
+            on_output=on_output,
+        )
         return outcome_to_result(language.name, outcome, self.limits)
 
-    def _launch(self, argv: list[str], *, python_file: bool, cancel: Cancellation,
-                on_output: OutputCallback | None) -> ProcessOutcome:
+    def _launch(
+        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> ProcessOutcome:
         """Run ``argv`` (``python_file``: the executor's Python on a code file)
         to completion; a backend that confines the process overrides this."""
         return run_process(
-            argv, cwd=str(self.workspace.path), env=self._child_env,
-            timeout_s=self.limits.timeout_s, output_limit=self.limits.max_output_bytes,
-            memory_mb=self.limits.memory_mb, cancel=cancel, on_output=on_output,
+            argv,
+            cwd=str(self.workspace.path),
+            env=self._child_env,
+            timeout_s=self.limits.timeout_s,
+            output_limit=self.limits.max_output_bytes,
+            memory_mb=self.limits.memory_mb,
+            cancel=cancel,
+            on_output=on_output,
         )
 
 
-def child_environment(*, bin_dir: str, extra: Mapping[str, str], user: Mapping[str, str],
-                      inherit: bool) -> dict[str, str]:
+def child_environment(
+    *, bin_dir: str, extra: Mapping[str, str], user: Mapping[str, str], inherit: bool
+) -> dict[str, str]:
     """The environment of a block: minimal unless ``inherit``."""
     host = os.environ
     env = dict(host) if inherit else {k: host[k] for k in PASSED_THROUGH if k in host}

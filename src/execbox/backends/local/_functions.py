@@ -78,12 +78,16 @@ class FunctionSet:
         without its decorators: they belong to the host (``@with_requirements(...)``
         over several lines too)."""
         try:
-            node = next(n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and name in (None, n.name))
+            node = next(
+                n
+                for n in ast.parse(source).body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in (None, n.name)
+            )
         except (SyntaxError, StopIteration):
-            raise ConfigurationError(f"functions=[...]: no function {name or ''} defined in {source[:200]!r}") \
-                from None
-        text = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])
+            raise ConfigurationError(
+                f"functions=[...]: no function {name or ''} defined in {source[:200]!r}"
+            ) from None
+        text = "\n".join(source.splitlines()[node.lineno - 1 : node.end_lineno])
         self._sources.append(text + "\n")
         signature = _signature(text, node.name)
         doc = ast.get_docstring(node)
@@ -128,20 +132,24 @@ class _WithRequirements(Protocol):
 def _has_requirements(item: Any) -> TypeGuard[_WithRequirements]:
     """AG2's or AutoGen's FunctionWithRequirements / FunctionWithRequirementsStr."""
     return all(hasattr(item, a) for a in ("func", "python_packages", "global_imports")) and (
-        isinstance(item.func, str) or inspect.isfunction(item.func))
+        isinstance(item.func, str) or inspect.isfunction(item.func)
+    )
 
 
 def _packages(item: Any) -> list[str]:
     packages = item.python_packages
     if isinstance(packages, str) or not all(isinstance(p, str) and p.strip() for p in packages):
-        raise ConfigurationError(f"@with_requirements(python_packages={packages!r}) of {item.func!r}: "
-                                 "give a list of requirement strings such as ['pandas>=2']")
+        raise ConfigurationError(
+            f"@with_requirements(python_packages={packages!r}) of {item.func!r}: "
+            "give a list of requirement strings such as ['pandas>=2']"
+        )
     return [p.strip() for p in packages]
 
 
 def _import_line(item: Any) -> str:
     """A global import as AG2 and AutoGen write it: "numpy", Alias("numpy", "np"),
     ImportFromModule("math", ["pi", Alias("sqrt", "root")])."""
+
     def name(part: Any) -> str:
         return part if isinstance(part, str) else f"{part.name} as {part.alias}"
 
@@ -151,5 +159,7 @@ def _import_line(item: Any) -> str:
         return f"from {item.module} import {', '.join(map(name, item.imports))}"
     if hasattr(item, "name") and hasattr(item, "alias"):
         return f"import {name(item)}"
-    raise ConfigurationError(f"@with_requirements(global_imports=[...]) has {item!r}: use a module name, "
-                             "Alias(name, alias) or ImportFromModule(module, [names])")
+    raise ConfigurationError(
+        f"@with_requirements(global_imports=[...]) has {item!r}: use a module name, "
+        "Alias(name, alias) or ImportFromModule(module, [names])"
+    )

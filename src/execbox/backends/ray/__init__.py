@@ -67,15 +67,32 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, *, backend: str = "sandbox", per_node: int = 8,
-                 max_runs: int | None = None, pinned: bool | None = None,
-                 workspace: Workspace | str | None = None, limits: Limits | None = None,
-                 execution_policies: Mapping[str, Policy | bool] | None = None, silence_pip: bool = True,
-                 keep_code_files: bool = True, **backend_options: Any) -> None:
-        super().__init__(workspace=workspace, limits=limits, execution_policies=execution_policies,
-                         silence_pip=silence_pip, keep_code_files=keep_code_files)
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        backend: str = "sandbox",
+        per_node: int = 8,
+        max_runs: int | None = None,
+        pinned: bool | None = None,
+        workspace: Workspace | str | None = None,
+        limits: Limits | None = None,
+        execution_policies: Mapping[str, Policy | bool] | None = None,
+        silence_pip: bool = True,
+        keep_code_files: bool = True,
+        **backend_options: Any,
+    ) -> None:
+        super().__init__(
+            workspace=workspace,
+            limits=limits,
+            execution_policies=execution_policies,
+            silence_pip=silence_pip,
+            keep_code_files=keep_code_files,
+        )
         if backend == self.name:
-            raise ConfigurationError("the ray backend runs another backend on each node: backend='sandbox', ...")
+            raise ConfigurationError(
+                "the ray backend runs another backend on each node: backend='sandbox', ..."
+            )
         if per_node < 1 or (max_runs is not None and max_runs < 1):
             raise ConfigurationError("per_node and max_runs are at least 1 (runs at once)")
         from .. import get_backend
@@ -85,8 +102,12 @@ class RayExecutor(Executor):
         self.backend = backend
         self.per_node = per_node
         self.max_runs = max_runs
-        self._options = {"limits": self.limits, "execution_policies": execution_policies,
-                         "silence_pip": silence_pip, **backend_options}
+        self._options = {
+            "limits": self.limits,
+            "execution_policies": execution_policies,
+            "silence_pip": silence_pip,
+            **backend_options,
+        }
         self._pinned_option = pinned
         self._capabilities: Capabilities | None = None
         self._key = uuid.uuid4().hex
@@ -97,8 +118,10 @@ class RayExecutor(Executor):
         self._cluster = cluster()
 
     def __repr__(self) -> str:
-        return (f"RayExecutor(address={self.address!r}, backend={self.backend!r}, per_node={self.per_node}, "
-                f"limits={self.limits!r})")
+        return (
+            f"RayExecutor(address={self.address!r}, backend={self.backend!r}, per_node={self.per_node}, "
+            f"limits={self.limits!r})"
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -111,8 +134,13 @@ class RayExecutor(Executor):
             finally:
                 probe.close()
             self._capabilities = dataclasses.replace(
-                found, backend=self.name,
-                mechanisms={**found.mechanisms, "nodes": f"each node's {self.backend} executor enforces them"})
+                found,
+                backend=self.name,
+                mechanisms={
+                    **found.mechanisms,
+                    "nodes": f"each node's {self.backend} executor enforces them",
+                },
+            )
         return self._capabilities
 
     @property
@@ -145,8 +173,9 @@ class RayExecutor(Executor):
         if pending:
             ray.wait(pending, num_returns=len(pending), timeout=CLOSE_TIMEOUT_S)
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         raise NotImplementedError("the ray executor sends whole runs to a node (_run_blocks)")
 
     def upload(self, path: str, data: bytes | str) -> None:
@@ -186,25 +215,33 @@ class RayExecutor(Executor):
             pinned = self._node if self.pinned else None
             warm = tuple(self._used)
         try:
-            status, value = ray.get(self._cluster.admission().acquire.remote(
-                run_id, self.per_node, self.max_runs, pinned, warm))
+            status, value = ray.get(
+                self._cluster.admission().acquire.remote(run_id, self.per_node, self.max_runs, pinned, warm)
+            )
         except self._cluster.ray_errors() as exc:
             raise BackendUnavailableError("ray", f"the cluster's admission actor failed: {exc}") from None
         if status == "busy":
             limit = f"max_runs={self.max_runs}" if self.max_runs is not None else "no max_runs"
-            raise ClusterBusyError(f"the Ray cluster runs as many blocks as it may (per_node={self.per_node}, "
-                                   f"{limit}): retry after {value} s, or raise per_node", retry_after=value)
+            raise ClusterBusyError(
+                f"the Ray cluster runs as many blocks as it may (per_node={self.per_node}, "
+                f"{limit}): retry after {value} s, or raise per_node",
+                retry_after=value,
+            )
         if status == "lost":
-            raise NodeLostError(value, f"node {value}, where this {self.backend} executor lived (its state, its "
-                                       "workspace there), left the Ray cluster: restart() the executor to start "
-                                       "afresh on another node, then run again")
+            raise NodeLostError(
+                value,
+                f"node {value}, where this {self.backend} executor lived (its state, its "
+                "workspace there), left the Ray cluster: restart() the executor to start "
+                "afresh on another node, then run again",
+            )
         if self.pinned:
             with self._sync_lock:
                 self._node = value
         return value
 
-    def _run_on(self, node: str, blocks: list[CodeBlock], run_id: str, cancel: Cancellation,
-                sink: EventSink) -> ExecutionResult:
+    def _run_on(
+        self, node: str, blocks: list[CodeBlock], run_id: str, cancel: Cancellation, sink: EventSink
+    ) -> ExecutionResult:
         ray = _ray()
         agent = self._cluster.agent(node)
         with self._sync_lock:
@@ -223,8 +260,9 @@ class RayExecutor(Executor):
         watcher.start()
         end: RunEnd | None = None
         try:
-            for ref in agent.run.options(num_returns="streaming").remote(self._key, spec, files, removed, blocks,
-                                                                         run_id):
+            for ref in agent.run.options(num_returns="streaming").remote(
+                self._key, spec, files, removed, blocks, run_id
+            ):
                 events = ray.get(ref)
                 if events and isinstance(events[-1], RunEnd):
                     end = events.pop()

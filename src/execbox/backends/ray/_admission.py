@@ -51,8 +51,14 @@ class Admission:
             self._looked = now
         return [n for n in self._nodes if n not in self._lost]
 
-    def acquire(self, run_id: str, per_node: int, max_runs: int | None, pinned: str | None = None,
-                warm: tuple[str, ...] = ()) -> tuple[str, Any]:
+    def acquire(
+        self,
+        run_id: str,
+        per_node: int,
+        max_runs: int | None,
+        pinned: str | None = None,
+        warm: tuple[str, ...] = (),
+    ) -> tuple[str, Any]:
         """``("ok", node)``: run ``run_id`` there (and ``release`` it after);
         ``("busy", seconds)``: nothing free, come back then; ``("lost",
         node)``: the pinned node is gone. Among the least loaded nodes, one

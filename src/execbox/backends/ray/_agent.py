@@ -41,8 +41,13 @@ class RunEnd:
     paths not brought back (links, past the bounds), or the infrastructure
     error that ended it (an ``ExecboxError``, raised again by the driver)."""
 
-    def __init__(self, result: ExecutionResult | None, files: dict[str, bytes], skipped: list[str],
-                 error: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        result: ExecutionResult | None,
+        files: dict[str, bytes],
+        skipped: list[str],
+        error: BaseException | None = None,
+    ) -> None:
         self.result = result
         self.files = files
         self.skipped = skipped
@@ -72,8 +77,15 @@ class NodeAgent:
                 self._executors[key] = executor
             return executor
 
-    def run(self, key: str, spec: Mapping[str, Any], files: Mapping[str, bytes], removed: Sequence[str],
-            blocks: list[CodeBlock], run_id: str) -> Iterator[Any]:
+    def run(
+        self,
+        key: str,
+        spec: Mapping[str, Any],
+        files: Mapping[str, bytes],
+        removed: Sequence[str],
+        blocks: list[CodeBlock],
+        run_id: str,
+    ) -> Iterator[Any]:
         """A Ray generator: lists of events, the last ending with a ``RunEnd``."""
         try:
             executor = self._executor(key, spec)
@@ -185,5 +197,3 @@ def _apply(workspace: Workspace, files: Mapping[str, bytes], removed: Sequence[s
             pass
     for path, data in files.items():
         workspace.write_bytes(path, data)
-
-

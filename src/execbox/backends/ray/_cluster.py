@@ -68,8 +68,10 @@ class Cluster:
                 ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise BackendUnavailableError(
-                    "ray", f"cannot connect to a Ray cluster at {address or '(a new local one)'}: {exc} "
-                    "(address=None starts one here, 'auto' finds `ray start`'s)") from None
+                    "ray",
+                    f"cannot connect to a Ray cluster at {address or '(a new local one)'}: {exc} "
+                    "(address=None starts one here, 'auto' finds `ray start`'s)",
+                ) from None
             self.address = address
 
     def admission(self) -> Any:
@@ -78,9 +80,18 @@ class Cluster:
                 from ._admission import Admission
 
                 # on the head node (its GCS gone, the cluster is gone): it outlives any other node
-                self._admission = _ray().remote(Admission).options(
-                    name=ADMISSION, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
-                    resources={HEAD_RESOURCE: 0.001}).remote()
+                self._admission = (
+                    _ray()
+                    .remote(Admission)
+                    .options(
+                        name=ADMISSION,
+                        namespace=NAMESPACE,
+                        get_if_exists=True,
+                        num_cpus=0,
+                        resources={HEAD_RESOURCE: 0.001},
+                    )
+                    .remote()
+                )
             return self._admission
 
     def agent(self, node: str) -> Any:
@@ -92,10 +103,18 @@ class Cluster:
 
                 from ._agent import NodeAgent
 
-                handle = ray.remote(NodeAgent).options(
-                    name=AGENT_PREFIX + node, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
-                    max_concurrency=AGENT_CONCURRENCY,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+                handle = (
+                    ray.remote(NodeAgent)
+                    .options(
+                        name=AGENT_PREFIX + node,
+                        namespace=NAMESPACE,
+                        get_if_exists=True,
+                        num_cpus=0,
+                        max_concurrency=AGENT_CONCURRENCY,
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                    )
+                    .remote()
+                )
                 self._agents[node] = handle
             return handle
 
@@ -119,8 +138,11 @@ class Cluster:
                 self.admission().lost.remote(node)
             except Exception:  # noqa: BLE001 - the admission sees it itself within NODES_TTL_S
                 pass
-        return NodeLostError(node, f"{why} while it ran this {backend} run: its output is lost; "
-                                   "run again (it goes to the nodes left)")
+        return NodeLostError(
+            node,
+            f"{why} while it ran this {backend} run: its output is lost; "
+            "run again (it goes to the nodes left)",
+        )
 
     def ray_errors(self) -> tuple[type[BaseException], ...]:
         """Ray's exceptions that mean a node or its worker was lost.
@@ -128,10 +150,18 @@ class Cluster:
         left (it learns of a removal within NODES_TTL_S), so the node's agent
         could not be placed; seen by the benchmark after it removed a node."""
         exceptions = _ray().exceptions
-        return tuple(getattr(exceptions, name) for name in
-                     ("RayActorError", "ObjectLostError", "OwnerDiedError", "NodeDiedError", "WorkerCrashedError",
-                      "ActorUnschedulableError")
-                     if hasattr(exceptions, name))
+        return tuple(
+            getattr(exceptions, name)
+            for name in (
+                "RayActorError",
+                "ObjectLostError",
+                "OwnerDiedError",
+                "NodeDiedError",
+                "WorkerCrashedError",
+                "ActorUnschedulableError",
+            )
+            if hasattr(exceptions, name)
+        )
 
 
 _CLUSTER = Cluster()

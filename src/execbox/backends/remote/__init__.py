@@ -68,12 +68,22 @@ class RemoteExecutor(Executor):
 
     name = "remote"
 
-    def __init__(self, url: str | None = None, *, token: str | None = None, backend: str | None = None,
-                 env: Mapping[str, str] | None = None, ttl_s: float | None = None,
-                 idle_ttl_s: float | None = None, timeout_s: float = 60.0,
-                 start_timeout_s: float = START_TIMEOUT_S,
-                 max_answer_bytes: int | None = None,
-                 workspace: Workspace | str | None = None, limits: Limits | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        backend: str | None = None,
+        env: Mapping[str, str] | None = None,
+        ttl_s: float | None = None,
+        idle_ttl_s: float | None = None,
+        timeout_s: float = 60.0,
+        start_timeout_s: float = START_TIMEOUT_S,
+        max_answer_bytes: int | None = None,
+        workspace: Workspace | str | None = None,
+        limits: Limits | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(workspace=workspace, limits=limits, **options)
         self._policies = options.get("execution_policies")
         from ...client import Client  # httpx, imported when used
@@ -81,13 +91,18 @@ class RemoteExecutor(Executor):
         self._init_options.pop("token", None)  # a secret: never saved with the config
         bound = {"max_answer_bytes": max_answer_bytes} if max_answer_bytes is not None else {}
         # run_timeout_s: the wait for a session (a run's stream has a deadline of its own, run_deadline)
-        self._client = Client(url, token=token, timeout_s=timeout_s, run_timeout_s=start_timeout_s,
-                              **bound)  # url: EXECBOX_URL, else DEFAULT_URL
+        self._client = Client(
+            url, token=token, timeout_s=timeout_s, run_timeout_s=start_timeout_s, **bound
+        )  # url: EXECBOX_URL, else DEFAULT_URL
         self._timeout_s = timeout_s
         self.url = self._client.base_url
         self.backend = backend
-        self._session_options = {"backend": backend, "env": dict(env) if env else None, "ttl_s": ttl_s,
-                                 "idle_ttl_s": idle_ttl_s}
+        self._session_options = {
+            "backend": backend,
+            "env": dict(env) if env else None,
+            "ttl_s": ttl_s,
+            "idle_ttl_s": idle_ttl_s,
+        }
         self._session: Any = None
         self._info: dict[str, Any] | None = None
         self._mirror = Mirror(self.workspace)
@@ -121,10 +136,14 @@ class RemoteExecutor(Executor):
             value = served.get(key)
             return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
-        return Capabilities(backend=self.name, isolated=served.get("isolated") is True,
-                            stateful=served.get("stateful") is True, enforced=frozenset(names("enforced")),
-                            languages=names("languages"),
-                            mechanisms={"all": f"enforced by the {name} backend of the server at {self.url}"})
+        return Capabilities(
+            backend=self.name,
+            isolated=served.get("isolated") is True,
+            stateful=served.get("stateful") is True,
+            enforced=frozenset(names("enforced")),
+            languages=names("languages"),
+            mechanisms={"all": f"enforced by the {name} backend of the server at {self.url}"},
+        )
 
     def _server_info(self) -> dict[str, Any]:
         if self._info is None:
@@ -139,14 +158,19 @@ class RemoteExecutor(Executor):
         if self._policies is not None:
             options["execution_policies"] = dict(self._policies)
         try:
-            self._session = self._client.session(limits=self.limits, keep_code_files=self.keep_code_files,
-                                                 **options)
+            self._session = self._client.session(
+                limits=self.limits, keep_code_files=self.keep_code_files, **options
+            )
         except ServiceError as exc:
             if exc.code != "timeout":
                 raise
-            raise ServiceError(f"{exc.message.split(': raise ')[0]}: the session did not open within "
-                               "RemoteExecutor(start_timeout_s=...); raise it if the backend there starts "
-                               "that slowly", code="timeout", retryable=exc.retryable) from None
+            raise ServiceError(
+                f"{exc.message.split(': raise ')[0]}: the session did not open within "
+                "RemoteExecutor(start_timeout_s=...); raise it if the backend there starts "
+                "that slowly",
+                code="timeout",
+                retryable=exc.retryable,
+            ) from None
         self._mirror.reset()
 
     def _stop(self) -> None:
@@ -161,8 +185,9 @@ class RemoteExecutor(Executor):
         super().close()
         self._client.close()
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         raise NotImplementedError("the remote executor sends whole runs (_run_blocks)")
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
@@ -176,14 +201,18 @@ class RemoteExecutor(Executor):
                 self._mirror.push(session)
             result = self._stream(session, blocks, cancel, sink)
             with self._sync_lock:
-                self._mirror.pull(session, (*result.files, *(f for f in result.code_files
-                                                             if not f.startswith(f"{INTERNAL_DIR}/"))))
+                self._mirror.pull(
+                    session,
+                    (*result.files, *(f for f in result.code_files if not f.startswith(f"{INTERNAL_DIR}/"))),
+                )
             return result
         finally:
             with self._state_lock:
                 self._active.discard(cancel)
 
-    def _stream(self, session: Any, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
+    def _stream(
+        self, session: Any, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink
+    ) -> ExecutionResult:
         done = threading.Event()
         started: list[str] = []
 
@@ -211,8 +240,10 @@ class RemoteExecutor(Executor):
                 if isinstance(event, EndEvent):
                     result = event.result
                     if result is None:  # the server could not run it at all
-                        raise ExecboxError(f"the server at {self.url} could not run the blocks: "
-                                           f"{(event.error or {}).get('message', 'no reason given')}")
+                        raise ExecboxError(
+                            f"the server at {self.url} could not run the blocks: "
+                            f"{(event.error or {}).get('message', 'no reason given')}"
+                        )
                 sink.emit(event)
         except ServiceError:
             if started and result is None:  # given up on (its deadline, a bad answer): not left running there

@@ -70,10 +70,12 @@ from ._stateful import StatefulBlocks
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
 ISOLATION_TIERS = ("auto", "namespaces", "landlock")
-NAMESPACES_HINT = ("on Ubuntu 24.04+ a user who is not root needs sysctl "
-                   "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
-                   "a container needs --security-opt seccomp=unconfined "
-                   "--security-opt apparmor=unconfined (or to be privileged)")
+NAMESPACES_HINT = (
+    "on Ubuntu 24.04+ a user who is not root needs sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
+    "a container needs --security-opt seccomp=unconfined "
+    "--security-opt apparmor=unconfined (or to be privileged)"
+)
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
 # (a pool unit's init stays outside the block's cgroup)
 ONE_SHOT_OVERHEAD = 2
@@ -120,33 +122,58 @@ class SandboxExecutor(LocalExecutor):
 
     name = "sandbox"
 
-    def __init__(self, *, pool: bool = True, pool_size: int = 4, preload: Sequence[str] = (),
-                 tmp_size_mb: int = 256, file_size_mb: int = DEFAULT_FILE_SIZE_MB,
-                 max_open_files: int = DEFAULT_OPEN_FILES,
-                 seccomp: bool = True, cgroups: bool = True, hostname: str = "execbox",
-                 isolation: str = "auto", stateful: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        pool: bool = True,
+        pool_size: int = 4,
+        preload: Sequence[str] = (),
+        tmp_size_mb: int = 256,
+        file_size_mb: int = DEFAULT_FILE_SIZE_MB,
+        max_open_files: int = DEFAULT_OPEN_FILES,
+        seccomp: bool = True,
+        cgroups: bool = True,
+        hostname: str = "execbox",
+        isolation: str = "auto",
+        stateful: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         if stateful and not pool:
-            raise ConfigurationError("SandboxExecutor(stateful=True) keeps its session in the warm pool: "
-                                     "drop pool=False")
+            raise ConfigurationError(
+                "SandboxExecutor(stateful=True) keeps its session in the warm pool: drop pool=False"
+            )
         if stateful and isolation == "landlock":
-            raise ConfigurationError("SandboxExecutor(stateful=True) needs the namespaces tier: "
-                                     "isolation='landlock' cannot keep a session (use isolation='namespaces')")
+            raise ConfigurationError(
+                "SandboxExecutor(stateful=True) needs the namespaces tier: "
+                "isolation='landlock' cannot keep a session (use isolation='namespaces')"
+            )
         if isolation not in ISOLATION_TIERS:
-            raise ConfigurationError(f"SandboxExecutor(isolation=...) must be one of "
-                                     f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}")
+            raise ConfigurationError(
+                f"SandboxExecutor(isolation=...) must be one of "
+                f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}"
+            )
         if preload and isolation == "landlock":
-            raise ConfigurationError("preload=... needs the warm pool, which the Landlock tier has not: "
-                                     "drop preload, or isolation='landlock'")
-        for label, value in (("pool_size", pool_size), ("tmp_size_mb", tmp_size_mb),
-                             ("file_size_mb", file_size_mb), ("max_open_files", max_open_files)):
+            raise ConfigurationError(
+                "preload=... needs the warm pool, which the Landlock tier has not: "
+                "drop preload, or isolation='landlock'"
+            )
+        for label, value in (
+            ("pool_size", pool_size),
+            ("tmp_size_mb", tmp_size_mb),
+            ("file_size_mb", file_size_mb),
+            ("max_open_files", max_open_files),
+        ):
             if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"SandboxExecutor({label}=...) must be a positive whole number, "
-                                         f"got {value!r}")
+                raise ConfigurationError(
+                    f"SandboxExecutor({label}=...) must be a positive whole number, got {value!r}"
+                )
         if pool_size > MAX_SIZE:
-            raise ConfigurationError(f"SandboxExecutor(pool_size=...) is at most {MAX_SIZE} (units kept ready, "
-                                     f"two waiting processes each; callers beyond them get units made on "
-                                     f"demand), got {pool_size}")
+            raise ConfigurationError(
+                f"SandboxExecutor(pool_size=...) is at most {MAX_SIZE} (units kept ready, "
+                f"two waiting processes each; callers beyond them get units made on "
+                f"demand), got {pool_size}"
+            )
         if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
             raise ConfigurationError(f"preload must be a list of module names, got {preload!r}")
         if preload and not pool:
@@ -177,15 +204,32 @@ class SandboxExecutor(LocalExecutor):
     def capabilities(self) -> Capabilities:
         cgroups = cgroup_support()[0] if self.cgroups else None
         if (self.isolation_in_use or self.isolation) == "landlock":
-            nproc = ("RLIMIT_NPROC of the executor's own jail id (its blocks' processes together)" if os.geteuid() == 0
-                     else "RLIMIT_NPROC, which here counts every process of the user, not the block's alone")
-            held = enforcement(cgroups, nproc=nproc, network="seccomp: unix datagram sockets only (no stream: "
-                                                              "Landlock does not mediate connect), TCP refused by Landlock")
+            nproc = (
+                "RLIMIT_NPROC of the executor's own jail id (its blocks' processes together)"
+                if os.geteuid() == 0
+                else "RLIMIT_NPROC, which here counts every process of the user, not the block's alone"
+            )
+            held = enforcement(
+                cgroups,
+                nproc=nproc,
+                network="seccomp: unix datagram sockets only (no stream: "
+                "Landlock does not mediate connect), TCP refused by Landlock",
+            )
         else:
-            held = enforcement(cgroups, nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
-                               network="an empty network namespace (the block has only a loopback of its own)")
-        return Capabilities(backend=self.name, isolated=True, stateful=self.stateful, enforced=frozenset(held.held),
-                            languages=runnable_languages(INSIDE_PATH), mechanisms=held.held, gaps=held.missing)
+            held = enforcement(
+                cgroups,
+                nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
+                network="an empty network namespace (the block has only a loopback of its own)",
+            )
+        return Capabilities(
+            backend=self.name,
+            isolated=True,
+            stateful=self.stateful,
+            enforced=frozenset(held.held),
+            languages=runnable_languages(INSIDE_PATH),
+            mechanisms=held.held,
+            gaps=held.missing,
+        )
 
     @property
     def pool_health(self) -> dict[str, Any] | None:
@@ -216,18 +260,30 @@ class SandboxExecutor(LocalExecutor):
                 reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
             inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
             self._inside_env = inside
-            why = (f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
-                   if bwrap is None and self.isolation == "auto" else None)
+            why = (
+                f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+                if bwrap is None and self.isolation == "auto"
+                else None
+            )
             if bwrap is not None:
                 # .execbox/ (the blocks' code files) is read-only in the jail: no block can leave a
                 # set-ID program there, so runs need not walk it (it grows by a file a block)
-                os.close(open_folders(self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True,
-                                      repair=True))
-                self._jailer = Jailer(self._lease,
-                                      [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])])
-                options: dict[str, Any] = dict(network=bool(self.limits.network), tmp_bytes=self.tmp_size_mb << 20,
-                                               hostname=self.hostname, workspace=workspace,
-                                               sealed=[INTERNAL_DIR], source=self._jailer.source)
+                os.close(
+                    open_folders(
+                        self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True, repair=True
+                    )
+                )
+                self._jailer = Jailer(
+                    self._lease, [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])]
+                )
+                options: dict[str, Any] = dict(
+                    network=bool(self.limits.network),
+                    tmp_bytes=self.tmp_size_mb << 20,
+                    hostname=self.hostname,
+                    workspace=workspace,
+                    sealed=[INTERNAL_DIR],
+                    source=self._jailer.source,
+                )
                 self._prefix = [bwrap, *jail_args(readonly, **options)]
                 try:
                     probe(self._prefix, self._jailer.enter)
@@ -243,20 +299,37 @@ class SandboxExecutor(LocalExecutor):
             if self._netns is not None:  # one-shot jails join one empty network namespace
                 self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
             if self.pool:
-                prefix = [bwrap, *jail_args(readonly, **options,
-                                            extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)])]
-                keep = [p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")]
-                config = {"preload": list(self.preload), "keep": keep, "cwd": str(self.workspace.path),
-                          "tmp_bytes": self.tmp_size_mb << 20, "rlimits": self._block_rlimits(),
-                          "seccomp": filter_program().hex() if self.seccomp else "",
-                          "zygote_seccomp": filter_program(allowed=ZYGOTE_ALLOWED).hex() if self.seccomp else "",
-                          "env": inside}  # the blocks' environment: set in each unit, never in the zygote
+                prefix = [
+                    bwrap,
+                    *jail_args(readonly, **options, extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)]),
+                ]
+                keep = [
+                    p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")
+                ]
+                config = {
+                    "preload": list(self.preload),
+                    "keep": keep,
+                    "cwd": str(self.workspace.path),
+                    "tmp_bytes": self.tmp_size_mb << 20,
+                    "rlimits": self._block_rlimits(),
+                    "seccomp": filter_program().hex() if self.seccomp else "",
+                    "zygote_seccomp": filter_program(allowed=ZYGOTE_ALLOWED).hex() if self.seccomp else "",
+                    "env": inside,
+                }  # the blocks' environment: set in each unit, never in the zygote
                 # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
                 zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
                 zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-                self._zygote = ZygotePool(prefix, by_name(self._python, zygote_path), zygote_env, str(self.workspace.path), config,
-                                          size=1 if self.stateful else self.pool_size, make_cgroup=self._make_cgroup,
-                                          preexec=self._jailer.enter, owner=self._lease)
+                self._zygote = ZygotePool(
+                    prefix,
+                    by_name(self._python, zygote_path),
+                    zygote_env,
+                    str(self.workspace.path),
+                    config,
+                    size=1 if self.stateful else self.pool_size,
+                    make_cgroup=self._make_cgroup,
+                    preexec=self._jailer.enter,
+                    owner=self._lease,
+                )
                 self._zygote.start()
             self.isolation_in_use = "namespaces"
             self._blocks_write_internal = False
@@ -270,20 +343,35 @@ class SandboxExecutor(LocalExecutor):
         self._jailer.close()
         self._jailer = Jailer(None, ())
         if self.stateful:
-            raise BackendUnavailableError(self.name, f"stateful=True needs the namespaces tier, which cannot start "
-                                                     f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
-                                                     "blocks in the Landlock tier (isolation='landlock')")
+            raise BackendUnavailableError(
+                self.name,
+                f"stateful=True needs the namespaces tier, which cannot start "
+                f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
+                "blocks in the Landlock tier (isolation='landlock')",
+            )
         problem = landlock_problem()
         if problem is not None:
             local = "or run unisolated with backend='local' (CLI: --backend local)"
             cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
-            raise BackendUnavailableError(self.name, (
-                f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). "
-                f"Landlock: {problem}; {LANDLOCK_HINT}" if why else f"the Landlock tier cannot run here: {problem}; "
-                f"{LANDLOCK_HINT}") + f"; {local}. `execbox doctor` checks this host and names each fix")
-        self._landlock = LandlockTier(workspace=str(self.workspace.path), readonly=readonly, env=self._inside_env,
-                                      network=bool(self.limits.network), rlimits=self._block_rlimits(),
-                                      lease=self._lease, seccomp=self.seccomp)
+            raise BackendUnavailableError(
+                self.name,
+                (
+                    f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). "
+                    f"Landlock: {problem}; {LANDLOCK_HINT}"
+                    if why
+                    else f"the Landlock tier cannot run here: {problem}; {LANDLOCK_HINT}"
+                )
+                + f"; {local}. `execbox doctor` checks this host and names each fix",
+            )
+        self._landlock = LandlockTier(
+            workspace=str(self.workspace.path),
+            readonly=readonly,
+            env=self._inside_env,
+            network=bool(self.limits.network),
+            rlimits=self._block_rlimits(),
+            lease=self._lease,
+            seccomp=self.seccomp,
+        )
         self._landlock.probe(self._python)
         self.isolation_in_use = "landlock"
         self._blocks_write_internal = True  # Landlock grants the workspace whole
@@ -310,15 +398,22 @@ class SandboxExecutor(LocalExecutor):
         if self._lease is not None:
             hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, list(paths))
 
-    def _execute(self, language: Language, code_path: str, cancel: Cancellation,
-                 on_output: OutputCallback | None) -> Outcome:
+    def _execute(
+        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> Outcome:
         if not code_path.startswith(INTERNAL_DIR + "/"):
             # a named block's folders, made by execbox (root), are the jail's to write in
             self.give_to_blocks([code_path])
         return super()._execute(language, code_path, cancel, on_output)
 
-    def _execute_code(self, language: Language, code_path: str, code: str, cancel: Cancellation,
-                      on_output: OutputCallback | None) -> Outcome:
+    def _execute_code(
+        self,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Outcome:
         if self._stateful is None or self._zygote is None:
             return super()._execute_code(language, code_path, code, cancel, on_output)
         if not code_path.startswith(INTERNAL_DIR + "/"):
@@ -329,8 +424,9 @@ class SandboxExecutor(LocalExecutor):
         """What a process gets before it enters the jail (one-shot: bwrap's;
         the pool: each code process, with ``_block_rlimits``)."""
         # no memory cgroup: the address space is the next best thing
-        return jail_rlimits(self.max_open_files, self.file_size_mb,
-                            self.memory_mb if self._cgroups is None else None)
+        return jail_rlimits(
+            self.max_open_files, self.file_size_mb, self.memory_mb if self._cgroups is None else None
+        )
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's
@@ -346,24 +442,39 @@ class SandboxExecutor(LocalExecutor):
         if self._cgroups is None:
             return None
         return self._cgroups.create(
-            memory_mb=self.memory_mb, cpus=self.limits.cpus,
-            max_processes=self._max_processes + (0 if self.pool else ONE_SHOT_OVERHEAD))
+            memory_mb=self.memory_mb,
+            cpus=self.limits.cpus,
+            max_processes=self._max_processes + (0 if self.pool else ONE_SHOT_OVERHEAD),
+        )
 
-    def _launch(self, argv: list[str], *, python_file: bool, cancel: Cancellation,
-                on_output: OutputCallback | None) -> ProcessOutcome:
+    def _launch(
+        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> ProcessOutcome:
         group: BlockCgroup | None = None
         try:
             if self._zygote is not None:
                 request = {"argv": argv, "inproc": python_file}  # env and cwd: the zygote's
-                outcome, group = self._zygote.run(request, timeout_s=self.limits.timeout_s,
-                                                  output_limit=self.limits.max_output_bytes, cancel=cancel,
-                                                  on_output=on_output)
+                outcome, group = self._zygote.run(
+                    request,
+                    timeout_s=self.limits.timeout_s,
+                    output_limit=self.limits.max_output_bytes,
+                    cancel=cancel,
+                    on_output=on_output,
+                )
             else:
                 group = self._make_cgroup()
-                outcome = (self._landlock.run(argv, group, timeout_s=self.limits.timeout_s,
-                                              output_limit=self.limits.max_output_bytes, cancel=cancel,
-                                              on_output=on_output)
-                           if self._landlock is not None else self._one_shot(argv, group, cancel, on_output))
+                outcome = (
+                    self._landlock.run(
+                        argv,
+                        group,
+                        timeout_s=self.limits.timeout_s,
+                        output_limit=self.limits.max_output_bytes,
+                        cancel=cancel,
+                        on_output=on_output,
+                    )
+                    if self._landlock is not None
+                    else self._one_shot(argv, group, cancel, on_output)
+                )
             if group is not None and outcome.exit_code != 0 and group.oom_killed():
                 outcome.memory_exceeded_mb = self.memory_mb
             if "AS" in self._rlimits():  # no memory cgroup: the address space stood in
@@ -373,8 +484,13 @@ class SandboxExecutor(LocalExecutor):
             if group is not None:
                 group.remove()
 
-    def _one_shot(self, argv: list[str], group: BlockCgroup | None, cancel: Cancellation,
-                  on_output: OutputCallback | None) -> ProcessOutcome:
+    def _one_shot(
+        self,
+        argv: list[str],
+        group: BlockCgroup | None,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> ProcessOutcome:
         token = new_token()
         setenv: list[str] = []
         for key, value in {**self._inside_env, TOKEN_VAR: token}.items():
@@ -406,11 +522,21 @@ class SandboxExecutor(LocalExecutor):
         command, options = hidden_argv(self._prefix[0], [*self._prefix[1:], *setenv], [*nproc, *argv])
         try:
             return run_process(
-                command, cwd=str(self.workspace.path),
-                env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"}, timeout_s=self.limits.timeout_s,
-                output_limit=self.limits.max_output_bytes, cancel=cancel, on_output=on_output, token=token,
-                preexec=enter, pass_fds=[*fds, options, *([seccomp_r] if seccomp_r >= 0 else []),
-                                         *([netns] if netns is not None else [])],
+                command,
+                cwd=str(self.workspace.path),
+                env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
+                timeout_s=self.limits.timeout_s,
+                output_limit=self.limits.max_output_bytes,
+                cancel=cancel,
+                on_output=on_output,
+                token=token,
+                preexec=enter,
+                pass_fds=[
+                    *fds,
+                    options,
+                    *([seccomp_r] if seccomp_r >= 0 else []),
+                    *([netns] if netns is not None else []),
+                ],
                 also_kill=group.kill if group is not None else None,
             )
         finally:

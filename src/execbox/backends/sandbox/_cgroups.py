@@ -44,8 +44,7 @@ class CgroupSupport:
     version: int
     bases: dict[str, Path]  # controller -> directory under which groups are made (v2: one dir)
 
-    def create(self, *, memory_mb: int | None, max_processes: int | None,
-               cpus: float | None) -> BlockCgroup:
+    def create(self, *, memory_mb: int | None, max_processes: int | None, cpus: float | None) -> BlockCgroup:
         name = f"b{next(_names)}-{os.urandom(3).hex()}"
         # v1: a group in the hierarchies of the limits set only (memory always: the OOM report);
         # each group costs ~0.1 ms of the host's CPU to make, fill, empty and remove
@@ -247,8 +246,10 @@ def _detect_v2(own: str, mount: tuple[Path, str]) -> tuple[CgroupSupport | None,
             return None, why
         parent = current
     else:
-        return None, (f"cgroup v2: {current} is not delegated to this user, nor is its parent: no group "
-                      "can be made (run as root, or under systemd-run --user --scope -p Delegate=yes)")
+        return None, (
+            f"cgroup v2: {current} is not delegated to this user, nor is its parent: no group "
+            "can be made (run as root, or under systemd-run --user --scope -p Delegate=yes)"
+        )
     enabled = set((parent / "cgroup.subtree_control").read_text().split())
     available = set((parent / "cgroup.controllers").read_text().split())
     missing = [c for c in CONTROLLERS if c not in available]
@@ -269,8 +270,9 @@ def _detect_v2(own: str, mount: tuple[Path, str]) -> tuple[CgroupSupport | None,
 
 def _owned(group: Path) -> bool:
     """The group is this process's to divide (what a delegation hands over)."""
-    return all(os.access(group / name, os.W_OK) for name in ("cgroup.procs", "cgroup.subtree_control")) \
-        and os.access(group, os.W_OK)
+    return all(
+        os.access(group / name, os.W_OK) for name in ("cgroup.procs", "cgroup.subtree_control")
+    ) and os.access(group, os.W_OK)
 
 
 def _vacate(group: Path) -> str:

@@ -18,9 +18,11 @@ from ._cgroups import CgroupSupport
 
 __all__ = ["CGROUP_FIX", "NPROC_IN_USERNS", "Enforcement", "enforcement"]
 
-CGROUP_FIX = ("a cgroup of its own: run as root, or in a delegated cgroup v2 subtree "
-              "(systemd-run --user --scope -p Delegate=yes <your command>); `execbox doctor` says what this "
-              "host lacks")
+CGROUP_FIX = (
+    "a cgroup of its own: run as root, or in a delegated cgroup v2 subtree "
+    "(systemd-run --user --scope -p Delegate=yes <your command>); `execbox doctor` says what this "
+    "host lacks"
+)
 
 
 class Enforcement:
@@ -34,15 +36,18 @@ class Enforcement:
 NPROC_IN_USERNS = "RLIMIT_NPROC in the block's own user namespace"
 
 
-def enforcement(cgroups: CgroupSupport | None, *, nproc: str | None, network: str,
-                network_held: bool = True) -> Enforcement:
+def enforcement(
+    cgroups: CgroupSupport | None, *, nproc: str | None, network: str, network_held: bool = True
+) -> Enforcement:
     """``cgroups``: the per-block groups this executor uses (None: none);
     ``nproc``: how RLIMIT_NPROC bounds processes, if it does
     (``NPROC_IN_USERNS``: the block's own); ``network``: what cuts the
     network off when Limits.network is False."""
-    held = {"timeout_s": "a timer; every process the block started is killed (its cgroup, or its marker "
-                         "in the environment)",
-            "max_output_bytes": "execbox keeps the head and the tail of the output"}
+    held = {
+        "timeout_s": "a timer; every process the block started is killed (its cgroup, or its marker "
+        "in the environment)",
+        "max_output_bytes": "execbox keeps the head and the tail of the output",
+    }
     missing: dict[str, str] = {}
     version = f"cgroup v{cgroups.version}" if cgroups is not None else ""
     if cgroups is not None:
@@ -50,8 +55,10 @@ def enforcement(cgroups: CgroupSupport | None, *, nproc: str | None, network: st
         held["cpus"] = f"a cpu {version} quota per block"
         held["max_processes"] = f"a pids {version} per block" + (f", and {nproc}" if nproc else "")
     else:
-        held["memory_mb"] = ("RLIMIT_AS, the address space (no memory cgroup here): an allocation over the "
-                             "limit fails, and the result names Limits.memory_mb")
+        held["memory_mb"] = (
+            "RLIMIT_AS, the address space (no memory cgroup here): an allocation over the "
+            "limit fails, and the result names Limits.memory_mb"
+        )
         missing["cpus"] = f"no CPU quota without a cgroup: the block may use every core; needs {CGROUP_FIX}"
         if nproc:
             held["max_processes"] = f"{nproc} (no pids cgroup here)"

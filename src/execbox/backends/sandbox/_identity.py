@@ -64,8 +64,10 @@ def jail_id_range() -> tuple[int, int]:
     except ValueError:
         value = (-1, -1)
     if value[0] < 1 or value[1] < 1 or value[0] + value[1] > 0xFFFFFFFE:
-        raise ConfigurationError(f"EXECBOX_JAIL_IDS={text!r}: write it as FIRST:COUNT of host ids no account "
-                                 "uses, e.g. 1879048192:65536")
+        raise ConfigurationError(
+            f"EXECBOX_JAIL_IDS={text!r}: write it as FIRST:COUNT of host ids no account "
+            "uses, e.g. 1879048192:65536"
+        )
     return value
 
 
@@ -97,7 +99,9 @@ def lease() -> Lease | None:
     start = secrets.randbelow(count)
     for step in range(count):
         uid = first + (start + step) % count
-        fd = os.open(os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -106,8 +110,9 @@ def lease() -> Lease | None:
                 continue
             raise
         return Lease(uid, uid, fd)
-    raise ConfigurationError(f"all {count} jail ids of EXECBOX_JAIL_IDS are in use: close executors, "
-                             "or widen the range")
+    raise ConfigurationError(
+        f"all {count} jail ids of EXECBOX_JAIL_IDS are in use: close executors, or widen the range"
+    )
 
 
 def _lease_dir() -> str:
@@ -122,8 +127,10 @@ def _lease_dir() -> str:
         st = os.lstat(folder)
         if stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022:
             return folder
-    raise ConfigurationError(f"cannot keep jail id leases: {LEASE_DIR} cannot be made, and the temporary "
-                             "directory's execbox-jail-ids-0 is not a folder of root's")
+    raise ConfigurationError(
+        f"cannot keep jail id leases: {LEASE_DIR} cannot be made, and the temporary "
+        "directory's execbox-jail-ids-0 is not a folder of root's"
+    )
 
 
 def reachable(path: str, uid: int, gid: int) -> bool:
@@ -181,8 +188,14 @@ class Jailer:
     def _staging_namespace(self) -> int:
         """A descriptor of a mount namespace with the staging binds made, held
         by a child that leaves at once (the descriptor keeps the namespace)."""
-        holder = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, preexec_fn=self._stage_binds, close_fds=True)
+        holder = subprocess.Popen(
+            ["/bin/cat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=self._stage_binds,
+            close_fds=True,
+        )
         try:
             return os.open(f"/proc/{holder.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         finally:

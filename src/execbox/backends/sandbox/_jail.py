@@ -45,27 +45,53 @@ __all__ = [
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (
-    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/nsswitch.conf", "/etc/os-release",
-    "/etc/matplotlibrc", "/etc/fonts",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/matplotlibrc",
+    "/etc/fonts",
 )
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
-HIDDEN_PROC = ("/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms",
-               "/proc/cmdline")
+HIDDEN_PROC = (
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+    "/proc/kallsyms",
+    "/proc/cmdline",
+)
 NOBODY = "65534"
-INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap), or run unisolated with "
-                "backend='local' (CLI: --backend local)")
+INSTALL_HINT = (
+    "install bubblewrap (apt-get install bubblewrap), or run unisolated with "
+    "backend='local' (CLI: --backend local)"
+)
 
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
-def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostname: str,
-              workspace: str, extra_readonly: Sequence[tuple[str, str]] = (),
-              joined_netns: bool = False, writable: Sequence[tuple[str, str]] = (),
-              sealed: Sequence[str] = (), source: Callable[[str], str] = str) -> list[str]:
+def jail_args(
+    readonly: Sequence[str],
+    *,
+    network: bool,
+    tmp_bytes: int,
+    hostname: str,
+    workspace: str,
+    extra_readonly: Sequence[tuple[str, str]] = (),
+    joined_netns: bool = False,
+    writable: Sequence[tuple[str, str]] = (),
+    sealed: Sequence[str] = (),
+    source: Callable[[str], str] = str,
+) -> list[str]:
     """bwrap's options (without the command). ``extra_readonly``: (host path,
     path inside) pairs bound read-only; ``writable``: (host path, path inside)
     pairs bound read-write (a kernel's socket folder, under a neutral name).
@@ -74,8 +100,21 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
     host path it binds (``Jailer.source``: a staged copy it can reach).
     ``sealed``: folders in the workspace (relative) bound read-only over
     themselves: the block reads them only."""
-    args = ["--unshare-all", "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--clearenv", "--hostname", hostname]
+    args = [
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        NOBODY,
+        "--gid",
+        NOBODY,
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--hostname",
+        hostname,
+    ]
     if network or joined_netns:
         args.append("--share-net")
     for path in SYSTEM_DIRS:
@@ -86,8 +125,20 @@ def jail_args(readonly: Sequence[str], *, network: bool, tmp_bytes: int, hostnam
     for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
         args += ["--ro-bind-try", path, path]
     # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--size", str(tmp_bytes), "--tmpfs", "/dev/shm"]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/dev/shm",
+    ]
     # bwrap covers /proc/sys only when the directory is writable, and it is not,
     # but as root the files in it are (the jail's uid maps to the host's root):
     # core_pattern would run a program of the block's on the host.
@@ -116,7 +167,7 @@ def args_file(args: Sequence[str]) -> int:
     fd = os.memfd_create("execbox-bwrap-args", 0)
     data = memoryview(b"".join(arg.encode() + b"\0" for arg in args))
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -191,8 +242,14 @@ def empty_netns(become: Callable[[], None]) -> int | None:
             fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))
 
     try:
-        holder = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, preexec_fn=make, close_fds=True)
+        holder = subprocess.Popen(
+            ["/bin/cat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=make,
+            close_fds=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     try:
@@ -209,10 +266,13 @@ def probe(prefix: Sequence[str], preexec: Callable[[], None] | None = None) -> N
     """Raise BackendUnavailableError if bubblewrap cannot make this jail
     (``preexec``: what the child does before bwrap, as for real jails)."""
     try:
-        done = subprocess.run([*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30,
-                              preexec_fn=preexec)
+        done = subprocess.run(
+            [*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30, preexec_fn=preexec
+        )
     except subprocess.SubprocessError as exc:
-        raise BackendUnavailableError("sandbox", f"cannot start bubblewrap as the jail's user: {exc}") from None
+        raise BackendUnavailableError(
+            "sandbox", f"cannot start bubblewrap as the jail's user: {exc}"
+        ) from None
     if done.returncode != 0:
         raise BackendUnavailableError(
             "sandbox",
@@ -229,7 +289,9 @@ def interpreter_dirs(python: str) -> list[str]:
     script = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix]))"
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise BackendUnavailableError("sandbox", f"cannot run the interpreter {python}: {done.stderr.strip()}")
+        raise BackendUnavailableError(
+            "sandbox", f"cannot run the interpreter {python}: {done.stderr.strip()}"
+        )
     found: list[str] = []
     for path in [*json.loads(done.stdout), os.path.dirname(os.path.realpath(python))]:
         for candidate in (path, os.path.realpath(path)):

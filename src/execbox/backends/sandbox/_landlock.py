@@ -37,8 +37,21 @@ import platform
 import struct
 from collections.abc import Iterable
 
-__all__ = ["EXECUTE", "FILE_RIGHTS", "IOCTL_DEV", "READ", "READ_FILE", "TRUNCATE", "WRITE", "WRITE_FILE",
-           "LandlockError", "abi", "create_ruleset", "restrict_self", "unavailable_reason"]
+__all__ = [
+    "EXECUTE",
+    "FILE_RIGHTS",
+    "IOCTL_DEV",
+    "READ",
+    "READ_FILE",
+    "TRUNCATE",
+    "WRITE",
+    "WRITE_FILE",
+    "LandlockError",
+    "abi",
+    "create_ruleset",
+    "restrict_self",
+    "unavailable_reason",
+]
 
 # landlock_create_ruleset, landlock_add_rule, landlock_restrict_self: the same on both
 _NUMBERS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
@@ -76,8 +89,18 @@ _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15)
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 # convenient sets for callers
 READ = READ_FILE | READ_DIR
-WRITE = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
-         | REFER | TRUNCATE)
+WRITE = (
+    WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there
@@ -115,13 +138,16 @@ def unavailable_reason() -> str | None:
     if err == errno.ENOSYS:
         return "the kernel has no Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)"
     if err == errno.EOPNOTSUPP:
-        return ("Landlock is built in but not enabled: add landlock to the kernel's lsm= boot parameter "
-                "(see /sys/kernel/security/lsm)")
+        return (
+            "Landlock is built in but not enabled: add landlock to the kernel's lsm= boot parameter "
+            "(see /sys/kernel/security/lsm)"
+        )
     return f"landlock_create_ruleset failed: {os.strerror(err)}"
 
 
-def create_ruleset(rules: Iterable[tuple[str, int]], *, deny_tcp: bool, scoped: bool,
-                   version: int | None = None) -> int:
+def create_ruleset(
+    rules: Iterable[tuple[str, int]], *, deny_tcp: bool, scoped: bool, version: int | None = None
+) -> int:
     """A ruleset descriptor (close-on-exec) granting each ``(path, rights)``
     and nothing else on the filesystem; the rights of a file are cut to
     ``FILE_RIGHTS``, a missing path is skipped. ``deny_tcp``: refuse TCP
@@ -163,8 +189,16 @@ def _add_path(number: int, ruleset: int, path: str, rights: int) -> None:
         if not rights:
             return
         attr = struct.pack("=Qi", rights, parent)  # struct landlock_path_beneath_attr is packed
-        if _syscall(number, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), ctypes.c_char_p(attr),
-                    ctypes.c_uint32(0)) != 0:
+        if (
+            _syscall(
+                number,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(RULE_PATH_BENEATH),
+                ctypes.c_char_p(attr),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             err = ctypes.get_errno()
             raise LandlockError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
     finally:

@@ -125,8 +125,10 @@ SHM = "/dev/shm"
 SHM_RIGHTS = ll.READ | ll.WRITE  # on the block's own /dev/shm folder, never on the host's
 MS_BIND = 0x1000
 MIN_ABI_TRUNCATE = 3
-LANDLOCK_HINT = ("Landlock needs Linux 5.13+ with landlock among the active security modules "
-                 "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls")
+LANDLOCK_HINT = (
+    "Landlock needs Linux 5.13+ with landlock among the active security modules "
+    "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls"
+)
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
 KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEY_SPEC_SESSION_KEYRING = 0, 1, -3
@@ -158,9 +160,13 @@ def warn_weaker(why: str) -> None:
         if why in _warned:
             return
         _warned.add(why)
-    warnings.warn(f"the sandbox runs blocks in its Landlock tier, weaker than namespaces (host processes, "
-                  f"the host's network namespace, /dev and system files stay visible: see "
-                  f"execbox.backends.sandbox._landlock_tier), because {why}", WeakerIsolationWarning, stacklevel=5)
+    warnings.warn(
+        f"the sandbox runs blocks in its Landlock tier, weaker than namespaces (host processes, "
+        f"the host's network namespace, /dev and system files stay visible: see "
+        f"execbox.backends.sandbox._landlock_tier), because {why}",
+        WeakerIsolationWarning,
+        stacklevel=5,
+    )
 
 
 class LandlockTier:
@@ -170,8 +176,17 @@ class LandlockTier:
     (its HOME and TMPDIR of /tmp become the block's temporary folder);
     ``rlimits``: name without RLIMIT_ -> value (NPROC included)."""
 
-    def __init__(self, *, workspace: str, readonly: Sequence[str], env: Mapping[str, str], network: bool,
-                 rlimits: Mapping[str, int], lease: Lease | None, seccomp: bool) -> None:
+    def __init__(
+        self,
+        *,
+        workspace: str,
+        readonly: Sequence[str],
+        env: Mapping[str, str],
+        network: bool,
+        rlimits: Mapping[str, int],
+        lease: Lease | None,
+        seccomp: bool,
+    ) -> None:
         self.workspace = workspace
         self.network = network
         self.lease = lease
@@ -194,10 +209,15 @@ class LandlockTier:
         # as root, /dev/shm is bound to a folder of the block's in a mount namespace of its own
         self.shm = os.fsencode(SHM) if lease is not None and os.path.isdir(SHM) else None
         denied = (*HOST_IPC, *NAME_WATCHES, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
-        self.program = (filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
-                        if seccomp and seccomp_supported() else b"")
+        self.program = (
+            filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
+            if seccomp and seccomp_supported()
+            else b""
+        )
         self.filter = ctypes.create_string_buffer(self.program) if self.program else None
-        self.fprog = _SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
+        self.fprog = (
+            _SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
+        )
         self.numbers = _SYSCALLS.get(os.uname().machine, {})
         self.cap_header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.cap_data = (ctypes.c_uint32 * 6)()
@@ -211,15 +231,26 @@ class LandlockTier:
         problem = landlock_problem()
         if problem is not None:
             raise BackendUnavailableError("sandbox", f"the Landlock tier cannot run: {problem}")
-        outcome = self.run([python, "-c", ""], None, timeout_s=60, output_limit=1 << 16, cancel=None,
-                           on_output=None)
+        outcome = self.run(
+            [python, "-c", ""], None, timeout_s=60, output_limit=1 << 16, cancel=None, on_output=None
+        )
         if outcome.exit_code != 0:
             said = outcome.capture.combined.text()[-800:]
-            raise BackendUnavailableError("sandbox", "the interpreter does not start in the Landlock tier "
-                                                     f"(exit {outcome.exit_code}): {said}")
+            raise BackendUnavailableError(
+                "sandbox",
+                f"the interpreter does not start in the Landlock tier (exit {outcome.exit_code}): {said}",
+            )
 
-    def run(self, argv: list[str], group: BlockCgroup | None, *, timeout_s: float, output_limit: int,
-            cancel: Cancellation | None, on_output: OutputCallback | None) -> ProcessOutcome:
+    def run(
+        self,
+        argv: list[str],
+        group: BlockCgroup | None,
+        *,
+        timeout_s: float,
+        output_limit: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> ProcessOutcome:
         tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
         shm = tempfile.mkdtemp(prefix="execbox-shm-", dir=self.tmp_base) if self.shm else None
         ruleset = -1
@@ -233,21 +264,32 @@ class LandlockTier:
                     if folder is not None:
                         os.chown(folder, self.lease.uid, self.lease.gid)
             own = [(tmp, WRITABLE_RIGHTS), *([(shm, SHM_RIGHTS)] if shm else [])]
-            ruleset = ll.create_ruleset([*self.rules, *own], deny_tcp=not self.network, scoped=True,
-                                        version=self.abi)
+            ruleset = ll.create_ruleset(
+                [*self.rules, *own], deny_tcp=not self.network, scoped=True, version=self.abi
+            )
             fds = group.open_procs() if group is not None else []
             env = {**self.env, **{k: tmp for k in ("HOME", "TMPDIR") if self.env.get(k, "/tmp") == "/tmp"}}
             token = new_token()
             try:
-                return run_process(argv, cwd=self.workspace, env=env, timeout_s=timeout_s,
-                                   output_limit=output_limit, cancel=cancel, on_output=on_output, token=token,
-                                   preexec=self._enter(ruleset, fds, status_w, shm), also_kill=self._killer(group))
+                return run_process(
+                    argv,
+                    cwd=self.workspace,
+                    env=env,
+                    timeout_s=timeout_s,
+                    output_limit=output_limit,
+                    cancel=cancel,
+                    on_output=on_output,
+                    token=token,
+                    preexec=self._enter(ruleset, fds, status_w, shm),
+                    also_kill=self._killer(group),
+                )
             except (OSError, subprocess.SubprocessError) as exc:
                 os.close(status_w)
                 status_w = -1
                 said = os.read(status_r, 4096).decode(errors="replace")
                 raise BackendUnavailableError(
-                    "sandbox", f"a block could not be confined in the Landlock tier: {said or exc}") from None
+                    "sandbox", f"a block could not be confined in the Landlock tier: {said or exc}"
+                ) from None
         finally:
             with self._running_lock:
                 self._running -= 1
@@ -282,7 +324,9 @@ class LandlockTier:
                         reach.show()
                     if not err and shm_source is not None:  # else no /dev/shm: the host's is not granted
                         step = "bind its own /dev/shm"
-                        check(_mount(shm_source, shm_target, None, MS_BIND, None), "bind a folder at /dev/shm")
+                        check(
+                            _mount(shm_source, shm_target, None, MS_BIND, None), "bind a folder at /dev/shm"
+                        )
                     step = "drop privileges to the jail id"
                     for cap in range(last_cap + 1):
                         check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
@@ -328,9 +372,17 @@ class LandlockTier:
                 alone = self._running == 1
             if alone:
                 done = True
-                subprocess.run([self.kill, "-9", "-1"], user=self.lease.uid, group=self.lease.gid,
-                               extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, close_fds=True, check=False)
+                subprocess.run(
+                    [self.kill, "-9", "-1"],
+                    user=self.lease.uid,
+                    group=self.lease.gid,
+                    extra_groups=[],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    close_fds=True,
+                    check=False,
+                )
 
         return kill
 
@@ -350,8 +402,9 @@ def _join_own_keyring(keyctl: int) -> None:
         return
     err = ctypes.get_errno()
     if err in (errno.EPERM, errno.ENOSYS) and (
-            _syscall(keyctl, KEYCTL_GET_KEYRING_ID, ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)) < 0
-            and ctypes.get_errno() == err):
+        _syscall(keyctl, KEYCTL_GET_KEYRING_ID, ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)) < 0
+        and ctypes.get_errno() == err
+    ):
         return
     raise OSError(err, f"keyctl: {os.strerror(err)}")
 

@@ -65,10 +65,19 @@ class ZygotePool:
     or hand over a unit within UNIT_WAIT_S, is taken for stuck, stopped and
     started afresh; twice in a row raises ``StallError``."""
 
-    def __init__(self, prefix: Sequence[str], python: str, env: Mapping[str, str], cwd: str,
-                 config: Mapping[str, Any], *, size: int,
-                 make_cgroup: Callable[[], BlockCgroup | None],
-                 preexec: Callable[[], None] | None = None, owner: Lease | None = None) -> None:
+    def __init__(
+        self,
+        prefix: Sequence[str],
+        python: str,
+        env: Mapping[str, str],
+        cwd: str,
+        config: Mapping[str, Any],
+        *,
+        size: int,
+        make_cgroup: Callable[[], BlockCgroup | None],
+        preexec: Callable[[], None] | None = None,
+        owner: Lease | None = None,
+    ) -> None:
         self.prefix = list(prefix)
         self.python = python
         self.env = dict(env)
@@ -95,8 +104,14 @@ class ZygotePool:
     def health(self) -> dict[str, Any]:
         """What the pool holds and what went wrong so far (doctor, ``/v1/info``)."""
         with self._lock:
-            return {"size": self.size, "alive": self._control is not None, "units_ready": len(self._ready),
-                    "units_asked": len(self._asked), "blocks_running": self._running, **self._counts}
+            return {
+                "size": self.size,
+                "alive": self._control is not None,
+                "units_ready": len(self._ready),
+                "units_asked": len(self._asked),
+                "blocks_running": self._running,
+                **self._counts,
+            }
 
     def start(self) -> None:
         with self._lock:
@@ -109,34 +124,52 @@ class ZygotePool:
         for key, value in self.env.items():
             setenv += ["--setenv", key, value]
         # bwrap's options from a memfd, the config on the socket: nothing of the host's layout in an argv
-        argv, options = hidden_argv(self.prefix[0], [*self.prefix[1:], *setenv],
-                                    [self.python, "-I", *self._startup_flags(), ZYGOTE_INSIDE + "/zygote.py",
-                                     str(theirs.fileno())])
+        argv, options = hidden_argv(
+            self.prefix[0],
+            [*self.prefix[1:], *setenv],
+            [self.python, "-I", *self._startup_flags(), ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno())],
+        )
         try:
-            self._proc = spawn_kept(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                     pass_fds=[theirs.fileno(), options], cwd=self.cwd, start_new_session=True,
-                                     preexec_fn=self.preexec)
+            self._proc = spawn_kept(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=[theirs.fileno(), options],
+                cwd=self.cwd,
+                start_new_session=True,
+                preexec_fn=self.preexec,
+            )
         finally:
             theirs.close()
             os.close(options)
         self._control = ours
         why = ""
         try:
-            send_within(ours, json.dumps(self.config).encode(), [], time.monotonic() + SEND_WAIT_S,
-                        "the sandbox pool's zygote to take its settings")
-            hello = receive_within(ours, time.monotonic() + START_TIMEOUT_S, 1 << 16, 0,
-                                   "the sandbox pool's zygote to start")[0]
+            send_within(
+                ours,
+                json.dumps(self.config).encode(),
+                [],
+                time.monotonic() + SEND_WAIT_S,
+                "the sandbox pool's zygote to take its settings",
+            )
+            hello = receive_within(
+                ours, time.monotonic() + START_TIMEOUT_S, 1 << 16, 0, "the sandbox pool's zygote to start"
+            )[0]
         except OSError as exc:
             hello, why = b"", f"{exc}: "
             if exc.errno == errno.EMSGSIZE:  # one socket message: the environment is most of it
-                why = (f"its settings ({exc}) are too large for one message: "
-                       "pass a smaller env= to the executor; ")
+                why = (
+                    f"its settings ({exc}) are too large for one message: "
+                    "pass a smaller env= to the executor; "
+                )
         if hello != b"ready":
             tail = self._tail()
             self._stop_locked(stuck=True)
             if hello.startswith(b"error "):
-                raise ConfigurationError(f"sandbox pool: {hello[6:].decode(errors='replace')} "
-                                         "(check SandboxExecutor(preload=...))")
+                raise ConfigurationError(
+                    f"sandbox pool: {hello[6:].decode(errors='replace')} (check SandboxExecutor(preload=...))"
+                )
             raise BackendUnavailableError("sandbox", f"the sandbox pool did not start: {why}{tail}")
         if self._started:
             self._counts["zygote_restarts"] += 1
@@ -242,8 +275,13 @@ class ZygotePool:
         assert self._control is not None
         fds = group.open_procs() if group is not None else []
         try:
-            send_within(self._control, b"unit", fds, time.monotonic() + SEND_WAIT_S,
-                        "the sandbox pool's zygote to take a request")
+            send_within(
+                self._control,
+                b"unit",
+                fds,
+                time.monotonic() + SEND_WAIT_S,
+                "the sandbox pool's zygote to take a request",
+            )
         finally:
             for fd in fds:
                 os.close(fd)
@@ -261,7 +299,9 @@ class ZygotePool:
                 except BlockingIOError:
                     return  # none more now, and one is ready
             else:
-                data, fds = receive_within(self._control, deadline, 64, 2, "a unit from the sandbox pool's zygote")
+                data, fds = receive_within(
+                    self._control, deadline, 64, 2, "a unit from the sandbox pool's zygote"
+                )
             if not data or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
@@ -291,8 +331,10 @@ class ZygotePool:
                     self._stop_locked(stuck=isinstance(exc, StallError))
                     if attempt == 2:
                         if isinstance(exc, StallError):
-                            raise StallError(f"{exc}, twice in a row (the zygote was started afresh in "
-                                             f"between): {tail}", waiting_for=exc.waiting_for) from exc
+                            raise StallError(
+                                f"{exc}, twice in a row (the zygote was started afresh in between): {tail}",
+                                waiting_for=exc.waiting_for,
+                            ) from exc
                         raise BackendUnavailableError(
                             "sandbox", f"the sandbox pool died and could not be restarted: {exc}: {tail}"
                         ) from exc
@@ -306,9 +348,15 @@ class ZygotePool:
             self._wake.notify()
         return taken
 
-    def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int,
-            cancel: Cancellation | None,
-            on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:
+    def run(
+        self,
+        request: Mapping[str, Any],
+        *,
+        timeout_s: float,
+        output_limit: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> tuple[ProcessOutcome, BlockCgroup | None]:
         """Run one block in a ready unit: its outcome (as ``run_process``
         gives it) and its cgroup, which the caller removes."""
         started = time.monotonic()
@@ -316,8 +364,14 @@ class ZygotePool:
         with self._lock:
             self._running += 1  # from now on, this block's unit counts towards the pool's size
         try:
-            return self._run(data, started, timeout_s=timeout_s, output_limit=output_limit, cancel=cancel,
-                             on_output=on_output)
+            return self._run(
+                data,
+                started,
+                timeout_s=timeout_s,
+                output_limit=output_limit,
+                cancel=cancel,
+                on_output=on_output,
+            )
         finally:
             with self._lock:
                 self._running -= 1
@@ -325,12 +379,25 @@ class ZygotePool:
                 # compete with this block for the CPU.
                 self._wake.notify()
 
-    def _run(self, data: bytes, started: float, *, timeout_s: float, output_limit: int,
-             cancel: Cancellation | None,
-             on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None]:
+    def _run(
+        self,
+        data: bytes,
+        started: float,
+        *,
+        timeout_s: float,
+        output_limit: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> tuple[ProcessOutcome, BlockCgroup | None]:
         for attempt in range(1, UNSTARTED_TRIES + 1):
-            outcome, group, ran = self._run_once(data, started, timeout_s=timeout_s, output_limit=output_limit,
-                                                 cancel=cancel, on_output=on_output)
+            outcome, group, ran = self._run_once(
+                data,
+                started,
+                timeout_s=timeout_s,
+                output_limit=output_limit,
+                cancel=cancel,
+                on_output=on_output,
+            )
             if ran or attempt == UNSTARTED_TRIES:
                 return outcome, group
             # the unit died before the block's first line (its zygote or jail went): in a fresh one
@@ -338,9 +405,16 @@ class ZygotePool:
                 group.remove()
         raise AssertionError("unreachable")
 
-    def _run_once(self, data: bytes, started: float, *, timeout_s: float, output_limit: int,
-                  cancel: Cancellation | None,
-                  on_output: OutputCallback | None) -> tuple[ProcessOutcome, BlockCgroup | None, bool]:
+    def _run_once(
+        self,
+        data: bytes,
+        started: float,
+        *,
+        timeout_s: float,
+        output_limit: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> tuple[ProcessOutcome, BlockCgroup | None, bool]:
         """One try: (outcome, cgroup, whether the block started)."""
         while True:
             unit, code, group = self._take()
@@ -369,17 +443,32 @@ class ZygotePool:
         try:
             watched = Unit(status, group)
             # the block's time starts now: a wait for a unit (callers beyond the pool) is not its own
-            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=time.monotonic() + timeout_s,
-                                                  output_limit=output_limit, cancel=cancel,
-                                                  on_output=on_output)
+            capture, timed_out, cancelled = watch(
+                out_r,
+                err_r,
+                watched,
+                deadline=time.monotonic() + timeout_s,
+                output_limit=output_limit,
+                cancel=cancel,
+                on_output=on_output,
+            )
         finally:
             status.close()
             os.close(out_r)
             os.close(err_r)
         exit_code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
         ran = watched.started or timed_out or cancelled
-        return ProcessOutcome(exit_code=exit_code, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                              duration_s=time.monotonic() - started), group, ran
+        return (
+            ProcessOutcome(
+                exit_code=exit_code,
+                capture=capture,
+                timed_out=timed_out,
+                cancelled=cancelled,
+                duration_s=time.monotonic() - started,
+            ),
+            group,
+            ran,
+        )
 
     # what callers before the bounded pool named take()
     take = _take

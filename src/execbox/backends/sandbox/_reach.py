@@ -27,7 +27,10 @@ __all__ = ["Reach", "check", "private_mounts", "reach_supported"]
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
 OPEN_TREE_CLONE, AT_RECURSIVE, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, -100, 0x4
-_SYSCALLS = {"x86_64": {"open_tree": 428, "move_mount": 429}, "aarch64": {"open_tree": 428, "move_mount": 429}}
+_SYSCALLS = {
+    "x86_64": {"open_tree": 428, "move_mount": 429},
+    "aarch64": {"open_tree": 428, "move_mount": 429},
+}
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there
 _syscall.restype = ctypes.c_long
@@ -82,9 +85,11 @@ class Reach:
             self.dirs += [d for d in reversed(chain) if d not in self.dirs]
         self.numbers = _SYSCALLS.get(os.uname().machine, {})
         shown = ", ".join(os.fsdecode(p) for p, _ in self.paths)
-        self.step = (f"show {shown} to the jail id (uid {lease.uid}), which cannot reach them, in a mount namespace "
-                     f"(where none can be made, open the folders above them to others: chmod o+x "
-                     f"{', '.join(map(os.fsdecode, self.tops))}; or use a workspace and interpreter outside)")
+        self.step = (
+            f"show {shown} to the jail id (uid {lease.uid}), which cannot reach them, in a mount namespace "
+            f"(where none can be made, open the folders above them to others: chmod o+x "
+            f"{', '.join(map(os.fsdecode, self.tops))}; or use a workspace and interpreter outside)"
+        )
 
     def __bool__(self) -> bool:
         return bool(self.paths)
@@ -99,12 +104,15 @@ class Reach:
         """``enter`` in a mount namespace the child made already (``private_mounts``)."""
         trees = []
         for path, _ in self.paths:
-            fd = _syscall(self.numbers["open_tree"], AT_FDCWD, path,
-                          OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+            fd = _syscall(
+                self.numbers["open_tree"], AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC
+            )
             check(0 if fd >= 0 else -1, "clone a mount of " + os.fsdecode(path))
             trees.append(int(fd))
         for top in self.tops:
-            check(_mount(b"tmpfs", top, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "mount a tmpfs")
+            check(
+                _mount(b"tmpfs", top, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "mount a tmpfs"
+            )
         for folder in self.dirs:
             try:
                 os.mkdir(folder, 0o755)
@@ -116,8 +124,10 @@ class Reach:
                 os.mkdir(path, 0o755)
             else:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
-            check(_syscall(self.numbers["move_mount"], fd, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH),
-                   "bind " + os.fsdecode(path))
+            check(
+                _syscall(self.numbers["move_mount"], fd, b"", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH),
+                "bind " + os.fsdecode(path),
+            )
             os.close(fd)
         os.chdir(self.workspace)
 

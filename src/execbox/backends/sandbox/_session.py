@@ -57,13 +57,19 @@ _names = itertools.count(1)
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,62}/[A-Za-z0-9][\w.+-]{0,126}", re.ASCII)
 
 KEPT = "The session was interrupted; its state (variables, imports) is kept."
-FULL = ("The Python session could not take this block: earlier blocks hold every file descriptor it may "
-        "open (SandboxExecutor(max_open_files=...)); it ran in a fresh session, and the variables and "
-        "imports of earlier blocks are lost.")
-NOMEM = ("The Python session could not take this block: earlier blocks hold all the memory it may use "
-         "(Limits.memory_mb); it ran in a fresh session, and the variables and imports of earlier blocks are lost.")
-LOST_INTERRUPT = ("The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
-                  "its state (variables, imports) is lost.")
+FULL = (
+    "The Python session could not take this block: earlier blocks hold every file descriptor it may "
+    "open (SandboxExecutor(max_open_files=...)); it ran in a fresh session, and the variables and "
+    "imports of earlier blocks are lost."
+)
+NOMEM = (
+    "The Python session could not take this block: earlier blocks hold all the memory it may use "
+    "(Limits.memory_mb); it ran in a fresh session, and the variables and imports of earlier blocks are lost."
+)
+LOST_INTERRUPT = (
+    "The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
+    "its state (variables, imports) is lost."
+)
 
 
 @dataclass
@@ -136,22 +142,50 @@ class Session:
             message = b""
         return _how(exit_status(message), self._group)
 
-    def run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
-            cancel: Cancellation | None, on_output: OutputCallback | None) -> Answer:
+    def run(
+        self,
+        request: Mapping[str, Any],
+        *,
+        timeout_s: float,
+        output_limit: int,
+        memory_mb: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> Answer:
         """Run one block (the session opened first if need be). A session
         that cannot take the block (an earlier one holds every descriptor it
         may open) is replaced, and the block runs in the fresh one."""
-        answer = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
-                           cancel=cancel, on_output=on_output)
+        answer = self._run(
+            request,
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            memory_mb=memory_mb,
+            cancel=cancel,
+            on_output=on_output,
+        )
         if answer.note not in (FULL, NOMEM):
             return answer
-        again = self._run(request, timeout_s=timeout_s, output_limit=output_limit, memory_mb=memory_mb,
-                          cancel=cancel, on_output=on_output)
+        again = self._run(
+            request,
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            memory_mb=memory_mb,
+            cancel=cancel,
+            on_output=on_output,
+        )
         again.note = again.note or answer.note
         return again
 
-    def _run(self, request: Mapping[str, Any], *, timeout_s: float, output_limit: int, memory_mb: int,
-             cancel: Cancellation | None, on_output: OutputCallback | None) -> Answer:
+    def _run(
+        self,
+        request: Mapping[str, Any],
+        *,
+        timeout_s: float,
+        output_limit: int,
+        memory_mb: int,
+        cancel: Cancellation | None,
+        on_output: OutputCallback | None,
+    ) -> Answer:
         if self._code is None:
             self.open()
         assert self._code is not None and self._status is not None
@@ -174,8 +208,15 @@ class Session:
             os.close(out_w)
             os.close(err_w)
             watched = _Block(self._code, self._status)
-            capture, timed_out, cancelled = watch(out_r, err_r, watched, deadline=started + timeout_s,
-                                                  output_limit=output_limit, cancel=cancel, on_output=on_output)
+            capture, timed_out, cancelled = watch(
+                out_r,
+                err_r,
+                watched,
+                deadline=started + timeout_s,
+                output_limit=output_limit,
+                cancel=cancel,
+                on_output=on_output,
+            )
         finally:
             os.close(out_r)
             os.close(err_r)
@@ -187,22 +228,41 @@ class Session:
             note = KEPT
         if watched.forged is not None:  # the block lied on the session's socket: that session ends
             self.close()
-            why = (f"The block wrote on its session's socket ({watched.forged}): the session was ended, and a "
-                   "fresh one runs the next block; variables and imports of earlier blocks are lost.")
-            return Answer(ProcessOutcome(exit_code=1, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                                         duration_s=time.monotonic() - started), note=why)
+            why = (
+                f"The block wrote on its session's socket ({watched.forged}): the session was ended, and a "
+                "fresh one runs the next block; variables and imports of earlier blocks are lost."
+            )
+            return Answer(
+                ProcessOutcome(
+                    exit_code=1,
+                    capture=capture,
+                    timed_out=timed_out,
+                    cancelled=cancelled,
+                    duration_s=time.monotonic() - started,
+                ),
+                note=why,
+            )
         if watched.full:
             self.close()
-            return Answer(ProcessOutcome(exit_code=KILLED, capture=capture, timed_out=False, cancelled=False,
-                                         duration_s=0.0), note=NOMEM if watched.nomem else FULL)
+            return Answer(
+                ProcessOutcome(
+                    exit_code=KILLED, capture=capture, timed_out=False, cancelled=False, duration_s=0.0
+                ),
+                note=NOMEM if watched.nomem else FULL,
+            )
         died = None
         if watched.eof:  # the session died: its init reports how
             watched.code = self._wait_status()
             died = _how(watched.code, self._group)
             note = ""
         code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
-        process = ProcessOutcome(exit_code=code, capture=capture, timed_out=timed_out, cancelled=cancelled,
-                                 duration_s=time.monotonic() - started)
+        process = ProcessOutcome(
+            exit_code=code,
+            capture=capture,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            duration_s=time.monotonic() - started,
+        )
         if self._group is not None and died is not None and self._group.oom_killed():
             process.memory_exceeded_mb = memory_mb
         if died is not None or note == LOST_INTERRUPT:
@@ -348,8 +408,16 @@ def _read_sealed(fd: int, limit: int) -> bytes:
     return os.pread(fd, info.st_size, 0)
 
 
-def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Workspace, prefix: str,
-                    on_output: OutputCallback | None, *, before: str = "") -> Outcome:
+def session_outcome(
+    language: str,
+    answer: Answer,
+    limits: Limits,
+    workspace: Workspace,
+    prefix: str,
+    on_output: OutputCallback | None,
+    *,
+    before: str = "",
+) -> Outcome:
     """A block's answer → its outcome: displays saved (images in
     ``outputs/``, bounded by ``Limits.max_output_bytes`` like a Jupyter
     cell's), the session's fate told last in the output. ``before``: a note
@@ -369,7 +437,11 @@ def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Wo
             path = f"{OUTPUT_DIR}/{prefix}_{next(_names)}.png"
             try:
                 workspace.write_bytes(path, base64.b64decode(data))
-            except (WorkspaceError, OSError, ValueError) as exc:  # a link at outputs/, a full disk, bad base64
+            except (
+                WorkspaceError,
+                OSError,
+                ValueError,
+            ) as exc:  # a link at outputs/, a full disk, bad base64
                 output = _line(output, f"[{mime} not saved: {exc}]")
                 continue
             display = Display(mime, path=path)
@@ -380,12 +452,17 @@ def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Wo
         if isinstance(on_output, EventSink):
             on_output.display(display)
     if dropped:
-        output = _line(output, f"[{dropped} display{'s' if dropped > 1 else ''} dropped: a block keeps at most "
-                               f"Limits.max_output_bytes={limits.max_output_bytes} bytes of displays]")
+        output = _line(
+            output,
+            f"[{dropped} display{'s' if dropped > 1 else ''} dropped: a block keeps at most "
+            f"Limits.max_output_bytes={limits.max_output_bytes} bytes of displays]",
+        )
     error = outcome.error
     if answer.died is not None:
-        why = f"The Python session died ({answer.died}): a fresh one runs the next block; " \
-              "variables and imports of earlier blocks are lost."
+        why = (
+            f"The Python session died ({answer.died}): a fresh one runs the next block; "
+            "variables and imports of earlier blocks are lost."
+        )
         output = _line(output, why)
         if error is None or error.name not in ("MemoryLimit", "Timeout"):
             error = ErrorInfo("SessionDied", why, error.traceback if error is not None else "")
@@ -393,9 +470,14 @@ def session_outcome(language: str, answer: Answer, limits: Limits, workspace: Wo
         output = _line(output, answer.note)
     if before:
         output = before + "\n" + output
-    return replace(outcome, output=output, error=error, displays=tuple(displays),
-                   truncated=outcome.truncated or dropped > 0,
-                   status="failed" if answer.died is not None and outcome.status == "ok" else outcome.status)
+    return replace(
+        outcome,
+        output=output,
+        error=error,
+        displays=tuple(displays),
+        truncated=outcome.truncated or dropped > 0,
+        status="failed" if answer.died is not None and outcome.status == "ok" else outcome.status,
+    )
 
 
 def _line(output: str, line: str) -> str:

@@ -38,11 +38,12 @@ def recv_fds_now(sock: socket.socket, size: int, max_fds: int) -> tuple[bytes, l
     not). More descriptors than ``max_fds`` is a peer we do not know:
     OSError, and none of them kept."""
     fds = array.array("i")
-    data, ancillary, flags, _ = sock.recvmsg(size, socket.CMSG_LEN(max(max_fds, 1) * fds.itemsize),
-                                             socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC)
+    data, ancillary, flags, _ = sock.recvmsg(
+        size, socket.CMSG_LEN(max(max_fds, 1) * fds.itemsize), socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC
+    )
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
     received = list(fds)
     if flags & socket.MSG_CTRUNC or len(received) > max_fds:
         for fd in received:
@@ -51,20 +52,31 @@ def recv_fds_now(sock: socket.socket, size: int, max_fds: int) -> tuple[bytes, l
     return data, received
 
 
-def send_within(sock: socket.socket, data: bytes, fds: Sequence[int], deadline: float, waiting_for: str) -> None:
+def send_within(
+    sock: socket.socket, data: bytes, fds: Sequence[int], deadline: float, waiting_for: str
+) -> None:
     """One message, waiting until ``deadline`` at most for room in the
     peer's socket (StallError past it; OSError if the peer is gone)."""
-    _until(deadline, waiting_for, lambda: send_fds_now(sock, data, fds),
-           # a full datagram queue may poll writable: look again soon
-           lambda left: select.select([], [sock], [], min(left, 0.05)))
+    _until(
+        deadline,
+        waiting_for,
+        lambda: send_fds_now(sock, data, fds),
+        # a full datagram queue may poll writable: look again soon
+        lambda left: select.select([], [sock], [], min(left, 0.05)),
+    )
 
 
-def receive_within(sock: socket.socket, deadline: float, size: int, max_fds: int,
-                   waiting_for: str) -> tuple[bytes, list[int]]:
+def receive_within(
+    sock: socket.socket, deadline: float, size: int, max_fds: int, waiting_for: str
+) -> tuple[bytes, list[int]]:
     """One message from a peer in the jail: (data, fds); StallError when
     none came by ``deadline``."""
-    return _until(deadline, waiting_for, lambda: recv_fds_now(sock, size, max_fds),
-                  lambda left: select.select([sock], [], [], left))
+    return _until(
+        deadline,
+        waiting_for,
+        lambda: recv_fds_now(sock, size, max_fds),
+        lambda left: select.select([sock], [], [], left),
+    )
 
 
 def _until(deadline: float, waiting_for: str, attempt: Callable[[], T], wait: Callable[[float], object]) -> T:
@@ -78,6 +90,7 @@ def _until(deadline: float, waiting_for: str, attempt: Callable[[], T], wait: Ca
             pass
         left = deadline - time.monotonic()
         if left <= 0:
-            raise StallError(f"waited {time.monotonic() - begun:.1f} s for {waiting_for} in vain",
-                             waiting_for=waiting_for)
+            raise StallError(
+                f"waited {time.monotonic() - begun:.1f} s for {waiting_for} in vain", waiting_for=waiting_for
+            )
         wait(left)

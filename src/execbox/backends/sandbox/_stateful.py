@@ -35,8 +35,15 @@ class StatefulBlocks:
                 self._session.close()
                 self._session = None
 
-    def run(self, pool: ZygotePool, language: Language, code_path: str, code: str, cancel: Cancellation,
-            on_output: OutputCallback | None) -> Outcome:
+    def run(
+        self,
+        pool: ZygotePool,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Outcome:
         ex = self.executor
         path = os.path.join(str(ex.workspace.path), code_path)
         assert language.command is not None
@@ -47,8 +54,14 @@ class StatefulBlocks:
             resolved = resolve_program(program, ex._child_env["PATH"])
             if resolved is None:
                 message = f"{program} is not installed here ({language.install_hint})"
-                return Outcome(status="failed", exit_code=127, output=message + "\n", stdout="",
-                               stderr=message + "\n", duration_s=0.0)
+                return Outcome(
+                    status="failed",
+                    exit_code=127,
+                    output=message + "\n",
+                    stdout="",
+                    stderr=message + "\n",
+                    duration_s=0.0,
+                )
             request = {"argv": [resolved, *language.command[1:], path]}
         limits = ex.limits
         with self._lock:
@@ -58,10 +71,18 @@ class StatefulBlocks:
             how = self._session.gone()
             if how is not None:
                 self._session.close()
-                before = (f"The Python session had died since the last block ({how}): this block runs in a "
-                          "fresh one; variables and imports of earlier blocks are lost.")
-            answer = self._session.run(request, timeout_s=limits.timeout_s, output_limit=limits.max_output_bytes,
-                                       memory_mb=ex.memory_mb, cancel=cancel, on_output=on_output)
+                before = (
+                    f"The Python session had died since the last block ({how}): this block runs in a "
+                    "fresh one; variables and imports of earlier blocks are lost."
+                )
+            answer = self._session.run(
+                request,
+                timeout_s=limits.timeout_s,
+                output_limit=limits.max_output_bytes,
+                memory_mb=ex.memory_mb,
+                cancel=cancel,
+                on_output=on_output,
+            )
         if "AS" in ex._rlimits():  # no memory cgroup: the address space stood in
             answer.process.address_space_mb = ex.memory_mb
         prefix = os.path.basename(code_path).rsplit(".", 1)[0]

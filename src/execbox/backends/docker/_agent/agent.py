@@ -142,12 +142,21 @@ class Agent:
             now = time.monotonic()
             due = [b.drain_until for b in self.blocks.values() if b.drain_until is not None]
             due += [b.deadline for b in self.blocks.values() if b.deadline is not None]
-            if now < self.recheck_until or any(b.status is None and not b.pipes
-                                               for b in self.blocks.values()):
+            if now < self.recheck_until or any(
+                b.status is None and not b.pipes for b in self.blocks.values()
+            ):
                 due.append(now + RECHECK_S)
             if self.waiting:  # when the oldest young block makes room
-                due.append(min([b.started + YOUTH_S for b in self.blocks.values()
-                                if b.status is None and b.started + YOUTH_S > now], default=now))
+                due.append(
+                    min(
+                        [
+                            b.started + YOUTH_S
+                            for b in self.blocks.values()
+                            if b.status is None and b.started + YOUTH_S > now
+                        ],
+                        default=now,
+                    )
+                )
             timeout = None if not due else max(0, int((min(due) - now) * 1000) + 1)
             for fd, _ in self.poll.poll(timeout):
                 if fd == 0:
@@ -171,8 +180,10 @@ class Agent:
                         self.recheck_until = time.monotonic() + 0.1
                 elif fd in self.by_fd:
                     self.output(fd)
-            if self.by_pid and (time.monotonic() < self.recheck_until
-                                or any(b.status is None and not b.pipes for b in self.blocks.values())):
+            if self.by_pid and (
+                time.monotonic() < self.recheck_until
+                or any(b.status is None and not b.pipes for b in self.blocks.values())
+            ):
                 self.reap()
             now = time.monotonic()
             for block in list(self.blocks.values()):
@@ -195,8 +206,13 @@ class Agent:
     def command(self, kind, block_id, payload):
         if kind == wire.HELLO:
             found = [p for p in PROGRAMS if shutil.which(p)]
-            self.send(wire.pack_json(wire.READY, 0, {"pid": os.getpid(), "programs": found,
-                                                      "python": list(sys.version_info[:3])}))
+            self.send(
+                wire.pack_json(
+                    wire.READY,
+                    0,
+                    {"pid": os.getpid(), "programs": found, "python": list(sys.version_info[:3])},
+                )
+            )
         elif kind == wire.RUN:
             request = json.loads(payload.decode())
             if not isinstance(request, dict):
@@ -273,8 +289,13 @@ class Agent:
         os.close(out_w)
         os.close(err_w)
         limit = request.get("deadline_s")
-        block = Block(block_id, request["token"], pid, {out_r: wire.STDOUT, err_r: wire.STDERR},
-                      None if limit is None else time.monotonic() + float(limit))
+        block = Block(
+            block_id,
+            request["token"],
+            pid,
+            {out_r: wire.STDOUT, err_r: wire.STDERR},
+            None if limit is None else time.monotonic() + float(limit),
+        )
         self.blocks[block_id] = block
         if pid is None:
             block.status = 2 << 8

@@ -43,8 +43,17 @@ import os
 import pwd
 import signal
 
-__all__ = ["BlockUser", "Refused", "become", "enter", "exposed", "load_prctl", "only_these", "probe",
-           "run_child"]
+__all__ = [
+    "BlockUser",
+    "Refused",
+    "become",
+    "enter",
+    "exposed",
+    "load_prctl",
+    "only_these",
+    "probe",
+    "run_child",
+]
 
 PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
 TOKEN_VAR = "EXECBOX_RUN_TOKEN"
@@ -58,6 +67,7 @@ def load_prctl():
     """libc's prctl (raising OSError), or Refused (an image without ctypes)."""
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
     except Exception as exc:
         raise Refused(f"no ctypes ({exc}): the agent cannot drop its capabilities") from None
@@ -66,6 +76,7 @@ def load_prctl():
         if libc.prctl(option, arg, 0, 0, 0) < 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
+
     return prctl
 
 
@@ -123,8 +134,9 @@ def enter(user, prctl):
     Raises Refused where the container was not started as root with
     SETUID, SETGID and SETPCAP (``container_create_kwargs`` changed it?)."""
     if os.getresuid() != (0, 0, 0):
-        raise Refused(f"the container's user is not root ({os.getuid()}): blocks cannot run under another "
-                      "uid")
+        raise Refused(
+            f"the container's user is not root ({os.getuid()}): blocks cannot run under another uid"
+        )
     try:
         for cap in range(64):
             try:
@@ -138,8 +150,10 @@ def enter(user, prctl):
         os.setresuid(0, user.uid, 0)
         prctl(PR_SET_DUMPABLE, 0)
     except OSError as exc:
-        raise Refused(f"the agent could not take its identity ({exc}): the container needs root with "
-                      "SETUID, SETGID and SETPCAP") from None
+        raise Refused(
+            f"the agent could not take its identity ({exc}): the container needs root with "
+            "SETUID, SETGID and SETPCAP"
+        ) from None
 
 
 def become(user, prctl):
@@ -190,6 +204,7 @@ def run_child(request, stdio, user, prctl, run_python_file):
     except BaseException:
         try:
             import traceback
+
             os.write(2, traceback.format_exc().encode())
         except BaseException:
             pass

@@ -24,19 +24,31 @@ def main():
     buf = ctypes.create_string_buffer(512)
     # kind: (make one, control one, its INFO command, where the count in use lies in what it fills)
     kinds = {
-        "shm": (lambda: libc.shmget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.shmctl(i, cmd, buf),
-                SHM_INFO, 0),
-        "msg": (lambda: libc.msgget(IPC_PRIVATE, 0o600), lambda i, cmd: libc.msgctl(i, cmd, buf),
-                MSG_INFO, 0),
-        "sem": (lambda: libc.semget(IPC_PRIVATE, 1, 0o600), lambda i, cmd: libc.semctl(i, 0, cmd, buf),
-                SEM_INFO, 28),
+        "shm": (
+            lambda: libc.shmget(IPC_PRIVATE, 1, 0o600),
+            lambda i, cmd: libc.shmctl(i, cmd, buf),
+            SHM_INFO,
+            0,
+        ),
+        "msg": (
+            lambda: libc.msgget(IPC_PRIVATE, 0o600),
+            lambda i, cmd: libc.msgctl(i, cmd, buf),
+            MSG_INFO,
+            0,
+        ),
+        "sem": (
+            lambda: libc.semget(IPC_PRIVATE, 1, 0o600),
+            lambda i, cmd: libc.semctl(i, 0, cmd, buf),
+            SEM_INFO,
+            28,
+        ),
     }
     for kind, (make, control, info, at) in kinds.items():
         try:
             with open("/proc/sysvipc/" + kind) as f:
                 listed = f.read().splitlines()[1:]
         except OSError:
-            left = int.from_bytes(buf.raw[at:at + 4], sys.byteorder) if control(0, info) >= 0 else 0
+            left = int.from_bytes(buf.raw[at : at + 4], sys.byteorder) if control(0, info) >= 0 else 0
             if left <= 0:
                 continue
             top = make()

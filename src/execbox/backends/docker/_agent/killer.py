@@ -53,8 +53,11 @@ def kill(token, live_tokens, session=None, live_sessions=(), keep_alive=True):
             except OSError:
                 env = None
             unclaimed = env is None or not live.intersection(env)  # (no live block's token)
-            if (env is not None and mark in env) or sid == session or (
-                    parent[pid] == 1 and sid not in live_sessions and unclaimed):
+            if (
+                (env is not None and mark in env)
+                or sid == session
+                or (parent[pid] == 1 and sid not in live_sessions and unclaimed)
+            ):
                 doomed.add(pid)
         adopted = [pid for pid in parent if parent[pid] == 1]
         if adopted and keep_alive:

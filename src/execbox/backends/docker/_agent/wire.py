@@ -41,9 +41,29 @@ prints and however slowly the host's ``on_output`` consumes it.
 import json
 import struct
 
-__all__ = ["ACK", "ACK_EVERY", "EXIT", "HEADER", "HELLO", "KILL", "MAX_CONTROL", "MAX_PAYLOAD", "PING",
-           "PONG", "READY", "RUN", "STARTED", "STDERR", "STDOUT", "WINDOW", "Frames", "check_from_agent",
-           "pack", "pack_json", "read_exit"]
+__all__ = [
+    "ACK",
+    "ACK_EVERY",
+    "EXIT",
+    "HEADER",
+    "HELLO",
+    "KILL",
+    "MAX_CONTROL",
+    "MAX_PAYLOAD",
+    "PING",
+    "PONG",
+    "READY",
+    "RUN",
+    "STARTED",
+    "STDERR",
+    "STDOUT",
+    "WINDOW",
+    "Frames",
+    "check_from_agent",
+    "pack",
+    "pack_json",
+    "read_exit",
+]
 
 HEADER = struct.Struct(">BII")
 HELLO, READY, RUN, KILL, STDOUT, STDERR, EXIT = (ord(c) for c in "hrbkoex")
@@ -85,7 +105,7 @@ class Frames:
             end = at + HEADER.size + size
             if len(buffer) < end:
                 break
-            frames.append((kind, block, buffer[at + HEADER.size:end]))
+            frames.append((kind, block, buffer[at + HEADER.size : end]))
             at = end
         self._buffer = buffer[at:]
         return frames

@@ -200,10 +200,13 @@ class Session:
             fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             view = memoryview(json.dumps(self.displays).encode())
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             # sealed: the host reads only a memfd that no one can change while it reads
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
-                        | fcntl.F_SEAL_WRITE)
+            fcntl.fcntl(
+                fd,
+                fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE,
+            )
             fds.append(fd)
             self.displays = []
         try:

@@ -111,8 +111,10 @@ def enter_namespaces(tmp_bytes, keep):
     check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /dev/shm")
     for path, fd in held:
         os.makedirs(path, exist_ok=True)
-        check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
-              f"bind {path}")
+        check(
+            libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None),
+            f"bind {path}",
+        )
         os.close(fd)
 
 
@@ -132,7 +134,9 @@ class Privileges:
         self.capset = SYS_CAPSET[os.uname().machine]
         program = bytes.fromhex(config["seccomp"])
         self.filter = ctypes.create_string_buffer(program) if program else None
-        self.fprog = SockFprog(len(program) // 8, ctypes.addressof(self.filter)) if self.filter is not None else None
+        self.fprog = (
+            SockFprog(len(program) // 8, ctypes.addressof(self.filter)) if self.filter is not None else None
+        )
 
     def drop(self):
         for limit, value in self.rlimits:
@@ -395,8 +399,10 @@ def main():
     check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
     # The jail's /dev is one tmpfs for every unit: read-only, so that no
     # block leaves a file or a link (/dev/stderr) there for the next one.
-    check(libc.mount(None, b"/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
-          "remount /dev read-only")
+    check(
+        libc.mount(None, b"/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+        "remount /dev read-only",
+    )
     pid = os.fork()
     if pid:  # this process only waits; the zygote is the child, PID 1 of its namespace
         control.close()
