@@ -115,6 +115,7 @@ case "$job" in
         if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)
             shift
             install_system_packages; setup_venv
+            scripts/lint.sh
             exec .venv/bin/python -m pytest -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
         fi
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm

@@ -11,6 +11,7 @@ mypy=${MYPY:-.venv/bin/mypy}
 status=0
 
 "$ruff" check src tests || status=1
+"$ruff" format --check src tests || status=1
 "$mypy" || status=1   # files = src/execbox, from pyproject.toml
 
 exit "$status"
