@@ -17,16 +17,18 @@ saved as its path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ._errors import ConfigurationError
 from ._models import Limits
 from ._workspace import Workspace
-from .environments import DockerPython, SystemPython, Venv
 
-__all__ = ["VERSION", "decode_option", "encode_options", "register_option_type"]
+__all__ = ["VERSION", "decode_option", "encode_options", "register_option_codec", "register_option_type"]
+
+# (value, encode) -> the value's fields as JSON-ready data; ``encode(value, option)`` encodes a nested one
+Fields = Callable[[Any, Callable[[Any, str], Any]], dict[str, Any]]
 
 VERSION = 1
 
@@ -48,6 +50,15 @@ def register_option_type(name: str, maker: type) -> None:
     _NAMES[maker] = name
 
 
+def register_option_codec(name: str, maker: type, fields: Fields) -> None:
+    """Let options of type ``maker`` (not a dataclass, or saved in a shape of
+    their own) be saved as ``{"type": name, **fields(value, encode)}`` and made
+    again by ``maker(**those fields)``: how a layer above (environments)
+    teaches this module its types without this module importing it."""
+    _TYPES[name] = maker
+    _ENCODERS[maker] = (name, fields)
+
+
 def _encode(value: Any, option: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -57,8 +68,9 @@ def _encode(value: Any, option: str) -> Any:
         return str(value.path)
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, (SystemPython, Venv, DockerPython)):
-        return _encode_environment(value)
+    for maker, (name, fields) in _ENCODERS.items():
+        if isinstance(value, maker):
+            return {"type": name, **fields(value, _encode)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value) in _NAMES:
         return {"type": _NAMES[type(value)], **dataclasses.asdict(value)}
     if isinstance(value, Mapping):
@@ -72,36 +84,9 @@ def _encode(value: Any, option: str) -> Any:
     )
 
 
-def _encode_environment(env: SystemPython | Venv | DockerPython) -> dict[str, Any]:
-    if isinstance(env, SystemPython):
-        return {"type": "system-python", "executable": env.executable}
-    if isinstance(env, Venv):
-        return {
-            "type": "venv",
-            "path": str(env._path) if env._path is not None else None,
-            "python": env.python,
-            "packages": list(env.packages),
-            "requirements": str(env.requirements) if env.requirements else None,
-            "installer": env.installer,
-        }
-    return {
-        "type": "docker-python",
-        "image": env.image,
-        "pip_packages": list(env.pip_packages),
-        "requirements_file": env.requirements_file,
-        "dockerfile": env.dockerfile,
-        "volumes": _encode(env.volumes, "environment.volumes"),
-        "cleanup_container": env.cleanup_container,
-        "keep_container_running": env.keep_container_running,
-    }
-
-
-_TYPES: dict[str, Any] = {
-    "limits": Limits,
-    "system-python": SystemPython,
-    "venv": Venv,
-    "docker-python": DockerPython,
-}
+_TYPES: dict[str, Any] = {"limits": Limits}
+# a type whose fields are not its dataclass fields -> its name and what gives them (register_option_codec)
+_ENCODERS: dict[type, tuple[str, Fields]] = {}
 
 
 _NAMES: dict[type, str] = {}  # a backend's own option types, by register_option_type

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._doctor import diagnose
+from ..backends.sandbox._doctor import diagnose
 
 
 def register(commands: argparse._SubParsersAction) -> None:

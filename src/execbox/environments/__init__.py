@@ -2,7 +2,10 @@
 
 from ._base import Environment, Progress
 from ._docker import DockerPython
+from ._options import register_environment_options
 from ._system import SystemPython
 from ._venv import Venv
 
 __all__ = ["DockerPython", "Environment", "Progress", "SystemPython", "Venv"]
+
+register_environment_options()  # a saved config names them; _codec learns them here

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._cache import cache_dir
 from .._errors import ConfigurationError, EnvironmentSetupError
 from ._base import Environment, Progress
 from ._interpreters import find_uv
@@ -20,14 +21,6 @@ __all__ = ["Venv", "cache_dir"]
 
 READY_MARKER = ".execbox-ready"
 SETUP_TIMEOUT_S = 1800
-
-
-def cache_dir() -> Path:
-    """Where execbox caches venvs (``EXECBOX_CACHE_DIR`` or the XDG cache)."""
-    base = os.environ.get("EXECBOX_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "execbox"
-    )
-    return Path(base)
 
 
 class Venv(Environment):

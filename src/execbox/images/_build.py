@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._cache import cache_dir
 from .._docker_engine import docker_client, engine_errors, image_exists
 from .._errors import ConfigurationError, EnvironmentSetupError
-from ..environments._venv import cache_dir
 from ._rootfs import build_base
 from ._spec import LABEL_KIND, LABEL_SPEC, ImageSpec, base_tag
 

@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from .._cache import cache_dir
 from .._errors import EnvironmentSetupError
-from ..environments._venv import cache_dir
 from ._spec import BASE_ALIAS, BASE_RECIPE, LABEL_KIND, LABEL_SPEC, base_tag
 
 __all__ = ["build_base"]

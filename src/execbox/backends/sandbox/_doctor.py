@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .backends.sandbox._cgroups import cgroup_support
-from .backends.sandbox._landlock import abi
-from .backends.sandbox._landlock_tier import LANDLOCK_HINT, landlock_problem
+from ._cgroups import cgroup_support
+from ._landlock import abi
+from ._landlock_tier import LANDLOCK_HINT, landlock_problem
 
 __all__ = ["APPARMOR_PROFILE", "Diagnosis", "Finding", "diagnose"]
 
@@ -101,7 +101,7 @@ TIERS = {
 
 def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     """Look at this host (``try_blocks``: also run a block in each tier)."""
-    from .backends.sandbox._jail import find_bwrap
+    from ._jail import find_bwrap
 
     uid = os.geteuid()
     try:
@@ -244,8 +244,10 @@ def _try_tier(tier: str) -> tuple[bool, str]:
     """Run ``print(6*7)`` in a sandbox of ``tier``: (it printed 42, or why not)."""
     import warnings
 
-    from . import CodeBlock, Limits, SandboxExecutor, Workspace
-    from ._errors import ExecboxError
+    from ..._errors import ExecboxError
+    from ..._models import CodeBlock, Limits
+    from ..._workspace import Workspace
+    from . import SandboxExecutor
 
     with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -268,8 +270,10 @@ def _try_pool() -> tuple[dict[str, object] | None, str]:
     import warnings
     from concurrent.futures import ThreadPoolExecutor
 
-    from . import CodeBlock, Limits, SandboxExecutor, Workspace
-    from ._errors import ExecboxError
+    from ..._errors import ExecboxError
+    from ..._models import CodeBlock, Limits
+    from ..._workspace import Workspace
+    from . import SandboxExecutor
 
     with tempfile.TemporaryDirectory(prefix="execbox-doctor-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
