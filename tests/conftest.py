@@ -123,23 +123,11 @@ def require_component():
 
 
 def make_executor(kind: str, workspace, limits):  # type: ignore[no-untyped-def]
-    """A local, sandbox, jailed-Jupyter or remote (a sandbox behind a real
-    server on loopback) executor, requiring what each needs."""
-    import importlib.util
+    """An executor of a backend of tests/_backends.py (local, sandbox, jupyter: the jailed kernel,
+    remote: a sandbox behind a real server on loopback...), requiring what it needs."""
+    from tests._backends import make_executor as make
 
-    from execbox import JupyterExecutor, LocalExecutor, SandboxExecutor
-    from execbox.backends.sandbox._jail import find_bwrap
-
-    if kind == "local":
-        return LocalExecutor(workspace=workspace, limits=limits)
-    if kind == "remote":
-        return remote_executor(workspace, limits)
-    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    if kind == "sandbox":
-        return SandboxExecutor(workspace=workspace, limits=limits)
-    found = all(importlib.util.find_spec(m) for m in ("jupyter_client", "ipykernel"))
-    require("jupyter", found, "pip install 'execbox[jupyter]' (./dev.sh does)")
-    return JupyterExecutor(workspace=workspace, limits=limits, kernel="sandbox")
+    return make(kind, workspace, limits)
 
 
 def import_error_without(missing: str, module: str) -> str:

@@ -1,8 +1,9 @@
 """Fixtures of the hostile-code battery.
 
-``MODES`` maps a mode name to a factory ``(workspace, limits) -> Executor``;
-every test runs once per mode. A new mode (the warm pool) joins by adding one
-entry, and one in ``REQUIRES`` naming what it needs on this machine. A test
+``MODES`` maps a mode name to a factory ``(workspace, limits) -> Executor``
+and ``REQUIRES`` to what it needs on this machine, both from the one table
+of backends (``tests/_backends.py``: a new mode joins by a line in its
+``BATTERY``); every test runs once per mode. A test
 that does not apply to a mode skips it with ``not_for`` and the reason; one
 whose intent holds with another detail (a container has its own /etc/passwd)
 says so where it checks ``mode``. ``hostile`` yields a started executor of
@@ -19,75 +20,23 @@ from pathlib import Path
 
 import pytest
 
-from execbox import (
-    CodeBlock,
-    DockerExecutor,
-    ExecutionResult,
-    Executor,
-    JupyterExecutor,
-    Limits,
-    SandboxExecutor,
-    Workspace,
-)
-from execbox.backends.sandbox import find_bwrap
-from tests.conftest import remote_executor, require, require_docker
+from execbox import CodeBlock, ExecutionResult, Executor, Limits, Workspace
+from tests._backends import BACKENDS, BATTERY
 
 Factory = Callable[[Workspace, Limits], Executor]
 
-MODES: dict[str, Factory] = {
-    "pool": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits),  # the default
-    "oneshot": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, pool=False),
-    # the sandbox's stateful session: one interpreter in a pool unit lives through every block
-    "stateful": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, stateful=True),
-    # the jailed Jupyter kernel: one kernel lives through every block
-    "jupyter": lambda ws, limits: JupyterExecutor(workspace=ws, limits=limits, kernel="sandbox"),
-    # a hardened container (runc) kept running, a docker exec per block
-    "docker": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits),
-    # the same under gVisor: its processes live in the sandbox's own kernel
-    "docker-gvisor": lambda ws, limits: DockerExecutor(workspace=ws, limits=limits, runtime="runsc"),
-    # the sandbox's second tier, where namespaces cannot be made: Landlock + seccomp + rlimits
-    "landlock": lambda ws, limits: SandboxExecutor(workspace=ws, limits=limits, isolation="landlock"),
-    # through HTTP: a RemoteExecutor on a real `execbox serve` (sandbox) on loopback, its workspace a mirror
-    "remote": lambda ws, limits: remote_executor(ws, limits),
-}
+# mode -> the factory of its backend (tests/_backends.py's BATTERY): pool (the default), oneshot,
+# stateful (one interpreter in a pool unit lives through every block), jupyter (the jailed kernel),
+# docker and docker-gvisor (the agent's container, runc and gVisor), landlock (the sandbox's second
+# tier: Landlock + seccomp + rlimits), remote (a RemoteExecutor on a real `execbox serve` on loopback)
+MODES: dict[str, Factory] = {mode: BACKENDS[name].make for mode, name in BATTERY.items()}
 DOCKER_MODES = frozenset({"docker", "docker-gvisor"})
 # the modes whose blocks see .execbox/ (the host's code files) read-only (remote: a pool behind HTTP;
 # docker: but for .execbox/matplotlib, matplotlib's cache)
 SEALED = frozenset({"pool", "oneshot", "stateful", "remote", "jupyter", "docker", "docker-gvisor"})
 
 
-def _require_bubblewrap() -> None:
-    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-
-
-def _require_gvisor() -> None:
-    require_docker()
-    from execbox._docker_engine import docker_client
-
-    require(
-        "gVisor",
-        "runsc" in docker_client().info().get("Runtimes", {}),
-        "scripts/docker-engine.sh registers runsc with the engine",
-    )
-
-
-def _require_landlock() -> None:
-    from execbox.backends.sandbox._landlock_tier import landlock_problem
-
-    problem = landlock_problem()
-    require("Landlock", problem is None, problem or "")
-
-
-REQUIRES: dict[str, Callable[[], None]] = {
-    "pool": _require_bubblewrap,
-    "oneshot": _require_bubblewrap,
-    "jupyter": _require_bubblewrap,
-    "stateful": _require_bubblewrap,
-    "docker": require_docker,
-    "docker-gvisor": _require_gvisor,
-    "landlock": _require_landlock,
-    "remote": _require_bubblewrap,  # remote_executor requires the service's packages itself
-}
+REQUIRES: dict[str, Callable[[], None]] = {mode: BACKENDS[name].require for mode, name in BATTERY.items()}
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, max_processes=64)
 # For the attacks that end by the timeout: the same limits, a shorter wait (2 s: what a kill
