@@ -146,7 +146,10 @@ def _held(server: Server) -> tuple[int, int, int, int]:
     the pools' units), TCP connections on its port still open or waiting
     for it to close; and its kept executors. From ``/v1/info``: the pools
     (the sandbox's health) and the load."""
-    info = httpx.get(f"{server.url}/v1/info", headers={"Connection": "close"}).json()
+    auth = {"Authorization": f"Bearer {server.token}"} if server.token else {}
+    answer = httpx.get(f"{server.url}/v1/info", headers={"Connection": "close", **auth})
+    assert answer.status_code == 200, answer.text
+    info = answer.json()
     pools = info["pools"]
     health = [pool["health"] for pool in pools]
     ready = sum(h.get("units_ready", 0) for h in health)
