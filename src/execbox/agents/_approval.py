@@ -15,12 +15,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._errors import ConfigurationError
-
-if TYPE_CHECKING:  # _events imports this module
-    from ._events import ApprovalEvent
 from .._models import CodeBlock
 
 __all__ = ["Approval", "ApprovalRequest", "refusal_text"]
@@ -71,7 +68,14 @@ def decide(approval: Approver | None, request: ApprovalRequest, awaiter: Callabl
     raise ConfigurationError(f"approval= must return True, False or an Approval, not {answer!r}")
 
 
-def refusal_text(decision: Approval | ApprovalEvent) -> str:
+class Decided(Protocol):
+    """A refusal with its reason: an ``Approval``, or the ``ApprovalEvent`` that reported it."""
+
+    @property
+    def reason(self) -> str: ...
+
+
+def refusal_text(decision: Decided) -> str:
     """What the model is told when the run was refused."""
     reason = decision.reason.strip().rstrip(".")
     return "The user refused to run this" + (f": {reason}." if reason else ".") + " Nothing was run."
