@@ -10,13 +10,13 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import require_docker
 from fake_llm import FakeModel
 from fake_remyx import FakeRemyx
 
 from execbox import CodeBlock, ConfigurationError
 from execbox.agents import ModelClient
 from execbox.papers import LocalCatalog, PaperExecutor, RemyxCatalog
+from tests.conftest import require_docker
 
 PAPER_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "paper"
 KEY = "test-key"
