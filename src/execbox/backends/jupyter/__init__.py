@@ -44,6 +44,7 @@ from .._result import Outcome
 from ..local import child_environment
 from ..sandbox._cgroups import cgroup_support
 from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
+from ..sandbox._policy import JailPolicy
 from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
 from ._channels import Channels, ChannelStalled, execute
 from ._display_files import DisplayFiles
@@ -51,7 +52,7 @@ from ._docker_server import DockerJupyterServer
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._kernel import LocalKernel
 from ._kernel_setup import setup_code, shell_code
-from ._sandboxed import JailSettings, SandboxKernel
+from ._sandboxed import SandboxKernel
 from ._servers import LocalJupyterServer
 from ._warm import warm_pool
 
@@ -242,17 +243,17 @@ class JupyterExecutor(HostPython, Executor):
         inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
         limits = self.limits
         rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
-        settings = JailSettings(
+        policy = JailPolicy(
+            workspace=cwd,
+            sealed=(INTERNAL_DIR,),
             network=bool(limits.network),
+            rlimits=tuple(rlimits.items()),
             memory_mb=limits.effective_memory_mb(),
             max_processes=limits.effective_max_processes(),
             cpus=limits.cpus,
-            rlimits=tuple(rlimits.items()),
-            sealed=(INTERNAL_DIR,),
+            env=tuple(inside.items()),
         )
-        return SandboxKernel(
-            python=python, cwd=cwd, env=inside, settings=settings, cgroups=cgroup_support()[0]
-        )
+        return SandboxKernel(python=python, policy=policy, cgroups=cgroup_support()[0])
 
     def _stop(self) -> None:
         with self._cell_lock:  # a running cell (cancelled by now) finishes first
@@ -463,7 +464,7 @@ def _sandbox_unavailable() -> str | None:
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
     try:
-        probe([bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/"])
+        probe([bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "--", "/bin/true"])
     except BackendUnavailableError as exc:
         return str(exc)
     return None

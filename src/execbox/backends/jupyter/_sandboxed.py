@@ -1,7 +1,7 @@
 """Where a Jupyter kernel runs: ipykernel inside the sandbox backend's
 bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
 
-- The jail is the sandbox's (``_jail.jail_args``): read-only system and
+- The jail is the sandbox's (a ``JailPolicy`` started by ``_launcher.prepare``): read-only system and
   interpreter, the workspace as the only writable host path, a private /tmp,
   no network unless ``Limits(network=True)``, the seccomp filter, rlimits.
 - The kernel talks over IPC sockets in a private host folder bound into the
@@ -27,12 +27,10 @@ bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from ..._errors import BackendUnavailableError
@@ -45,17 +43,16 @@ from ..sandbox._jail import (
     INSTALL_HINT,
     by_name,
     find_bwrap,
-    hidden_argv,
     interpreter_dirs,
-    jail_args,
     spawn_kept,
 )
-from ..sandbox._seccomp import filter_fd
+from ..sandbox._launcher import prepare
+from ..sandbox._policy import JailPolicy
 from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
 
-__all__ = ["JailSettings", "SandboxKernel"]
+__all__ = ["SandboxKernel"]
 
 # the kernel's sockets folder in the jail (a neutral name: its host path is the host's layout)
 KERNEL_DIR = "/run/execbox"
@@ -63,37 +60,21 @@ KERNEL_DIR = "/run/execbox"
 KERNEL_TASKS = 32
 
 
-@dataclass(frozen=True)
-class JailSettings:
-    """How the kernel's jail is made (the sandbox executor's options)."""
-
-    network: bool = False
-    tmp_size_mb: int = 256
-    hostname: str = "execbox"
-    seccomp: bool = True
-    rlimits: tuple[tuple[str, int], ...] = ()
-    memory_mb: int | None = None
-    max_processes: int | None = None
-    cpus: float | None = None
-    sealed: tuple[str, ...] = ()  # workspace folders (relative) read-only in the jail; made if missing
-
-
 class SandboxKernel:
-    """One jailed kernel and its channels."""
+    """One jailed kernel and its channels. ``policy``: the jail (its
+    workspace, environment, limits); the kernel adds the interpreter's
+    folders and its sockets' folder."""
 
     def __init__(
         self,
         *,
         python: str,
-        cwd: str,
-        env: Mapping[str, str],
-        settings: JailSettings,
+        policy: JailPolicy,
         cgroups: CgroupSupport | None,
     ) -> None:
         self.python = python
-        self.cwd = cwd
-        self.env = dict(env)
-        self.settings = settings
+        self.cwd = policy.workspace
+        self.policy = policy
         self.cgroups = cgroups
         self.channels: ZmqChannels | None = None
         self.restarted = False
@@ -134,64 +115,33 @@ class SandboxKernel:
             hand_over(self.cwd, uid, gid)
             reown_tree(self.cwd, uid, gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
         self._jailer = jailer = Jailer(self._lease, [*self._readonly, self.cwd, self._runtime])
-        s = self.settings
-        for folder in s.sealed:  # bwrap binds only what exists
+        for folder in self.policy.sealed:  # bwrap binds only what exists
             os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
-        options = jail_args(
-            self._readonly,
-            network=s.network,
-            tmp_bytes=s.tmp_size_mb << 20,
-            hostname=s.hostname,
-            workspace=self.cwd,
-            writable=[(self._runtime, KERNEL_DIR)],
-            sealed=s.sealed,
-            source=jailer.source,
-        )
-        for key, value in self.env.items():
-            options += ["--setenv", key, value]
-        seccomp_r = filter_fd() if s.seccomp else -1
-        if seccomp_r >= 0:
-            options += ["--seccomp", str(seccomp_r)]
+        policy = replace(self.policy, readonly=tuple(self._readonly), writable=((self._runtime, KERNEL_DIR),))
+        self._group = self._make_group()
         # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
         # PID 1) and of the kernel, which any cell reads in /proc, name no host path
-        argv, args_r = hidden_argv(
-            bwrap,
-            options,
-            [
-                by_name(self.python, self.env.get("PATH", "")),
-                *KERNEL_ARGS,
-                f"{KERNEL_DIR}/{os.path.basename(connection)}",
-            ],
-        )
-        self._group = self._make_group()
-        fds = self._group.open_procs() if self._group is not None else []
-        limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in s.rlimits]
-
-        def enter() -> None:  # in the child, before bwrap starts: system calls only
-            for fd in fds:
-                os.write(fd, b"0")
-                os.close(fd)  # used: the kernel must not inherit it (host cgroup paths)
-            for which, value in limits:
-                resource.setrlimit(which, (value, value))
-            jailer.enter()
-
+        command = [
+            by_name(self.python, dict(policy.env).get("PATH", "")),
+            *KERNEL_ARGS,
+            f"{KERNEL_DIR}/{os.path.basename(connection)}",
+        ]
+        launch = prepare(bwrap, policy, command, jailer=jailer, group=self._group)
         log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
         try:
             self._proc = spawn_kept(
-                argv,
+                launch.argv,
                 cwd=self.cwd,
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                preexec_fn=enter,
-                pass_fds=[*fds, args_r, *([seccomp_r] if seccomp_r >= 0 else [])],
+                preexec_fn=launch.preexec,
+                pass_fds=launch.pass_fds,
             )
         finally:
             log.close()
-            for fd in (*fds, args_r, seccomp_r):
-                if fd >= 0:
-                    os.close(fd)
+            launch.close()
         self.channels = ZmqChannels(dict(info))
         try:
             wait_ready(
@@ -213,7 +163,7 @@ class SandboxKernel:
     def _make_group(self) -> BlockCgroup | None:
         if self.cgroups is None:
             return None
-        s = self.settings
+        s = self.policy
         return self.cgroups.create(
             memory_mb=s.memory_mb,
             cpus=s.cpus,
@@ -224,7 +174,7 @@ class SandboxKernel:
         """Blocks get ``max_processes`` on top of what the jail holds once
         the kernel is up (bwrap, its init and the kernel's threads), the
         kernel counting as the blocks' own interpreter."""
-        s = self.settings
+        s = self.policy
         if self._group is not None and s.max_processes:
             held = self._group.pids_current()
             self._group.set_limits(None, s.max_processes - 1 + held, None)

@@ -6,7 +6,11 @@ Two ways to run a block, same isolation:
   (``preload`` modules imported); each block runs in a fresh unit forked from
   it, inside nested user/mount/PID namespaces of its own with a fresh /tmp,
   every capability dropped, discarded afterwards (``_pool``, ``_zygote``);
-- one-shot (``pool=False``): a new bubblewrap jail per block (``_jail``).
+- one-shot (``pool=False``): a new bubblewrap jail per block.
+
+Every jail is made from one ``JailPolicy`` (``_policy``: built from the
+limits and the options by ``_jail_policy``) through one launcher
+(``_launcher``).
 
 Each block gets a cgroup of its own (memory, processes, CPU) where the host
 allows it (root, or a delegated cgroup), else rlimits stand in where they can.
@@ -28,9 +32,9 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import shutil
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError
@@ -47,23 +51,20 @@ from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
 from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import (
-    CLONE_NEWNET,
     INSIDE_PATH,
     INSTALL_HINT,
     by_name,
     empty_netns,
     find_bwrap,
-    hidden_argv,
     inside_environment,
     interpreter_dirs,
-    jail_args,
     jail_rlimits,
     probe,
-    setns_net,
 )
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
+from ._launcher import prepare
+from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
-from ._seccomp import ZYGOTE_ALLOWED, filter_fd, filter_program
 from ._seccomp import supported as seccomp_supported
 from ._stateful import StatefulBlocks
 
@@ -192,8 +193,8 @@ class SandboxExecutor(LocalExecutor):
         self._stateful = StatefulBlocks(self) if stateful else None
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
-        self._prefix: list[str] = []
-        self._inside_env: dict[str, str] = {}
+        self._policy = JailPolicy(workspace=str(self.workspace.path))  # the real one at start
+        self._bwrap = ""
         self._zygote: ZygotePool | None = None
         self._cgroups: CgroupSupport | None = None
         self._netns: int | None = None
@@ -259,12 +260,12 @@ class SandboxExecutor(LocalExecutor):
                 hand_over(workspace, self._lease.uid, self._lease.gid)
                 reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
             inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
-            self._inside_env = inside
             why = (
                 f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
                 else None
             )
+            self._policy = policy = self._jail_policy(workspace, readonly, inside)
             if bwrap is not None:
                 # .execbox/ (the blocks' code files) is read-only in the jail: no block can leave a
                 # set-ID program there, so runs need not walk it (it grows by a file a block)
@@ -276,60 +277,27 @@ class SandboxExecutor(LocalExecutor):
                 self._jailer = Jailer(
                     self._lease, [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])]
                 )
-                options: dict[str, Any] = dict(
-                    network=bool(self.limits.network),
-                    tmp_bytes=self.tmp_size_mb << 20,
-                    hostname=self.hostname,
-                    workspace=workspace,
-                    sealed=[INTERNAL_DIR],
-                    source=self._jailer.source,
+                launch = prepare(
+                    bwrap, policy, ["/bin/true"], jailer=self._jailer, seccomp=False, rlimits=False
                 )
-                self._prefix = [bwrap, *jail_args(readonly, **options)]
                 try:
-                    probe(self._prefix, self._jailer.enter)
+                    probe(launch.argv, launch.preexec, launch.pass_fds)
                 except BackendUnavailableError as exc:
                     if self.isolation == "namespaces":
                         raise
                     why = str(exc).removeprefix(f"{self.name} backend unavailable: ")
+                finally:
+                    launch.close()
             if why is not None or self.isolation == "landlock":
-                self._start_landlock(readonly, why)
+                self._start_landlock(why)
                 return
             assert bwrap is not None  # else why is set ("auto"), or _start raised ("namespaces")
+            self._bwrap = bwrap
             self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
             if self._netns is not None:  # one-shot jails join one empty network namespace
-                self._prefix = [bwrap, *jail_args(readonly, **options, joined_netns=True)]
+                self._policy = replace(policy, joined_netns=True)
             if self.pool:
-                prefix = [
-                    bwrap,
-                    *jail_args(readonly, **options, extra_readonly=[(str(ZYGOTE_SOURCE), ZYGOTE_INSIDE)]),
-                ]
-                keep = [
-                    p for p in (str(self.workspace.path), *readonly) if p == "/tmp" or p.startswith("/tmp/")
-                ]
-                config = {
-                    "preload": list(self.preload),
-                    "keep": keep,
-                    "cwd": str(self.workspace.path),
-                    "tmp_bytes": self.tmp_size_mb << 20,
-                    "rlimits": self._block_rlimits(),
-                    "seccomp": filter_program().hex() if self.seccomp else "",
-                    "zygote_seccomp": filter_program(allowed=ZYGOTE_ALLOWED).hex() if self.seccomp else "",
-                    "env": inside,
-                }  # the blocks' environment: set in each unit, never in the zygote
-                # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
-                zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
-                zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-                self._zygote = ZygotePool(
-                    prefix,
-                    by_name(self._python, zygote_path),
-                    zygote_env,
-                    str(self.workspace.path),
-                    config,
-                    size=1 if self.stateful else self.pool_size,
-                    make_cgroup=self._make_cgroup,
-                    preexec=self._jailer.enter,
-                    owner=self._lease,
-                )
+                self._zygote = self._make_pool(bwrap, policy)
                 self._zygote.start()
             self.isolation_in_use = "namespaces"
             self._blocks_write_internal = False
@@ -337,7 +305,60 @@ class SandboxExecutor(LocalExecutor):
             self._stop()  # the lease, the staging folders, a half-started pool
             raise
 
-    def _start_landlock(self, readonly: list[str], why: str | None) -> None:
+    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> JailPolicy:
+        """The blocks' jail, from the limits and the executor's options."""
+        return JailPolicy(
+            workspace=workspace,
+            readonly=tuple(readonly),
+            sealed=(INTERNAL_DIR,),
+            network=bool(self.limits.network),
+            tmp_bytes=self.tmp_size_mb << 20,
+            hostname=self.hostname,
+            seccomp="block" if self.seccomp else None,
+            rlimits=tuple(self._rlimits().items()),
+            memory_mb=self.memory_mb,
+            max_processes=self._max_processes,
+            cpus=self.limits.cpus,
+            env=tuple(inside.items()),
+        )
+
+    def _make_pool(self, bwrap: str, policy: JailPolicy) -> ZygotePool:
+        """The warm pool: its zygote's jail is the blocks' policy with the
+        zygote's folder bound, the zygote's environment, and its seccomp
+        profile applied by the zygote itself (the units' by each unit)."""
+        assert self._python is not None
+        # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
+        zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
+        zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        zygote = replace(
+            policy,
+            extra_readonly=((str(ZYGOTE_SOURCE), ZYGOTE_INSIDE),),
+            seccomp="zygote" if policy.seccomp else None,
+            env=tuple(zygote_env.items()),
+        )
+        keep = [p for p in (policy.workspace, *policy.readonly) if p == "/tmp" or p.startswith("/tmp/")]
+        config = {
+            "preload": list(self.preload),
+            "keep": keep,
+            "cwd": policy.workspace,
+            "tmp_bytes": policy.tmp_bytes,
+            "rlimits": self._block_rlimits(),
+            "seccomp": (policy.seccomp_program() or b"").hex(),
+            "zygote_seccomp": (zygote.seccomp_program() or b"").hex(),
+            "env": dict(policy.env),
+        }  # the blocks' environment: set in each unit, never in the zygote
+        jailer = self._jailer
+        return ZygotePool(
+            lambda command: prepare(bwrap, zygote, command, jailer=jailer, seccomp=False, rlimits=False),
+            by_name(self._python, zygote_path),
+            policy.workspace,
+            config,
+            size=1 if self.stateful else self.pool_size,
+            make_cgroup=self._make_cgroup,
+            owner=self._lease,
+        )
+
+    def _start_landlock(self, why: str | None) -> None:
         """The Landlock tier; ``why``: what kept the namespaces tier from starting."""
         assert self._python is not None
         self._jailer.close()
@@ -363,15 +384,7 @@ class SandboxExecutor(LocalExecutor):
                 )
                 + f"; {local}. `execbox doctor` checks this host and names each fix",
             )
-        self._landlock = LandlockTier(
-            workspace=str(self.workspace.path),
-            readonly=readonly,
-            env=self._inside_env,
-            network=bool(self.limits.network),
-            rlimits=self._block_rlimits(),
-            lease=self._lease,
-            seccomp=self.seccomp,
-        )
+        self._landlock = LandlockTier(self._policy, lease=self._lease)
         self._landlock.probe(self._python)
         self.isolation_in_use = "landlock"
         self._blocks_write_internal = True  # Landlock grants the workspace whole
@@ -492,37 +505,23 @@ class SandboxExecutor(LocalExecutor):
         on_output: OutputCallback | None,
     ) -> ProcessOutcome:
         token = new_token()
-        setenv: list[str] = []
-        for key, value in {**self._inside_env, TOKEN_VAR: token}.items():
-            setenv += ["--setenv", key, value]
-        fds = group.open_procs() if group is not None else []
-        seccomp_r = filter_fd() if self.seccomp else -1
-        if seccomp_r >= 0:
-            setenv += ["--seccomp", str(seccomp_r)]
-        limits = [(getattr(resource, f"RLIMIT_{k}"), v) for k, v in self._rlimits().items()]
-        netns = self._netns
-        jailer = self._jailer
-
-        def enter() -> None:  # in the child, before bwrap starts: system calls only
-            if netns is not None and setns_net(netns, CLONE_NEWNET) != 0:
-                os._exit(125)
-            for fd in fds:
-                os.write(fd, b"0")
-            for which, value in limits:
-                resource.setrlimit(which, (value, value))
-            for fd in (*fds, *([netns] if netns is not None else [])):
-                os.close(fd)  # used: the block must not inherit them (host cgroup paths, the namespace)
-            jailer.enter()
-
         # RLIMIT_NPROC inside the jail's user namespace (see _block_rlimits):
         # the jail's init and the block's processes count there
         nproc = [prlimit, f"--nproc={self._max_processes + 1}", "--"] if (prlimit := _prlimit()) else []
         if argv and argv[0] == self._python:  # by its bare name: no host folder in the jail's argvs
-            argv = [by_name(argv[0], self._inside_env.get("PATH", "")), *argv[1:]]
-        command, options = hidden_argv(self._prefix[0], [*self._prefix[1:], *setenv], [*nproc, *argv])
+            argv = [by_name(argv[0], dict(self._policy.env).get("PATH", "")), *argv[1:]]
+        launch = prepare(
+            self._bwrap,
+            self._policy,
+            [*nproc, *argv],
+            jailer=self._jailer,
+            group=group,
+            netns=self._netns,
+            env={TOKEN_VAR: token},
+        )
         try:
             return run_process(
-                command,
+                launch.argv,
                 cwd=str(self.workspace.path),
                 env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
                 timeout_s=self.limits.timeout_s,
@@ -530,16 +529,9 @@ class SandboxExecutor(LocalExecutor):
                 cancel=cancel,
                 on_output=on_output,
                 token=token,
-                preexec=enter,
-                pass_fds=[
-                    *fds,
-                    options,
-                    *([seccomp_r] if seccomp_r >= 0 else []),
-                    *([netns] if netns is not None else []),
-                ],
+                preexec=launch.preexec,
+                pass_fds=launch.pass_fds,
                 also_kill=group.kill if group is not None else None,
             )
         finally:
-            for fd in (*fds, options, seccomp_r):
-                if fd >= 0:
-                    os.close(fd)
+            launch.close()

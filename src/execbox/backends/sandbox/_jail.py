@@ -1,12 +1,7 @@
-"""The bubblewrap jail: its arguments and what it needs to see.
-
-A user namespace even when the host user is root (uid/gid 65534 inside,
-mapped to a host id of the executor's own when execbox runs as root:
-``_identity``; every capability dropped), new PID/IPC/UTS/network/cgroup namespaces, a
-read-only root made of read-only binds of the system and interpreter
-directories only (no home directories, no host /tmp), a private size-capped
-/tmp and /dev/shm, the workspace as the only writable host path, a private
-/proc, no network unless asked, an environment built from nothing.
+"""The bubblewrap jail's helpers: finding bwrap, hiding its options, the
+interpreter's folders, the inside environment and rlimits, the empty
+network namespace, probing. What the jail binds is the policy's
+(``_policy``), how it starts the launcher's (``_launcher``).
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._errors import BackendUnavailableError
+from ._policy import SYSTEM_DIRS
 
 __all__ = [
     "INSIDE_PATH",
@@ -36,39 +32,13 @@ __all__ = [
     "hidden_argv",
     "inside_environment",
     "interpreter_dirs",
-    "jail_args",
     "jail_rlimits",
     "probe",
     "setns_net",
     "spawn_kept",
 ]
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = (
-    "/etc/alternatives",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/localtime",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/mime.types",
-    "/etc/nsswitch.conf",
-    "/etc/os-release",
-    "/etc/matplotlibrc",
-    "/etc/fonts",
-)
-NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf")
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
-HIDDEN_PROC = (
-    "/proc/keys",
-    "/proc/key-users",
-    "/proc/timer_list",
-    "/proc/sched_debug",
-    "/proc/kallsyms",
-    "/proc/cmdline",
-)
-NOBODY = "65534"
 INSTALL_HINT = (
     "install bubblewrap (apt-get install bubblewrap), or run unisolated with "
     "backend='local' (CLI: --backend local)"
@@ -77,86 +47,6 @@ INSTALL_HINT = (
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
-
-
-def jail_args(
-    readonly: Sequence[str],
-    *,
-    network: bool,
-    tmp_bytes: int,
-    hostname: str,
-    workspace: str,
-    extra_readonly: Sequence[tuple[str, str]] = (),
-    joined_netns: bool = False,
-    writable: Sequence[tuple[str, str]] = (),
-    sealed: Sequence[str] = (),
-    source: Callable[[str], str] = str,
-) -> list[str]:
-    """bwrap's options (without the command). ``extra_readonly``: (host path,
-    path inside) pairs bound read-only; ``writable``: (host path, path inside)
-    pairs bound read-write (a kernel's socket folder, under a neutral name).
-    ``joined_netns``: bwrap starts inside an empty network namespace already
-    (``empty_netns``) instead of making one. ``source``: where bwrap finds a
-    host path it binds (``Jailer.source``: a staged copy it can reach).
-    ``sealed``: folders in the workspace (relative) bound read-only over
-    themselves: the block reads them only."""
-    args = [
-        "--unshare-all",
-        "--unshare-user",
-        "--uid",
-        NOBODY,
-        "--gid",
-        NOBODY,
-        "--cap-drop",
-        "ALL",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        "--hostname",
-        hostname,
-    ]
-    if network or joined_netns:
-        args.append("--share-net")
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    for path in (*ETC_FILES, *(NETWORK_FILES if network else ())):
-        args += ["--ro-bind-try", path, path]
-    # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(tmp_bytes),
-        "--tmpfs",
-        "/tmp",
-        "--size",
-        str(tmp_bytes),
-        "--tmpfs",
-        "/dev/shm",
-    ]
-    # bwrap covers /proc/sys only when the directory is writable, and it is not,
-    # but as root the files in it are (the jail's uid maps to the host's root):
-    # core_pattern would run a program of the block's on the host.
-    args += ["--ro-bind", "/proc/sys", "/proc/sys"]
-    for path in HIDDEN_PROC:  # kernel keys and their owners: the host root's are listed
-        if os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
-    for path in readonly:
-        args += ["--ro-bind", source(path), path]
-    for host, inside in extra_readonly:
-        args += ["--ro-bind", source(host), inside]
-    for host, inside in writable:
-        args += ["--bind", source(host), inside]
-    args += ["--bind", source(workspace), workspace]
-    for relative in sealed:
-        args += ["--ro-bind", f"{source(workspace)}/{relative}", f"{workspace}/{relative}"]
-    args += ["--chdir", workspace, "--remount-ro", "/"]
-    return args
 
 
 def args_file(args: Sequence[str]) -> int:
@@ -262,12 +152,15 @@ def empty_netns(become: Callable[[], None]) -> int | None:
         holder.wait()
 
 
-def probe(prefix: Sequence[str], preexec: Callable[[], None] | None = None) -> None:
+def probe(
+    argv: Sequence[str], preexec: Callable[[], None] | None = None, pass_fds: Sequence[int] = ()
+) -> None:
     """Raise BackendUnavailableError if bubblewrap cannot make this jail
-    (``preexec``: what the child does before bwrap, as for real jails)."""
+    (``argv``: bwrap running /bin/true in it; ``preexec`` and ``pass_fds``:
+    what the child does before bwrap and holds, as for real jails)."""
     try:
         done = subprocess.run(
-            [*prefix, "--", "/bin/true"], capture_output=True, text=True, timeout=30, preexec_fn=preexec
+            argv, capture_output=True, text=True, timeout=30, preexec_fn=preexec, pass_fds=pass_fds
         )
     except subprocess.SubprocessError as exc:
         raise BackendUnavailableError(

@@ -101,7 +101,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import execbox.backends.sandbox._landlock as ll
 
@@ -109,7 +109,7 @@ from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe, reachable
-from ._jail import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS
+from ._policy import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS, JailPolicy
 from ._reach import Reach, check, private_mounts, reach_supported
 from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program
 from ._seccomp import supported as seccomp_supported
@@ -172,21 +172,19 @@ def warn_weaker(why: str) -> None:
 class LandlockTier:
     """One executor's blocks, each a process confined as the module says.
 
-    ``readonly``: the interpreter's folders; ``env``: the inside environment
-    (its HOME and TMPDIR of /tmp become the block's temporary folder);
-    ``rlimits``: name without RLIMIT_ -> value (NPROC included)."""
+    Of the ``policy`` it holds the workspace, the interpreter's folders
+    (``readonly``), the environment (its HOME and TMPDIR of /tmp become the
+    block's temporary folder), the network switch, the rlimits with NPROC
+    of ``max_processes``, and the seccomp switch (its own, stricter
+    program); the module docstring says what it cannot hold."""
 
-    def __init__(
-        self,
-        *,
-        workspace: str,
-        readonly: Sequence[str],
-        env: Mapping[str, str],
-        network: bool,
-        rlimits: Mapping[str, int],
-        lease: Lease | None,
-        seccomp: bool,
-    ) -> None:
+    def __init__(self, policy: JailPolicy, *, lease: Lease | None) -> None:
+        workspace, readonly, network = policy.workspace, policy.readonly, policy.network
+        env = dict(policy.env)
+        rlimits = dict(policy.rlimits)
+        if policy.max_processes is not None:
+            rlimits["NPROC"] = policy.max_processes
+        seccomp = policy.seccomp is not None
         self.workspace = workspace
         self.network = network
         self.lease = lease

@@ -31,7 +31,8 @@ from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe
-from ._jail import hidden_argv, spawn_kept
+from ._jail import spawn_kept
+from ._launcher import Launch
 from ._sockets import receive_within, recv_fds_now, send_fds_now, send_within
 from ._unit import KILLED, Unit, exit_status
 
@@ -53,7 +54,8 @@ UNSTARTED_TRIES = 3  # a block whose unit died before it started goes to a fresh
 class ZygotePool:
     """A zygote in a jail and the units it made ahead of demand.
 
-    ``prefix`` is bwrap with its options (the zygote's folder bound at
+    ``launcher`` makes the zygote's jail launch from its command
+    (``_launcher.prepare`` with the zygote's policy: its folder bound at
     ZYGOTE_INSIDE); ``config`` what every block shares; ``make_cgroup`` makes
     the cgroup of one future block (None: no cgroups here).
 
@@ -67,25 +69,21 @@ class ZygotePool:
 
     def __init__(
         self,
-        prefix: Sequence[str],
+        launcher: Callable[[Sequence[str]], Launch],
         python: str,
-        env: Mapping[str, str],
         cwd: str,
         config: Mapping[str, Any],
         *,
         size: int,
         make_cgroup: Callable[[], BlockCgroup | None],
-        preexec: Callable[[], None] | None = None,
         owner: Lease | None = None,
     ) -> None:
-        self.prefix = list(prefix)
+        self.launcher = launcher
         self.python = python
-        self.env = dict(env)
         self.cwd = cwd
         self.config = dict(config)
         self.size = size
         self.make_cgroup = make_cgroup
-        self.preexec = preexec  # in the jail's child before bwrap (becoming the jail id)
         self.owner = owner  # the jail id, which must own the blocks' output pipes
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the refill thread waits on it for a shortfall
@@ -120,29 +118,34 @@ class ZygotePool:
     def _start_locked(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (bwrap's log for the pool's life; closed in _stop_locked)
-        setenv: list[str] = []
-        for key, value in self.env.items():
-            setenv += ["--setenv", key, value]
         # bwrap's options from a memfd, the config on the socket: nothing of the host's layout in an argv
-        argv, options = hidden_argv(
-            self.prefix[0],
-            [*self.prefix[1:], *setenv],
-            [self.python, "-I", *self._startup_flags(), ZYGOTE_INSIDE + "/zygote.py", str(theirs.fileno())],
-        )
+        try:
+            launch = self.launcher(
+                [
+                    self.python,
+                    "-I",
+                    *self._startup_flags(),
+                    ZYGOTE_INSIDE + "/zygote.py",
+                    str(theirs.fileno()),
+                ]
+            )
+        except BaseException:
+            theirs.close()
+            raise
         try:
             self._proc = spawn_kept(
-                argv,
+                launch.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=self._log,
-                pass_fds=[theirs.fileno(), options],
+                pass_fds=[theirs.fileno(), *launch.pass_fds],
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=self.preexec,
+                preexec_fn=launch.preexec,
             )
         finally:
             theirs.close()
-            os.close(options)
+            launch.close()
         self._control = ours
         why = ""
         try:

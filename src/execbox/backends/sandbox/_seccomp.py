@@ -34,11 +34,9 @@ with ``--seccomp FD``, the sandbox's zygote loads it with ``prctl``.
 from __future__ import annotations
 
 import errno
-import os
 import platform
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = [
     "DENIED",
@@ -46,7 +44,6 @@ __all__ = [
     "NAME_WATCHES",
     "SET_ID_BITS",
     "ZYGOTE_ALLOWED",
-    "filter_fd",
     "filter_program",
     "supported",
 ]
@@ -389,13 +386,3 @@ def filter_program(
         (_RET, 0, 0, _ALLOW),
     ]
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
-
-
-def filter_fd(**options: Any) -> int:
-    """The read end of a pipe holding the filter program (for bwrap's
-    ``--seccomp FD``; ``options`` as ``filter_program``'s); the caller
-    passes it to the child and closes it."""
-    read, write = os.pipe()
-    os.write(write, filter_program(**options))
-    os.close(write)
-    return read

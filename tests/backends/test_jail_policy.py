@@ -1,0 +1,272 @@
+"""Golden tests of the jail policy: the exact bwrap options each jail of
+execbox gets, and the seccomp program of each profile, read back as rules.
+
+A change to what a jail sees shows here as a diff of a file in
+tests/fixtures/jail/ (one bwrap argument a line; one BPF instruction a line,
+system calls by name). After a change made on purpose, rewrite them with
+``EXECBOX_UPDATE_GOLDEN=1 pytest tests/backends/test_jail_policy.py`` and
+read the diff in review. The host's layout is a fixed one (a merged /usr,
+no /lib32), so the files are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from execbox import CodeBlock, Limits, SandboxExecutor, Workspace
+from execbox.backends.sandbox import _seccomp, find_bwrap
+from execbox.backends.sandbox._launcher import prepare
+from execbox.backends.sandbox._policy import Host, JailPolicy
+from tests.conftest import require
+
+GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "jail"
+UPDATE = os.environ.get("EXECBOX_UPDATE_GOLDEN") == "1"
+
+# a merged-/usr Debian: /bin, /sbin, /lib and /lib64 are links into /usr; no /lib32 or /libx32
+LINKS = {"/bin": "usr/bin", "/sbin": "usr/sbin", "/lib": "usr/lib", "/lib64": "usr/lib64"}
+HOST = Host(
+    is_link=lambda path: path in LINKS,
+    read_link=LINKS.__getitem__,
+    is_dir=lambda path: path == "/usr",
+    exists=lambda path: path != "/proc/sched_debug",  # a kernel without it: not bound
+)
+
+WORKSPACE = "/home/user/project"
+VENV = ("/home/user/.venv", "/opt/python3.11")
+BLOCK = JailPolicy(
+    workspace=WORKSPACE,
+    readonly=VENV,
+    sealed=(".execbox",),
+    tmp_bytes=256 << 20,
+    rlimits=(("NOFILE", 1024), ("FSIZE", 1 << 30), ("CORE", 0)),
+    memory_mb=2048,
+    max_processes=512,
+    env=(("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", "/home/user/.venv/bin:/usr/local/bin:/usr/bin:/bin")),
+)
+
+# name -> the policy of one jail execbox makes (as SandboxExecutor._jail_policy, _make_pool and
+# JupyterExecutor._new_kernel build them)
+POLICIES = {
+    "oneshot": BLOCK,
+    "oneshot-joined-netns": replace(BLOCK, joined_netns=True),
+    "network": replace(BLOCK, network=True, hostname="box-7", tmp_bytes=64 << 20),
+    "pool-zygote": replace(
+        BLOCK,
+        extra_readonly=(("/opt/execbox/_zygote", "/run/execbox-zygote"),),
+        seccomp="zygote",
+        env=(("PATH", "/home/user/.venv/bin:/usr/local/bin:/usr/bin:/bin"), ("HOME", "/tmp")),
+    ),
+    "jupyter-kernel": replace(BLOCK, writable=(("/tmp/execbox-kernel-x1", "/run/execbox"),)),
+    # what the GPU issue adds: device nodes bound as they are
+    "devices": replace(BLOCK, devices=("/dev/nvidia0", "/dev/nvidiactl")),
+    "no-seccomp": replace(BLOCK, seccomp=None),
+}
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}: run with EXECBOX_UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text(), (
+        f"{name} differs from {path}; if the change is meant, rewrite it with EXECBOX_UPDATE_GOLDEN=1"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_bwrap_options_are_pinned(name):
+    options = POLICIES[name].bwrap_options(host=HOST)
+    check_golden(f"{name}.argv", "\n".join(options) + "\n")
+
+
+def test_every_policy_keeps_the_fixed_walls():
+    """What no policy may lose, whatever the golden files say."""
+    for name, policy in POLICIES.items():
+        options = policy.bwrap_options(host=HOST)
+        pairs = list(itertools.pairwise(options))
+        for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--clearenv"):
+            assert flag in options, (name, flag)
+        assert ("--cap-drop", "ALL") in pairs and ("--uid", "65534") in pairs, name
+        end = len(options) - 3 * len(policy.env)  # then only the environment's --setenv triples
+        assert options[end - 4 : end] == ["--chdir", WORKSPACE, "--remount-ro", "/"], name
+        assert ("--share-net" in options) == (policy.network or policy.joined_netns), name
+        assert ("--ro-bind-try", "/etc/resolv.conf") in pairs if policy.network else True, name
+        # the workspace is the only host path bound writable, besides the writable pairs asked for
+        writable = [b for a, b in pairs if a == "--bind"]
+        assert writable == [h for h, _ in policy.writable] + [WORKSPACE], name
+
+
+def test_source_maps_every_host_path_bound():
+    """A jail run as a leased id binds staged copies: every host path goes
+    through ``source``, none of the system's."""
+    policy = POLICIES["jupyter-kernel"]
+    options = policy.bwrap_options(source=lambda path: "/staged" + path, host=HOST)
+    bound = [options[i + 1] for i, arg in enumerate(options) if arg in ("--ro-bind", "--bind")]
+    staged = {p for p in bound if p.startswith("/staged/")}
+    assert staged == {
+        "/staged/home/user/.venv",
+        "/staged/opt/python3.11",
+        "/staged/tmp/execbox-kernel-x1",
+        f"/staged{WORKSPACE}",
+        f"/staged{WORKSPACE}/.execbox",
+    }
+    assert set(bound) - staged <= {"/usr", "/proc/sys", "/dev/null"}
+
+
+def test_bad_policies_are_refused_with_what_to_change():
+    with pytest.raises(ValueError, match="seccomp"):
+        JailPolicy(workspace=WORKSPACE, seccomp="strict")
+    with pytest.raises(ValueError, match="without RLIMIT_"):
+        JailPolicy(workspace=WORKSPACE, rlimits=(("RLIMIT_NOFILE", 8),))
+
+
+def test_the_environment_is_left_out_of_repr():
+    policy = replace(BLOCK, env=(("API_KEY", "sk-secret-1"),))
+    assert "sk-secret-1" not in repr(policy)
+
+
+# ---- seccomp: the program of each profile, read back instruction by instruction
+
+_NAMES = {
+    "x86_64": {n: name for name, n in _seccomp._X86_64.items()},
+    "aarch64": {n: name for name, n in _seccomp._AARCH64.items()},
+}
+_FIELDS = {0: "nr", 4: "arch", 16: "args[0]", 24: "args[1]", 32: "args[2]", 40: "args[3]"}
+
+
+def _ret(k: int) -> str:
+    if k == 0x7FFF0000:
+        return "ret ALLOW"
+    if k == 0x80000000:
+        return "ret KILL_PROCESS"
+    if k & 0xFFFF0000 == 0x00050000:
+        return f"ret ERRNO({errno.errorcode.get(k & 0xFFFF, k & 0xFFFF)})"
+    return f"ret {k:#x}"
+
+
+def disassemble(program: bytes, machine: str) -> list[str]:
+    """One line an instruction: what is loaded, compared (a system call by
+    name when the number was loaded) and returned."""
+    lines, loaded = [], ""
+    for index in range(0, len(program), 8):
+        code, jt, jf, k = struct.unpack("=HBBI", program[index : index + 8])
+        at = f"{index // 8:3d}: "
+        if code == 0x20:
+            loaded = _FIELDS.get(k, f"data[{k}]")
+            lines.append(f"{at}ld {loaded}")
+        elif code in (0x15, 0x35, 0x45):
+            op = {0x15: "jeq", 0x35: "jge", 0x45: "jset"}[code]
+            value = _NAMES[machine].get(k, f"{k:#x}") if loaded == "nr" and code == 0x15 else f"{k:#x}"
+            lines.append(f"{at}{op} {value} true+{jt} false+{jf}")
+        elif code == 0x54:
+            lines.append(f"{at}and {k:#x}")
+        elif code == 0x06:
+            lines.append(f"{at}{_ret(k)}")
+        else:
+            lines.append(f"{at}code {code:#x} {jt} {jf} {k:#x}")
+    return lines
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+@pytest.mark.parametrize("profile", ["block", "zygote"])
+def test_seccomp_rules_are_pinned(profile, machine):
+    program = replace(BLOCK, seccomp=profile).seccomp_program(machine)
+    assert program is not None and len(program) % 8 == 0
+    check_golden(f"seccomp-{profile}-{machine}.txt", "\n".join(disassemble(program, machine)) + "\n")
+
+
+def test_profiles_differ_by_the_zygotes_calls_only():
+    for machine in ("x86_64", "aarch64"):
+        block = set(disassemble(replace(BLOCK, seccomp="block").seccomp_program(machine) or b"", machine))
+        names = {line.split()[2] for line in block if " jeq " in line}
+        zygote_lines = disassemble(replace(BLOCK, seccomp="zygote").seccomp_program(machine) or b"", machine)
+        zygote_names = {line.split()[2] for line in zygote_lines if " jeq " in line}
+        assert names - zygote_names == set(_seccomp.ZYGOTE_ALLOWED)
+        assert zygote_names <= names
+    assert replace(BLOCK, seccomp=None).seccomp_program() is None
+
+
+# ---- the launcher: what it hands the child
+
+
+class _Jailer:
+    """Jailer's interface for a host that needs no leased id."""
+
+    @staticmethod
+    def source(path: str) -> str:
+        return path
+
+    @staticmethod
+    def enter() -> None:
+        return None
+
+
+def _options_in(launch) -> list[str]:
+    fd = int(launch.argv[launch.argv.index("--args") + 1])
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 1 << 16):
+        data += chunk
+    return data.decode().split("\0")[:-1]
+
+
+def test_launch_hides_the_options_and_adds_this_launchs_variables():
+    launch = prepare(
+        "/usr/bin/bwrap", BLOCK, ["python3", "-c", "pass"], jailer=_Jailer(), env={"TOKEN": "t1"}
+    )
+    try:
+        assert launch.argv[0] == "/usr/bin/bwrap" and launch.argv[1] == "--args"
+        assert launch.argv[3:] == ["--", "python3", "-c", "pass"]  # nothing of the host's layout
+        options = _options_in(launch)
+        seccomp_fd = options[options.index("--seccomp") + 1]
+        assert options[: options.index("--seccomp")] == [*BLOCK.bwrap_options(), "--setenv", "TOKEN", "t1"]
+        assert sorted(launch.pass_fds) == sorted([int(launch.argv[2]), int(seccomp_fd)])
+        with os.fdopen(os.dup(int(seccomp_fd)), "rb") as pipe:
+            assert pipe.read() == BLOCK.seccomp_program()
+    finally:
+        launch.close()
+    for fd in launch.pass_fds:  # closed by close()
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+def test_launch_without_seccomp_or_with_a_mismatched_netns():
+    launch = prepare("/usr/bin/bwrap", BLOCK, ["true"], jailer=_Jailer(), seccomp=False)
+    try:
+        assert "--seccomp" not in _options_in(launch)
+        assert len(launch.pass_fds) == 1
+    finally:
+        launch.close()
+    with pytest.raises(ValueError, match="joined_netns"):
+        prepare("/usr/bin/bwrap", POLICIES["oneshot-joined-netns"], ["true"], jailer=_Jailer())
+
+
+def test_the_executor_builds_its_policy_from_the_limits_and_options(tmp_path):
+    """The values above are the shape the executor makes: its policy says
+    what its limits and options say."""
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    limits = Limits(timeout_s=5, memory_mb=300, max_processes=40, network=False, cpus=1.0)
+    with SandboxExecutor(
+        workspace=Workspace(tmp_path), limits=limits, pool=False, tmp_size_mb=32, hostname="box-1"
+    ) as executor:
+        assert executor.isolation_in_use == "namespaces"
+        policy = executor._policy
+        assert (
+            executor.run(CodeBlock("python", "import socket; print(socket.gethostname())")).output
+            == "box-1\n"
+        )
+    assert policy.workspace == str(tmp_path)
+    assert (policy.memory_mb, policy.max_processes, policy.cpus) == (300, 40, 1.0)
+    assert (policy.tmp_bytes, policy.hostname, policy.network) == (32 << 20, "box-1", False)
+    assert policy.sealed == (".execbox",) and policy.seccomp == "block"
+    assert dict(policy.rlimits)["NOFILE"] == 1024 and "NPROC" not in dict(policy.rlimits)
+    assert dict(policy.env)["HOME"] == "/tmp"
+    assert policy.joined_netns == (os.geteuid() == 0)  # one empty namespace per executor, as root
