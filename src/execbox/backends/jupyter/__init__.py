@@ -51,6 +51,7 @@ from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._kernel import LocalKernel
+from ._kernel_base import Kernel
 from ._kernel_setup import setup_code, shell_code
 from ._sandboxed import SandboxKernel
 from ._servers import LocalJupyterServer
@@ -61,7 +62,6 @@ __all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "L
 # Kernel Gateways execbox starts: each has a ``connection_info``.
 SERVERS = (LocalJupyterServer, DockerJupyterServer)
 
-Kernel = LocalKernel | SandboxKernel | GatewayKernel
 
 INTERRUPT_GRACE_S = 3.0
 
@@ -266,9 +266,9 @@ class JupyterExecutor(HostPython, Executor):
         if kernel is not None:
             self._give(kernel, list(paths))
 
-    def _give(self, kernel: Any, paths: list[str]) -> None:
+    def _give(self, kernel: Kernel, paths: list[str]) -> None:
         """A jailed kernel's identity gets the paths (a local or remote kernel needs nothing)."""
-        jail = kernel.jail_id if isinstance(kernel, SandboxKernel) else None
+        jail = kernel.jail_id
         if jail is not None:
             hand_over(str(self.workspace.path), *jail, paths)
 

@@ -32,6 +32,7 @@ from ..._errors import BackendUnavailableError, ExecboxError
 from .._process import TOKEN_VAR
 from ._channels import execute, wait_ready
 from ._kernel import kill_started_by
+from ._kernel_base import Kernel
 
 __all__ = ["GatewayKernel", "JupyterConnectionInfo", "WebSocketChannels"]
 
@@ -192,7 +193,7 @@ class WebSocketChannels:
             pass
 
 
-class GatewayKernel:
+class GatewayKernel(Kernel):
     """A kernel on a Jupyter server, driven over REST and one WebSocket."""
 
     def __init__(
@@ -209,8 +210,6 @@ class GatewayKernel:
         self.env = {k: v for k, v in (env or {}).items() if k.startswith("KERNEL_")}
         self.kernel_id: str | None = None
         self.channels: WebSocketChannels | None = None
-        self.restarted = False
-        self.pid: int | None = None  # not ours to see
 
     @property
     def shares_files(self) -> bool:
@@ -260,12 +259,6 @@ class GatewayKernel:
 
     def alive(self) -> bool:
         return self.channels is not None and not self.channels.dead
-
-    def exit_code(self) -> int | None:
-        return None
-
-    def memory_exceeded(self) -> bool:
-        return False
 
     def interrupt(self) -> None:
         if self.kernel_id is not None:

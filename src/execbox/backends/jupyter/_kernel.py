@@ -20,6 +20,7 @@ from typing import Any
 from ..._errors import BackendUnavailableError
 from .._process import TOKEN_VAR, kill_marked
 from ._channels import ZmqChannels, wait_ready
+from ._kernel_base import Kernel
 
 __all__ = [
     "KERNEL_ARGS",
@@ -45,7 +46,7 @@ def _kernel_manager_class() -> Any:
     return KernelManager
 
 
-class LocalKernel:
+class LocalKernel(Kernel):
     """One kernel process on this machine and its channels."""
 
     def __init__(
@@ -57,11 +58,11 @@ class LocalKernel:
         self.kernel_name = kernel_name
         self._manager: Any = None
         self.channels: ZmqChannels | None = None
-        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
-        self.restarted = False  # set by restart(): the owner re-runs its set-up
+        self._runtime = ""
 
     def start(self) -> None:
         manager_class = _kernel_manager_class()
+        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
         connection = os.path.join(self._runtime, "kernel.json")
         if self.kernel_name:
             manager = manager_class(kernel_name=self.kernel_name, connection_file=connection)
@@ -78,6 +79,7 @@ class LocalKernel:
                 f"the kernel did not start ({exc}): is ipykernel installed for {self.python}? {INSTALL_HINT}",
             ) from exc
         self._manager = manager
+        self.pid = getattr(getattr(getattr(manager, "provisioner", None), "process", None), "pid", None)
         self.channels = ZmqChannels(manager.get_connection_info())
         try:
             wait_ready(
@@ -90,12 +92,6 @@ class LocalKernel:
             self.stop()
             raise
 
-    @property
-    def pid(self) -> int | None:
-        provisioner = getattr(self._manager, "provisioner", None)
-        process = getattr(provisioner, "process", None)
-        return getattr(process, "pid", None)
-
     def alive(self) -> bool:
         return self._manager is not None and bool(self._manager.is_alive())
 
@@ -103,9 +99,6 @@ class LocalKernel:
         provisioner = getattr(self._manager, "provisioner", None)
         process = getattr(provisioner, "process", None)
         return None if process is None else process.poll()
-
-    def memory_exceeded(self) -> bool:
-        return False  # no memory limit of ours on a local kernel
 
     def interrupt(self) -> None:
         if self._manager is not None:
@@ -116,19 +109,15 @@ class LocalKernel:
         token in their environment, or descend from the kernel)."""
         kill_started_by(self.pid, self.env.get(TOKEN_VAR))
 
-    def restart(self) -> None:
-        """A fresh kernel (state lost)."""
-        self.stop()
-        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
-        self.start()
-        self.restarted = True
-
     def stop(self) -> None:
         if self.channels is not None:
             self.channels.close()
             self.channels = None
         self._shutdown_manager()
-        shutil.rmtree(self._runtime, ignore_errors=True)
+        self.pid = None
+        if self._runtime:
+            shutil.rmtree(self._runtime, ignore_errors=True)
+            self._runtime = ""
 
     def _shutdown_manager(self) -> None:
         if self._manager is None:

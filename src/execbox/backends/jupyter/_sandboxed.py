@@ -51,6 +51,7 @@ from ..sandbox._policy import JailPolicy
 from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
+from ._kernel_base import Kernel
 
 __all__ = ["SandboxKernel"]
 
@@ -60,7 +61,7 @@ KERNEL_DIR = "/run/execbox"
 KERNEL_TASKS = 32
 
 
-class SandboxKernel:
+class SandboxKernel(Kernel):
     """One jailed kernel and its channels. ``policy``: the jail (its
     workspace, environment, limits); the kernel adds the interpreter's
     folders and its sockets' folder."""
@@ -77,8 +78,6 @@ class SandboxKernel:
         self.policy = policy
         self.cgroups = cgroups
         self.channels: ZmqChannels | None = None
-        self.restarted = False
-        self.pid: int | None = None  # the kernel's pid on this host
         self._proc: subprocess.Popen[bytes] | None = None
         self._group: BlockCgroup | None = None
         self._runtime = ""
@@ -226,11 +225,6 @@ class SandboxKernel:
                 return
             for pid in strays:
                 kill_pid(pid)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-        self.restarted = True
 
     def stop(self) -> None:
         if self.channels is not None:
