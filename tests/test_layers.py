@@ -55,8 +55,6 @@ ACROSS_THE_TOP = True
 BACKEND_EDGES = {
     ("backends.jupyter", "backends.sandbox"): "the jailed kernel runs in the sandbox's jail",
     ("backends.jupyter", "backends.docker"): "a Docker-hosted Jupyter server uses the container settings",
-    ("backends.jupyter", "backends.local"): "a local kernel gets the local backend's child environment",
-    ("backends.sandbox", "backends.local"): "SandboxExecutor is a LocalExecutor (composition: issue 28)",
 }
 
 

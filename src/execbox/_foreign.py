@@ -42,6 +42,8 @@ EXECUTOR_HINTS: Mapping[str, str] = {
     "delete_tmp_files": _CODE_FILES,
     "bind_dir": "the workspace is the folder the container sees: use workspace=...",
     "extra_volumes": "use volumes=... (DockerExecutor)",
+    # execbox's own option, the local backend's only: the others build a block's environment from nothing
+    "inherit_env": ("only LocalExecutor passes the host's environment; pass what blocks need with env={...}"),
     "jupyter_server": (
         "use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() (JupyterExecutor)"
     ),

@@ -61,12 +61,14 @@ def test_other_unknown_options_keep_pythons_error():
 
 
 def test_an_option_a_backend_has_is_never_refused():
-    # each hint is for a name no built-in backend takes; were one to take it, it would be used
+    # each hint is for a name no built-in backend takes (but inherit_env, the local backend's own,
+    # refused with a hint by the others); were one to take it, it would be used
     for cls in EXECUTORS:
         from execbox._foreign import _accepted
 
         accepted = _accepted(cls)
-        assert accepted is not None and not accepted & set(EXECUTOR_HINTS), cls
+        own = {"inherit_env"} if cls is LocalExecutor else set()
+        assert accepted is not None and accepted & set(EXECUTOR_HINTS) == own, cls
 
     # a subclass that takes one of the names gets it
     class Timed(LocalExecutor):
@@ -79,3 +81,10 @@ def test_an_option_a_backend_has_is_never_refused():
         assert executor.timeout == 5
     finally:
         executor.close()
+
+
+@pytest.mark.parametrize("cls", [SandboxExecutor, DockerExecutor, JupyterExecutor], ids=lambda c: c.__name__)
+def test_only_the_local_backend_passes_the_hosts_environment(cls):
+    with pytest.raises(TypeError, match=r"only LocalExecutor passes the host's environment.*env=\{"):
+        cls(inherit_env=True)
+    assert LocalExecutor(inherit_env=True).inherit_env is True

@@ -36,12 +36,12 @@ from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limi
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
+from .._host import child_environment
 from .._host_python import HostPython
 from .._output import Capture
 from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._result import Outcome
-from ..local import child_environment
 from ..sandbox._cgroups import cgroup_support
 from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ..sandbox._policy import JailPolicy

@@ -13,25 +13,18 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._errors import ConfigurationError
-from ..._languages import PYTHON, Language, Policy, resolve_program, runnable_languages
+from ..._languages import Policy, runnable_languages
 from ..._models import Limits
-from ..._workspace import INTERNAL_DIR, Workspace
-from ...environments import Environment, Progress, SystemPython, Venv
-from ...environments._packages import require_packages, with_packages
-from .._base import Capabilities, Executor
-from .._host_python import HostPython
+from ..._workspace import Workspace
+from ...environments import Environment
+from .._base import Capabilities
+from .._host import HostExecutor, child_environment
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
-from .._result import Outcome, outcome_to_result
-from ._functions import FunctionSet
 
 __all__ = ["LocalExecutor", "child_environment"]
 
-# Host variables a block always gets (when set on the host).
-PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 
-
-class LocalExecutor(HostPython, Executor):
+class LocalExecutor(HostExecutor):
     """Run blocks as subprocesses of this process, unisolated.
 
     - ``environment``: the Python to use (``SystemPython()`` by default, or a
@@ -51,7 +44,6 @@ class LocalExecutor(HostPython, Executor):
     """
 
     name = "local"
-    _environment: Environment  # always one (HostPython's), never Executor's None
 
     def __init__(
         self,
@@ -71,56 +63,17 @@ class LocalExecutor(HostPython, Executor):
         super().__init__(
             workspace=workspace,
             limits=limits,
+            environment=environment,
             execution_policies=execution_policies,
+            env=env,
+            functions=functions,
+            functions_module=functions_module,
             silence_pip=silence_pip,
             keep_code_files=keep_code_files,
+            progress=progress,
         )
-        for key, value in (env or {}).items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise ConfigurationError(f"env must map str to str; got {key!r}: {value!r}")
-        self.env = dict(env or {})
         self.inherit_env = inherit_env
-        self.functions = FunctionSet(functions, functions_module)
-        self._environment = self._checked_environment(environment or SystemPython())
-        if self.functions.packages and self.can_add_libraries() is None:  # execbox's own venv: add them
-            self._environment = self._grown(self.functions.packages)  # (installed at start)
-        self._progress = progress
-        self._python: str | None = None
-        self._child_env: dict[str, str] = {}
-
-    def can_add_libraries(self) -> str | None:
-        """None for a ``Venv()`` of execbox's cache (it grows into a new
-        cached venv); a system Python and a ``Venv(path=...)`` are the user's."""
-        env = self._environment
-        if isinstance(env, Venv) and env.cached:
-            return None
-        if isinstance(env, Venv):
-            return (
-                f"the executor's Venv lives at a path of its own ({env.path}), which execbox does not "
-                "install into: use Venv(packages=[...]) without path= (execbox's cache), or preinstall "
-                "them there."
-            )
-        if isinstance(env, SystemPython):
-            return "the executor runs a shared system Python, which execbox never installs into."
-        return (
-            f"the executor's environment ({env!r}) is not a Venv of execbox's cache, "
-            "the only one it installs into."
-        )
-
-    def _grown(self, packages: Sequence[str]) -> Environment:
-        """The environment (a cached Venv) with ``packages`` added, not yet made."""
-        assert isinstance(self._environment, Venv)
-        return with_packages(self._environment, packages)
-
-    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> Environment:
-        grown = self._grown(packages)
-        grown.prepare(progress)
-        return grown
-
-    @property
-    def functions_prompt(self) -> str:
-        """Text that tells a model which host functions it can import."""
-        return self.functions.prompt()
+        self._runner = Unjailed(self)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -133,78 +86,25 @@ class LocalExecutor(HostPython, Executor):
             languages=runnable_languages(path),
         )
 
-    def _start(self) -> None:
-        self._python = self.environment.prepare(self._progress)
-        if self.can_add_libraries() is not None:  # the user's Python: they must be there already
-            require_packages(
-                self.environment,
-                self._python,
-                self.functions.packages,
-                "functions=[...] (@with_requirements)",
-            )
-        extra: dict[str, str] = dict(self.environment.variables(self._python))
-        if self.functions:
-            saved = self.workspace.write_internal(
-                f"{INTERNAL_DIR}/lib/{self.functions.module}.py", self.functions.source().encode("utf-8")
-            )
-            extra["PYTHONPATH"] = str(saved.parent)
-        self._child_env = child_environment(
-            bin_dir=self.environment.bin_dir(self._python),
-            extra=extra,
-            user=self.env,
-            inherit=self.inherit_env,
-        )
 
-    def _execute(
-        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
-    ) -> Outcome:
-        assert language.command is not None and self._python is not None
-        program = language.command[0]
-        resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
-        if resolved is None:  # checked by the base class; the PATH may have changed since
-            message = f"{program} is not installed here ({language.install_hint})"
-            return Outcome(
-                status="failed",
-                exit_code=127,
-                output=message + "\n",
-                stdout="",
-                stderr=message + "\n",
-                duration_s=0.0,
-            )
-        outcome = self._launch(
-            [resolved, *language.command[1:], code_path],
-            python_file=program == PYTHON,
-            cancel=cancel,
-            on_output=on_output,
-        )
-        return outcome_to_result(language.name, outcome, self.limits)
+class Unjailed:
+    """The runner that jails nothing: the block's argv as a process of
+    this one, in the workspace, with the block's environment."""
 
-    def _launch(
+    def __init__(self, executor: LocalExecutor) -> None:
+        self.executor = executor
+
+    def run(
         self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
     ) -> ProcessOutcome:
-        """Run ``argv`` (``python_file``: the executor's Python on a code file)
-        to completion; a backend that confines the process overrides this."""
+        executor = self.executor
         return run_process(
             argv,
-            cwd=str(self.workspace.path),
-            env=self._child_env,
-            timeout_s=self.limits.timeout_s,
-            output_limit=self.limits.max_output_bytes,
-            memory_mb=self.limits.memory_mb,
+            cwd=str(executor.workspace.path),
+            env=executor._child_env,
+            timeout_s=executor.limits.timeout_s,
+            output_limit=executor.limits.max_output_bytes,
+            memory_mb=executor.limits.memory_mb,
             cancel=cancel,
             on_output=on_output,
         )
-
-
-def child_environment(
-    *, bin_dir: str, extra: Mapping[str, str], user: Mapping[str, str], inherit: bool
-) -> dict[str, str]:
-    """The environment of a block: minimal unless ``inherit``."""
-    host = os.environ
-    env = dict(host) if inherit else {k: host[k] for k in PASSED_THROUGH if k in host}
-    env.setdefault("LANG", "C.UTF-8")
-    env["PATH"] = os.pathsep.join(p for p in (bin_dir, host.get("PATH", os.defpath)) if p)
-    env.update({"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "MPLBACKEND": "Agg"})
-    env.update(extra)
-    env.update(user)
-    return env

@@ -30,9 +30,7 @@ warns once when it is Landlock (``WeakerIsolationWarning``);
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -43,11 +41,11 @@ from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from .._base import Capabilities
+from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
-from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from .._process import Cancellation, OutputCallback
 from .._result import Outcome
-from ..local import LocalExecutor
-from ._cgroups import BlockCgroup, CgroupSupport, cgroup_support
+from ._cgroups import CgroupSupport, cgroup_support
 from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import (
@@ -65,6 +63,7 @@ from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_
 from ._launcher import prepare
 from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
+from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker, prlimit
 from ._seccomp import supported as seccomp_supported
 from ._stateful import StatefulBlocks
 
@@ -77,22 +76,14 @@ NAMESPACES_HINT = (
     "a container needs --security-opt seccomp=unconfined "
     "--security-opt apparmor=unconfined (or to be privileged)"
 )
-# processes of ours inside a one-shot block's cgroup: bwrap and its init
-# (a pool unit's init stays outside the block's cgroup)
-ONE_SHOT_OVERHEAD = 2
 
 
-@functools.cache
-def _prlimit() -> str | None:
-    """util-linux's prlimit, as the jail sees it (it binds /usr)."""
-    return shutil.which("prlimit", path=INSIDE_PATH)
-
-
-class SandboxExecutor(LocalExecutor):
+class SandboxExecutor(HostExecutor):
     """Run blocks isolated (see the module docstring).
 
-    Takes every option of ``LocalExecutor`` (``inherit_env`` passes the host's
-    variables into the jail, so leave it off), plus:
+    Takes the options of ``LocalExecutor`` but ``inherit_env`` (the jail's
+    environment is built from nothing: pass what blocks need with ``env=``),
+    plus:
 
     - ``pool`` (True): keep a warm zygote; False runs a jail per block.
     - ``pool_size`` (4, at most 64): blocks' units kept ready ahead of
@@ -194,6 +185,7 @@ class SandboxExecutor(LocalExecutor):
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
         self._policy = JailPolicy(workspace=str(self.workspace.path))  # the real one at start
+        self._capabilities: tuple[str, Capabilities] | None = None
         self._bwrap = ""
         self._zygote: ZygotePool | None = None
         self._cgroups: CgroupSupport | None = None
@@ -203,6 +195,14 @@ class SandboxExecutor(LocalExecutor):
 
     @property
     def capabilities(self) -> Capabilities:
+        """What the executor holds; computed once per tier (the cgroup
+        probes and the languages' lookups do not change per block)."""
+        tier = self.isolation_in_use or self.isolation
+        if self._capabilities is None or self._capabilities[0] != tier:
+            self._capabilities = (tier, self._find_capabilities())
+        return self._capabilities[1]
+
+    def _find_capabilities(self) -> Capabilities:
         cgroups = cgroup_support()[0] if self.cgroups else None
         if (self.isolation_in_use or self.isolation) == "landlock":
             nproc = (
@@ -219,7 +219,7 @@ class SandboxExecutor(LocalExecutor):
         else:
             held = enforcement(
                 cgroups,
-                nproc=NPROC_IN_USERNS if self.pool or _prlimit() else None,
+                nproc=NPROC_IN_USERNS if self.pool or prlimit() else None,
                 network="an empty network namespace (the block has only a loopback of its own)",
             )
         return Capabilities(
@@ -299,6 +299,9 @@ class SandboxExecutor(LocalExecutor):
             if self.pool:
                 self._zygote = self._make_pool(bwrap, policy)
                 self._zygote.start()
+            self._runner = self._jail_runner(
+                bwrap=bwrap, jailer=self._jailer, netns=self._netns, zygote=self._zygote
+            )
             self.isolation_in_use = "namespaces"
             self._blocks_write_internal = False
         except BaseException:
@@ -320,6 +323,19 @@ class SandboxExecutor(LocalExecutor):
             max_processes=self._max_processes,
             cpus=self.limits.cpus,
             env=tuple(inside.items()),
+        )
+
+    def _jail_runner(self, **parts: Any) -> JailRunner:
+        """The runner of this executor's blocks (``parts``: the pool, the Landlock tier, ...)."""
+        assert self._python is not None
+        overhead = 0 if self.pool else ONE_SHOT_OVERHEAD
+        return JailRunner(
+            self._policy,
+            timeout_s=self.limits.timeout_s,
+            output_limit=self.limits.max_output_bytes,
+            python=self._python,
+            make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
+            **parts,
         )
 
     def _make_pool(self, bwrap: str, policy: JailPolicy) -> ZygotePool:
@@ -354,7 +370,7 @@ class SandboxExecutor(LocalExecutor):
             policy.workspace,
             config,
             size=1 if self.stateful else self.pool_size,
-            make_cgroup=self._make_cgroup,
+            make_cgroup=cgroup_maker(self._cgroups, policy, 0),
             owner=self._lease,
         )
 
@@ -386,6 +402,7 @@ class SandboxExecutor(LocalExecutor):
             )
         self._landlock = LandlockTier(self._policy, lease=self._lease)
         self._landlock.probe(self._python)
+        self._runner = self._jail_runner(landlock=self._landlock)
         self.isolation_in_use = "landlock"
         self._blocks_write_internal = True  # Landlock grants the workspace whole
         preload = "; preload is not used (no warm pool in this tier)" if self.preload else ""
@@ -450,88 +467,3 @@ class SandboxExecutor(LocalExecutor):
     @property
     def _max_processes(self) -> int:
         return self.limits.effective_max_processes()
-
-    def _make_cgroup(self) -> BlockCgroup | None:
-        if self._cgroups is None:
-            return None
-        return self._cgroups.create(
-            memory_mb=self.memory_mb,
-            cpus=self.limits.cpus,
-            max_processes=self._max_processes + (0 if self.pool else ONE_SHOT_OVERHEAD),
-        )
-
-    def _launch(
-        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
-    ) -> ProcessOutcome:
-        group: BlockCgroup | None = None
-        try:
-            if self._zygote is not None:
-                request = {"argv": argv, "inproc": python_file}  # env and cwd: the zygote's
-                outcome, group = self._zygote.run(
-                    request,
-                    timeout_s=self.limits.timeout_s,
-                    output_limit=self.limits.max_output_bytes,
-                    cancel=cancel,
-                    on_output=on_output,
-                )
-            else:
-                group = self._make_cgroup()
-                outcome = (
-                    self._landlock.run(
-                        argv,
-                        group,
-                        timeout_s=self.limits.timeout_s,
-                        output_limit=self.limits.max_output_bytes,
-                        cancel=cancel,
-                        on_output=on_output,
-                    )
-                    if self._landlock is not None
-                    else self._one_shot(argv, group, cancel, on_output)
-                )
-            if group is not None and outcome.exit_code != 0 and group.oom_killed():
-                outcome.memory_exceeded_mb = self.memory_mb
-            if "AS" in self._rlimits():  # no memory cgroup: the address space stood in
-                outcome.address_space_mb = self.memory_mb
-            return outcome
-        finally:
-            if group is not None:
-                group.remove()
-
-    def _one_shot(
-        self,
-        argv: list[str],
-        group: BlockCgroup | None,
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-    ) -> ProcessOutcome:
-        token = new_token()
-        # RLIMIT_NPROC inside the jail's user namespace (see _block_rlimits):
-        # the jail's init and the block's processes count there
-        nproc = [prlimit, f"--nproc={self._max_processes + 1}", "--"] if (prlimit := _prlimit()) else []
-        if argv and argv[0] == self._python:  # by its bare name: no host folder in the jail's argvs
-            argv = [by_name(argv[0], dict(self._policy.env).get("PATH", "")), *argv[1:]]
-        launch = prepare(
-            self._bwrap,
-            self._policy,
-            [*nproc, *argv],
-            jailer=self._jailer,
-            group=group,
-            netns=self._netns,
-            env={TOKEN_VAR: token},
-        )
-        try:
-            return run_process(
-                launch.argv,
-                cwd=str(self.workspace.path),
-                env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
-                timeout_s=self.limits.timeout_s,
-                output_limit=self.limits.max_output_bytes,
-                cancel=cancel,
-                on_output=on_output,
-                token=token,
-                preexec=launch.preexec,
-                pass_fds=launch.pass_fds,
-                also_kill=group.kill if group is not None else None,
-            )
-        finally:
-            launch.close()

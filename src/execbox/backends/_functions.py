@@ -22,7 +22,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeGuard
 
-from ..._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 __all__ = ["FunctionSet"]
 

@@ -1,0 +1,168 @@
+"""How a sandbox block's argv runs: the sandbox executor's ``BlockRunner``.
+
+One of three, fixed when the executor starts: a unit of the warm pool
+(``_pool``), a one-shot bubblewrap jail per block (the ``JailPolicy``
+through ``_launcher``), or the Landlock tier (``_landlock_tier``). Each
+block gets a cgroup of its own where the host allows one; a block killed
+for memory says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from collections.abc import Callable
+
+from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from ._cgroups import BlockCgroup, CgroupSupport
+from ._identity import Jailer
+from ._jail import INSIDE_PATH, by_name
+from ._landlock_tier import LandlockTier
+from ._launcher import prepare
+from ._policy import JailPolicy
+from ._pool import ZygotePool
+
+__all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "cgroup_maker", "prlimit"]
+
+# processes of ours inside a one-shot block's cgroup: bwrap and its init
+# (a pool unit's init stays outside the block's cgroup)
+ONE_SHOT_OVERHEAD = 2
+
+
+@functools.cache
+def prlimit() -> str | None:
+    """util-linux's prlimit, as the jail sees it (it binds /usr)."""
+    return shutil.which("prlimit", path=INSIDE_PATH)
+
+
+def cgroup_maker(
+    support: CgroupSupport | None, policy: JailPolicy, overhead: int
+) -> Callable[[], BlockCgroup | None]:
+    """What makes one block's cgroup under the policy's limits (``overhead``:
+    processes of ours that count in it); None from it without cgroups."""
+
+    def make() -> BlockCgroup | None:
+        if support is None:
+            return None
+        processes = policy.max_processes
+        return support.create(
+            memory_mb=policy.memory_mb,
+            cpus=policy.cpus,
+            max_processes=None if processes is None else processes + overhead,
+        )
+
+    return make
+
+
+class JailRunner:
+    """Runs blocks in the executor's jails (the module docstring); what it
+    is handed (the pool, the Landlock tier, the namespace, the jail id)
+    belongs to the executor, which stops it."""
+
+    def __init__(
+        self,
+        policy: JailPolicy,
+        *,
+        timeout_s: float,
+        output_limit: int,
+        python: str,
+        make_cgroup: Callable[[], BlockCgroup | None],
+        bwrap: str = "",
+        jailer: Jailer | None = None,
+        netns: int | None = None,
+        zygote: ZygotePool | None = None,
+        landlock: LandlockTier | None = None,
+    ) -> None:
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.output_limit = output_limit
+        self.python = python
+        self.make_cgroup = make_cgroup
+        self.bwrap = bwrap
+        self.jailer = jailer or Jailer(None, ())
+        self.netns = netns
+        self.zygote = zygote
+        self.landlock = landlock
+
+    def run(
+        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+    ) -> ProcessOutcome:
+        group: BlockCgroup | None = None
+        timeout_s, output_limit = self.timeout_s, self.output_limit
+        try:
+            if self.zygote is not None:
+                request = {"argv": argv, "inproc": python_file}  # env and cwd: the zygote's
+                outcome, group = self.zygote.run(
+                    request,
+                    timeout_s=timeout_s,
+                    output_limit=output_limit,
+                    cancel=cancel,
+                    on_output=on_output,
+                )
+            else:
+                group = self.make_cgroup()
+                outcome = (
+                    self.landlock.run(
+                        argv,
+                        group,
+                        timeout_s=timeout_s,
+                        output_limit=output_limit,
+                        cancel=cancel,
+                        on_output=on_output,
+                    )
+                    if self.landlock is not None
+                    else self._one_shot(argv, group, cancel, on_output)
+                )
+            memory_mb = self.policy.memory_mb or 0
+            if group is not None and outcome.exit_code != 0 and group.oom_killed():
+                outcome.memory_exceeded_mb = memory_mb
+            if "AS" in dict(self.policy.rlimits):  # no memory cgroup: the address space stood in
+                outcome.address_space_mb = memory_mb
+            return outcome
+        finally:
+            if group is not None:
+                group.remove()
+
+    def _one_shot(
+        self,
+        argv: list[str],
+        group: BlockCgroup | None,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> ProcessOutcome:
+        token = new_token()
+        # RLIMIT_NPROC inside the jail's user namespace (the pool sets it in each unit):
+        # the jail's init and the block's processes count there
+        processes = self.policy.max_processes
+        nproc = (
+            [found, f"--nproc={processes + 1}", "--"]
+            if processes is not None and (found := prlimit())
+            else []
+        )
+        if argv and argv[0] == self.python:  # by its bare name: no host folder in the jail's argvs
+            argv = [by_name(argv[0], dict(self.policy.env).get("PATH", "")), *argv[1:]]
+        launch = prepare(
+            self.bwrap,
+            self.policy,
+            [*nproc, *argv],
+            jailer=self.jailer,
+            group=group,
+            netns=self.netns,
+            env={TOKEN_VAR: token},
+        )
+        try:
+            return run_process(
+                launch.argv,
+                cwd=self.policy.workspace,
+                env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
+                timeout_s=self.timeout_s,
+                output_limit=self.output_limit,
+                cancel=cancel,
+                on_output=on_output,
+                token=token,
+                preexec=launch.preexec,
+                pass_fds=launch.pass_fds,
+                also_kill=group.kill if group is not None else None,
+            )
+        finally:
+            launch.close()
