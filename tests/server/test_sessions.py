@@ -122,7 +122,9 @@ def test_one_execution_at_a_time_and_cancel_kills_a_loop(client):
             client,
             "POST",
             f"/v1/sessions/{sid}/executions",
-            json={"code": "print('looping', flush=True)\nwhile True:\n    pass"},
+            json={
+                "code": "open('made.txt', 'w').write('x')\nprint('looping', flush=True)\nwhile True:\n    pass"
+            },
         ) as source:
             for event in source.iter_sse():
                 if event.event == "start":
@@ -140,6 +142,9 @@ def test_one_execution_at_a_time_and_cancel_kills_a_loop(client):
     cancelled = client.post(f"/v1/sessions/{sid}/executions/{box['eid']}/cancel").json()
     assert cancelled["status"] == "cancelled" and time.monotonic() - began < 10
     assert cancelled["result"]["error"]["name"] == "Cancelled" and "looping" in cancelled["result"]["stdout"]
+    # the core's own result: the block that ran, and the file it made before it was cancelled
+    assert [b["status"] for b in cancelled["result"]["blocks"]] == ["cancelled"]
+    assert "made.txt" in cancelled["result"]["files"]
     thread.join(10)
     assert box["last"].event == "end" and box["last"].json()["status"] == "cancelled"
     after = client.post(f"/v1/sessions/{sid}/executions", json={"code": "print('free again')"}).json()

@@ -6,7 +6,9 @@ the execution's ids); then the core's events as they happen
 (``execbox._run_events``: ``block_start``, ``stdout`` / ``stderr``,
 ``display``, ``block_end``), each sent as ``event_to_dict`` makes it; then
 always ``end``: ``{status, result, error}`` with the whole
-``ExecutionResult`` (for a cancelled run, one made of what it printed).
+``ExecutionResult`` (for a cancelled run, the core's own: the blocks that
+ran, the files they changed; one made of what it printed only when the run
+was cancelled before the core could end it).
 Streamed text past twice ``Limits.max_output_bytes`` is dropped with one
 ``truncated`` event (the result keeps its own capped output): a loop
 printing forever must not fill the server's memory.
@@ -46,6 +48,7 @@ class Execution:
         self._streamed = 0
         self._stream_cap = 2 * executor.limits.max_output_bytes
         self._text: dict[str, list[str]] = {"stdout": [], "stderr": [], "output": []}
+        self._core_end: EndEvent | None = None  # the core's last event (its result, also when cancelled)
 
     @property
     def done(self) -> bool:
@@ -75,8 +78,11 @@ class Execution:
         try:
             result = await self.executor.arun(self.blocks, on_event=on_event)
         except asyncio.CancelledError:
+            # arun returns once the core is done with the run: its EndEvent, scheduled on this loop
+            # before arun's own end, has been handled by now (unless it never started)
             self.status = "cancelled"
-            self.result = self._cancelled_result()
+            core = self._core_end.result if self._core_end is not None else None
+            self.result = core if core is not None else self._cancelled_result()
         except (ExecboxError, OSError) as exc:
             self.status = "failed"
             self.error = from_execbox(exc)
@@ -94,7 +100,10 @@ class Execution:
     def _event(self, event: RunEvent) -> None:
         """A core event, as the stream sends it: start and end are the
         execution's own (with its ids; the end also when execbox failed)."""
-        if isinstance(event, (StartEvent, EndEvent)) or self.done:
+        if isinstance(event, EndEvent):
+            self._core_end = event
+            return
+        if isinstance(event, StartEvent) or self.done:
             return
         if isinstance(event, OutputEvent):
             self._output(event)
@@ -119,6 +128,8 @@ class Execution:
             )
 
     def _cancelled_result(self) -> ExecutionResult:
+        """A run cancelled before the core ended it: what it printed."""
+
         def joined(name: str) -> str:
             return "".join(self._text[name])[-self.executor.limits.max_output_bytes :]
 
