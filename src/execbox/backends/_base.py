@@ -42,6 +42,7 @@ from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartE
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
+from ._executor_files import ExecutorFiles
 from ._process import Cancellation, OutputCallback
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
@@ -204,6 +205,12 @@ class Executor(ABC):
             self._warn_unenforced()
             self._start()
             self._started = True
+
+    @property
+    def files(self) -> ExecutorFiles:
+        """The workspace's files as the blocks own them: ``read``, ``write``
+        (handed to the blocks' identity), ``write_many``, ``list``, ``delete``."""
+        return ExecutorFiles(self)
 
     def give_to_blocks(self, paths: Iterable[str]) -> None:
         """Let blocks write the given workspace paths (files the host wrote

@@ -147,8 +147,8 @@ async def put_file(request: Request) -> Response:
     data = await read_body(request, state_of(request).config.max_upload_bytes)
     workspace = session.executor.workspace
     existed = await _in_thread(lambda given: workspace.resolve(given).exists(), workspace, path)
-    await _in_thread(workspace.write_bytes, workspace, path, data)
-    await asyncio.to_thread(session.executor.give_to_blocks, [path])  # the jail's to rewrite, as its own
+    # the blocks' to rewrite, as their own (the jail's id, a container's user)
+    await _in_thread(session.executor.files.write, workspace, path, data)
     session.touch()
     return JSONResponse(
         {"name": path, "size": len(data), "mime": _mime(path)}, status_code=200 if existed else 201
@@ -159,7 +159,7 @@ async def delete_file(request: Request) -> Response:
     session = session_of(request)
     path = request.path_params["path"]
     workspace = session.executor.workspace
-    await _in_thread(workspace.remove, workspace, path)
+    await _in_thread(session.executor.files.delete, workspace, path)
     session.touch()
     return JSONResponse({"name": path, "deleted": True})
 

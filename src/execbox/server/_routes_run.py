@@ -94,9 +94,7 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
 
 
 def _write_files(executor: Any, files: dict[str, bytes]) -> None:
-    for path, data in files.items():
-        executor.workspace.write_bytes(path, data)
-    executor.give_to_blocks(list(files))  # a kept executor has started: hand them over as its own
+    executor.files.write_many(files)  # a kept executor has started: the blocks' own
 
 
 def _fetch(workspace: Any, paths: list[str], limit: int) -> dict[str, Any]:

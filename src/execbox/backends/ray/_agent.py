@@ -25,7 +25,7 @@ from typing import Any
 from ..._errors import ExecboxError, WorkspaceError
 from ..._models import CodeBlock, ExecutionResult
 from ..._run_events import EndEvent, EventSink, RunEvent, StartEvent
-from ..._workspace import INTERNAL_DIR, Workspace
+from ..._workspace import INTERNAL_DIR
 from .._base import Executor
 from .._file_sync import collect
 from .._watch import Cancellation
@@ -91,8 +91,7 @@ class NodeAgent:
             executor = self._executor(key, spec)
             executor.keep_code_files = spec["keep_code_files"]  # the driver's may change between runs
             executor.start()
-            _apply(executor.workspace, files, removed)
-            executor.give_to_blocks(list(files))  # the jail's identity, a container's user
+            _apply(executor, files, removed)
         except ExecboxError as exc:
             yield [RunEnd(None, {}, [], exc)]
             return
@@ -150,8 +149,7 @@ class NodeAgent:
             executor = self._executors.get(key)
         if executor is None:
             return False
-        executor.workspace.write_bytes(path, data)
-        executor.give_to_blocks([path])
+        executor.files.write(path, data)  # the jail's identity, a container's user
         return True
 
     def close(self, key: str) -> bool:
@@ -189,11 +187,10 @@ def _batches(events: queue.Queue[Any]) -> Iterator[tuple[list[RunEvent], bool]]:
             yield batch, False
 
 
-def _apply(workspace: Workspace, files: Mapping[str, bytes], removed: Sequence[str]) -> None:
+def _apply(executor: Executor, files: Mapping[str, bytes], removed: Sequence[str]) -> None:
     for path in removed:
         try:
-            workspace.remove(path)
+            executor.files.delete(path)
         except WorkspaceError:  # already gone, or a folder the code filled
             pass
-    for path, data in files.items():
-        workspace.write_bytes(path, data)
+    executor.files.write_many(files)  # the jail's identity, a container's user
