@@ -2,7 +2,7 @@
 loaded data stay between blocks until ``restart()``).
 
 Where the kernel runs is chosen with ``kernel``: ``"sandbox"`` (the default
-where bubblewrap works: ipykernel in the sandbox's jail, ``_sandbox_kernel``),
+where bubblewrap works: ipykernel in the sandbox's jail, ``_sandboxed``),
 ``"local"`` (a plain kernel process, ``_kernel``), or a Jupyter Kernel Gateway
 (``JupyterConnectionInfo`` or ``LocalJupyterServer``, ``_gateway``). How a
 cell is run does not depend on it (``_cell`` over ``_channels``). Python
