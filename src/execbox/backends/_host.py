@@ -21,7 +21,7 @@ from ._base import Executor
 from ._functions import FunctionSet
 from ._host_python import HostPython
 from ._process import Cancellation, OutputCallback, ProcessOutcome
-from ._result import Outcome, outcome_to_result
+from ._result import Outcome, missing_program, outcome_to_result
 
 __all__ = ["BlockRunner", "HostExecutor", "child_environment"]
 
@@ -142,15 +142,7 @@ class HostExecutor(HostPython, Executor):
         program = language.command[0]
         resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
         if resolved is None:  # checked by the base class; the PATH may have changed since
-            message = f"{program} is not installed here ({language.install_hint})"
-            return Outcome(
-                status="failed",
-                exit_code=127,
-                output=message + "\n",
-                stdout="",
-                stderr=message + "\n",
-                duration_s=0.0,
-            )
+            return missing_program(program, language.install_hint)
         outcome = self._runner.run(
             [resolved, *language.command[1:], code_path],
             python_file=program == PYTHON,

@@ -18,7 +18,7 @@ from .._models import BlockResult, BlockStatus, Display, ErrorInfo, Limits
 from ._failures import explain_failure
 from ._process import ProcessOutcome
 
-__all__ = ["Outcome", "outcome_to_result"]
+__all__ = ["Outcome", "missing_program", "outcome_to_result"]
 
 
 @dataclass(kw_only=True)
@@ -50,6 +50,12 @@ class Outcome:
             timed_out=self.timed_out,
             truncated=self.truncated,
         )
+
+
+def missing_program(program: str, install_hint: str) -> Outcome:
+    """A block whose program is not on the PATH it runs with (exit 127, as a shell says)."""
+    message = f"{program} is not installed here ({install_hint})\n"
+    return Outcome(status="failed", exit_code=127, output=message, stdout="", stderr=message, duration_s=0.0)
 
 
 def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) -> Outcome:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..._languages import PYTHON, Language, resolve_program
 from .._process import Cancellation, OutputCallback
-from .._result import Outcome
+from .._result import Outcome, missing_program
 from ._pool import ZygotePool
 from ._session import Session, session_outcome
 
@@ -53,15 +53,7 @@ class StatefulBlocks:
         else:
             resolved = resolve_program(program, ex._child_env["PATH"])
             if resolved is None:
-                message = f"{program} is not installed here ({language.install_hint})"
-                return Outcome(
-                    status="failed",
-                    exit_code=127,
-                    output=message + "\n",
-                    stdout="",
-                    stderr=message + "\n",
-                    duration_s=0.0,
-                )
+                return missing_program(program, language.install_hint)
             request = {"argv": [resolved, *language.command[1:], path]}
         limits = ex.limits
         with self._lock:
