@@ -9,16 +9,22 @@ user), a block could read it but not rewrite or remove it. Writing through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .._workspace import FileInfo
-
-if TYPE_CHECKING:
-    from ._base import Executor
+from .._workspace import FileInfo, Workspace
 
 __all__ = ["ExecutorFiles"]
+
+
+class _Owner(Protocol):
+    """What of an executor the facet uses (``Executor`` has both; no import
+    of it here, which imports this module)."""
+
+    workspace: Workspace
+
+    def give_to_blocks(self, paths: Iterable[str]) -> None: ...
 
 
 class ExecutorFiles:
@@ -26,7 +32,7 @@ class ExecutorFiles:
     (paths relative to it; none may leave it, none is followed through a
     link)."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: _Owner) -> None:
         self._executor = executor
 
     def __repr__(self) -> str:
