@@ -48,6 +48,7 @@ from ..sandbox._jail import (
 )
 from ..sandbox._launcher import prepare
 from ..sandbox._policy import JailPolicy
+from ..sandbox._runner import cgroup_maker
 from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid
@@ -117,7 +118,7 @@ class SandboxKernel(Kernel):
         for folder in self.policy.sealed:  # bwrap binds only what exists
             os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
         policy = replace(self.policy, readonly=tuple(self._readonly), writable=((self._runtime, KERNEL_DIR),))
-        self._group = self._make_group()
+        self._group = cgroup_maker(self.cgroups, self.policy, KERNEL_TASKS)()
         # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
         # PID 1) and of the kernel, which any cell reads in /proc, name no host path
         command = [
@@ -158,16 +159,6 @@ class SandboxKernel(Kernel):
         except BaseException:
             self.stop()
             raise
-
-    def _make_group(self) -> BlockCgroup | None:
-        if self.cgroups is None:
-            return None
-        s = self.policy
-        return self.cgroups.create(
-            memory_mb=s.memory_mb,
-            cpus=s.cpus,
-            max_processes=(s.max_processes + KERNEL_TASKS) if s.max_processes else None,
-        )
 
     def _budget_processes(self) -> None:
         """Blocks get ``max_processes`` on top of what the jail holds once
