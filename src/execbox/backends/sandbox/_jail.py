@@ -36,6 +36,7 @@ __all__ = [
     "probe",
     "setns_net",
     "spawn_kept",
+    "write_all",
 ]
 
 INSIDE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -55,11 +56,16 @@ def args_file(args: Sequence[str]) -> int:
     host path bound, the environment and the limits. The caller passes it
     to bwrap's process and closes it."""
     fd = os.memfd_create("execbox-bwrap-args", 0)
-    data = memoryview(b"".join(arg.encode() + b"\0" for arg in args))
-    while data:
-        data = data[os.write(fd, data) :]
+    write_all(fd, b"".join(arg.encode() + b"\0" for arg in args))
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write the whole of ``data`` to ``fd`` (a pipe or a memfd may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def hidden_argv(bwrap: str, options: Sequence[str], command: Sequence[str]) -> tuple[list[str], int]:

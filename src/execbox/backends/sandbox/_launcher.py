@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ._cgroups import BlockCgroup
 from ._identity import Jailer
-from ._jail import CLONE_NEWNET, hidden_argv, setns_net
+from ._jail import CLONE_NEWNET, hidden_argv, setns_net, write_all
 from ._policy import JailPolicy
 
 __all__ = ["Launch", "prepare"]
@@ -49,9 +49,7 @@ def _pipe_holding(data: bytes) -> int:
     """The read end of a pipe holding ``data`` (for bwrap's ``--seccomp FD``)."""
     read, write = os.pipe()
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view) :]
+        write_all(write, data)
     finally:
         os.close(write)
     return read
