@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fake_llm import FakeModel
 
 from execbox import extract_code_blocks
+from tests.conftest import require_docker
 from tests.server._http import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +46,20 @@ def on_a_cluster(code: str) -> bool:
     return 'create_executor("ray"' in code
 
 
-def test_python_examples_run(tmp_path):
-    examples = [b for b in extract_code_blocks(README) if b.language == "python" and not on_a_cluster(b.code)]
+def needs_docker(code: str) -> bool:
+    """An example of the Docker backend: it needs the engine (the ``docker`` tier)."""
+    return "DockerExecutor" in code or 'create_executor("docker"' in code
+
+
+def _examples(docker: bool) -> list[str]:
+    blocks = [
+        b.code for b in extract_code_blocks(README) if b.language == "python" and not on_a_cluster(b.code)
+    ]
+    return [code for code in blocks if needs_docker(code) == docker]
+
+
+def _run_examples(tmp_path: Path, examples: list[str]) -> int:
+    """Run each example in a fresh interpreter; return how many model calls were left."""
     assert examples
     # the examples that need a model get this one; those that need a server, this one
     with FakeModel([scripted_model] * 20) as model, running_server("--backend", "sandbox") as server:
@@ -57,9 +71,9 @@ def test_python_examples_run(tmp_path):
             "EXECBOX_URL": server.url,
             "EXECBOX_TOKEN": server.token,
         }
-        for block in examples:
+        for code in examples:
             done = subprocess.run(
-                [sys.executable, "-c", block.code],
+                [sys.executable, "-c", code],
                 cwd=tmp_path,
                 capture_output=True,
                 text=True,
@@ -68,7 +82,19 @@ def test_python_examples_run(tmp_path):
             )
             assert done.returncode == 0, done.stderr
             assert "hello from the model" in done.stdout
-        assert model.remaining == 18  # the agent example called the tool, then answered
+        return model.remaining
+
+
+def test_python_examples_run(tmp_path):
+    assert (
+        _run_examples(tmp_path, _examples(docker=False)) == 18
+    )  # the agent example called the tool, then answered
+
+
+@pytest.mark.docker
+def test_docker_examples_run(tmp_path):
+    require_docker()
+    assert _run_examples(tmp_path, _examples(docker=True)) == 20  # no model in them
 
 
 def test_cli_help_lists_the_documented_commands():
