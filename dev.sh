@@ -105,6 +105,19 @@ setup_vm() {
     scripts/vm/build.sh
 }
 
+pytest_workers() {
+    # pytest-xdist workers: most tests wait (on a timeout, a container, a
+    # VM, a server) rather than compute, so twice the cores, at least 4.
+    # EXECBOX_TEST_WORKERS=0 runs in one process; arguments that name -n or
+    # -p no:xdist themselves win.
+    local arg
+    for arg in "$@"; do
+        case "$arg" in -n|-n*|--numprocesses*|no:xdist) return 0 ;; esac
+    done
+    local n=${EXECBOX_TEST_WORKERS:-$(( $(nproc) * 2 > 4 ? $(nproc) * 2 : 4 ))}
+    echo "-n $n --dist loadgroup"
+}
+
 job=${1:-}
 shift || true
 case "$job" in
@@ -116,10 +129,12 @@ case "$job" in
             shift
             install_system_packages; setup_venv
             scripts/lint.sh
-            exec .venv/bin/python -m pytest -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
+            # shellcheck disable=SC2046
+            exec .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
         fi
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
-        exec .venv/bin/python -m pytest "$@" ;;
+        # shellcheck disable=SC2046
+        exec .venv/bin/python -m pytest $(pytest_workers "$@") "$@" ;;
     bench)
         install_system_packages bench; setup_venv; setup_docker
         exec .venv/bin/python benchmarks/run.py "$@" ;;

@@ -152,6 +152,9 @@ def import_error_without(missing: str, module: str) -> str:
     return done.stdout
 
 
+LONG_FIRST = ("vm", "nested", "slow")
+
+
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     """Each test's tier markers (tests/_tiers.py): ``./dev.sh test --fast`` leaves out the slow ones."""
     from tests._tiers import markers_for
@@ -161,3 +164,10 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
         params = getattr(getattr(item, "callspec", None), "params", {})
         for name in sorted(markers_for(relative, params)):
             item.add_marker(name)
+    # The longest first, so that pytest-xdist's workers (./dev.sh test) do
+    # not end waiting on one of them: the VM's guests, the nested runs, the soaks.
+    items.sort(
+        key=lambda item: next(
+            (n for n, mark in enumerate(LONG_FIRST) if item.get_closest_marker(mark)), len(LONG_FIRST)
+        )
+    )

@@ -124,6 +124,7 @@ def _counts(junit: Path) -> dict[str, int]:
 
 
 @pytest.mark.timeout(TIME_LIMIT_S + 60)
+@pytest.mark.xdist_group("vm")  # one guest at a time: each takes a core (TCG) for minutes
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_limits_hold_in_a_cgroup2_guest(tmp_path, kind):
     _require_vm(kind)
