@@ -170,7 +170,9 @@ def test_a_wrong_or_missing_token_is_a_clear_error(monkeypatch):
 
 def test_a_full_server_is_service_busy_with_retry_after():
     with (
-        running_server("--backend", "local", "--max-sessions", "1", "--max-concurrency", "1") as server,
+        running_server(
+            "--backend", "local", "--max-sessions", "1", "--max-concurrency", "1", "--max-queue", "0"
+        ) as server,
         Client(server.url, server.token) as client,
     ):
         with client.session() as first:

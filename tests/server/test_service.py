@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,11 @@ from tests.server._http import SRC, descendants, error_of, open_session, running
 SLOW = {"code": "import time; time.sleep(2); print('slow')"}
 
 
-def test_over_max_concurrency_is_429_at_once():
-    with running_server("--backend", "local", "--max-concurrency", "1") as server, server.client() as client:
+def test_over_max_concurrency_with_no_line_is_429_at_once():
+    with (
+        running_server("--backend", "local", "--max-concurrency", "1", "--max-queue", "0") as server,
+        server.client() as client,
+    ):
         answers: list = []
         first = threading.Thread(target=lambda: answers.append(client.post("/v1/run", json=SLOW)))
         first.start()
@@ -38,6 +42,71 @@ def test_over_max_concurrency_is_429_at_once():
         first.join(10)
         assert answers[0].status_code == 200 and answers[0].json()["stdout"] == "slow\n"
         assert client.post("/v1/run", json={"code": "print(1)"}).status_code == 200
+
+
+def test_a_burst_of_8x_the_concurrency_waits_in_line_and_all_of_it_runs():
+    with running_server("--backend", "local", "--max-concurrency", "2") as server, server.client() as client:
+        load = client.get("/v1/info").json()["load"]
+        assert (load["max_queued"], load["max_queue_wait_s"]) == (16, 30)  # the defaults: 8x, 30 s
+        answers: dict[int, Any] = {}
+        burst = [
+            threading.Thread(
+                target=lambda n=n: answers.__setitem__(n, client.post("/v1/run", json=_sleepy(n)))
+            )
+            for n in range(16)
+        ]
+        for thread in burst:
+            thread.start()
+        deadline = time.monotonic() + 10
+        seen = client.get("/v1/info").json()["load"]
+        while seen["queued"] == 0 and time.monotonic() < deadline:
+            seen = client.get("/v1/info").json()["load"]
+        assert seen["queued"] > 0 and seen["running"] == 2  # a line, never more than the slots running
+        for thread in burst:
+            thread.join(60)
+        assert {n: (r.status_code, r.json().get("stdout")) for n, r in answers.items()} == {
+            n: (200, f"{n}\n") for n in range(16)
+        }
+        assert (
+            client.get("/v1/info").json()["load"] | {"running": 0, "queued": 0, "longest_wait_s": 0}
+            == (client.get("/v1/info").json()["load"])
+        )
+
+
+def _sleepy(n: int) -> dict[str, str]:
+    return {"code": f"import time; time.sleep(0.3); print({n})"}
+
+
+def test_past_the_line_or_its_wait_is_429_with_a_retry_after_from_the_line():
+    with (
+        running_server(
+            "--backend", "local", "--max-concurrency", "1", "--max-queue", "1", "--max-queue-wait", "1"
+        ) as server,
+        server.client() as client,
+    ):
+        answers: dict[str, Any] = {}
+        first = threading.Thread(
+            target=lambda: answers.__setitem__("first", client.post("/v1/run", json=SLOW))
+        )
+        first.start()
+        deadline = time.monotonic() + 10
+        while client.get("/v1/info").json()["load"]["running"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        waits = threading.Thread(
+            target=lambda: answers.__setitem__("waits", client.post("/v1/run", json=SLOW))
+        )
+        waits.start()
+        while client.get("/v1/info").json()["load"]["queued"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        began = time.monotonic()
+        full = client.post("/v1/run", json=SLOW)  # the line holds one: refused at once
+        assert time.monotonic() - began < 1.0
+        assert "--max-queue 1" in error_of(full, 429, "busy")["message"]
+        assert int(full.headers["Retry-After"]) >= 1
+        waits.join(10)  # its second in line ran out before the 2 s block ended
+        assert "1 s of waiting" in error_of(answers["waits"], 429, "busy")["message"]
+        first.join(10)
+        assert answers["first"].status_code == 200 and answers["first"].json()["stdout"] == "slow\n"
 
 
 def test_a_batch_queues_its_requests_within_the_limit():

@@ -51,7 +51,21 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=8,
         metavar="N",
-        help="executions running at once at most; past it, 429 (default: 8)",
+        help="executions running at once at most; past it, a run waits in line (default: 8)",
+    )
+    cmd.add_argument(
+        "--max-queue",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs waiting for a slot at most; past it, 429 with Retry-After (default: 8x --max-concurrency)",
+    )
+    cmd.add_argument(
+        "--max-queue-wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="the longest a run waits in line before its 429 (default: 30)",
     )
     cmd.add_argument(
         "--timeout",
@@ -160,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
         no_token=args.no_token,
         max_sessions=args.max_sessions,
         max_concurrency=args.max_concurrency,
+        max_queued=args.max_queue,
+        max_queue_wait_s=args.max_queue_wait,
         default_limits=Limits(timeout_s=args.timeout),
         max_timeout_s=args.max_timeout,
         allow_network=args.allow_network,

@@ -7,11 +7,11 @@
 Stateless runs (``/v1/run``, ``/v1/batch``), sessions that keep an
 executor (its workspace, a Jupyter kernel's state) with a ttl and an idle
 ttl, executions streamed as server-sent events and resumable, the
-session's files, and back-pressure as 429 at once. The routes and their
+session's files, and back-pressure as a bounded line, then 429. The routes and their
 errors: ``_openapi.py`` (served at ``/openapi.json``) and ``_errors.py``.
 
 Modules: ``_config`` (what a server allows), ``_wire`` (bodies, files,
-SSE framing), ``_errors`` (the error shape), ``_load`` (slots, 429),
+SSE framing), ``_errors`` (the error shape), ``_load`` (slots, the line, 429),
 ``_executors`` (kept executors for stateless runs), ``_sessions`` and
 ``_executions`` (their lifecycles), ``_routes_*`` (the handlers), ``_app``
 (auth, errors, lifespan), ``_connections`` (keep-alive, and the log of

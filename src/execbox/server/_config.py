@@ -41,7 +41,10 @@ class ServerConfig:
       ``no_token``: serve with none, knowingly (``--no-token``): loopback
       only, where every user and program of this machine may then run code
       as the server's user.
-    - ``max_sessions`` / ``max_concurrency``: past them, 429 with Retry-After.
+    - ``max_sessions`` / ``max_concurrency``: past them, 429 with Retry-After
+      (a run past ``max_concurrency`` first waits in a line of ``max_queued``,
+      default 8x ``max_concurrency``, for ``max_queue_wait_s`` at most:
+      ``--max-queue``, ``--max-queue-wait``; ``max_queued=0`` refuses at once).
     - ``default_limits``; ``max_timeout_s``, ``max_memory_mb``,
       ``max_output_bytes``: the most a request may ask; ``allow_network``:
       whether a request may ask ``network: true`` (``--allow-network``).
@@ -66,6 +69,8 @@ class ServerConfig:
     token_generated: bool = field(default=False, init=False)
     max_sessions: int = 64
     max_concurrency: int = 8
+    max_queued: int | None = None  # None: 8x max_concurrency
+    max_queue_wait_s: float = 30.0
     default_limits: Limits = field(default_factory=Limits)
     max_timeout_s: float = 600.0
     max_memory_mb: int = field(default_factory=default_memory_mb)
@@ -106,6 +111,13 @@ class ServerConfig:
         self._settle_token()
         if not 0 <= self.port < 65536:
             raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
+        if self.max_queued is None:
+            object.__setattr__(self, "max_queued", 8 * self.max_concurrency)
+        if not isinstance(self.max_queued, int) or self.max_queued < 0:
+            raise ConfigurationError(
+                "ServerConfig.max_queued (--max-queue) must be a whole number, 0 or more, "
+                f"got {self.max_queued!r}"
+            )
         for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -118,6 +130,7 @@ class ServerConfig:
             "max_session_ttl_s",
             "keepalive_s",
             "max_timeout_s",
+            "max_queue_wait_s",
         ):
             if not getattr(self, name) > 0:
                 raise ConfigurationError(f"ServerConfig.{name} must be a positive number of seconds")

@@ -52,6 +52,10 @@ async def info(request: Request) -> Response:
                 "running": state.load.running,
                 "queued": state.load.queued,
                 "max_concurrency": config.max_concurrency,
+                "max_queued": config.max_queued,
+                "max_queue_wait_s": config.max_queue_wait_s,
+                "longest_wait_s": round(state.load.longest_wait_s(), 3),
+                "retry_after_s": state.load.retry_after_s(),
                 "idle_executors": state.pool.idle,
             },
             "pools": await state.pools(),
@@ -62,7 +66,7 @@ async def info(request: Request) -> Response:
 async def run(request: Request) -> Response:
     state = state_of(request)
     todo = run_request(await read_json(request, state.config.max_upload_bytes), state.config)
-    state.load.admit()
+    await state.load.enter()
     try:
         return JSONResponse(await _run_one(state, todo))
     finally:
@@ -120,7 +124,7 @@ async def batch(request: Request) -> Response:
     width = field_of(body, "max_concurrency", int, state.config.max_concurrency)
     if width < 1:
         raise ApiError(400, "bad_request", "'max_concurrency' must be at least 1")
-    state.load.admit()  # the first request's slot: 429 now when the server is full
+    await state.load.enter()  # the first request's slot: 429 when the server and its line are full
     return StreamingResponse(_batch_lines(state, items, width), media_type="application/x-ndjson")
 
 

@@ -192,7 +192,7 @@ async def execute(request: Request) -> Response:
 
 async def _claim(state: ServerState, session: Session, queue: bool) -> None:
     """Wait until the session is free (``queue``) or refuse with 409; then
-    take a run slot (429 when none is free, or wait for one when queued)."""
+    take a run slot (in the server's line, bounded, then 429; ``queue``: as long as it takes)."""
     while True:
         if session.running is not None and not queue:
             raise ApiError(
@@ -204,17 +204,17 @@ async def _claim(state: ServerState, session: Session, queue: bool) -> None:
                 retryable=True,
             )
         if session.running is not None:
-            state.load.queued += 1
+            state.load.line_waits += 1
             try:
                 await session.running.wait()
             finally:
-                state.load.queued -= 1
+                state.load.line_waits -= 1
             state.sessions.still_open(session.id)  # 410 if it ended meanwhile
             continue
         if queue:
             await state.load.acquire()
         else:
-            state.load.admit()
+            await state.load.enter()
         if session.running is None:
             try:
                 state.sessions.still_open(session.id)

@@ -23,7 +23,7 @@ class ServerState:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.pool = ExecutorPool(max_idle=config.max_concurrency, make=config.make_executor)
-        self.load = Load(config.max_concurrency)
+        self.load = Load(config.max_concurrency, config.max_queued or 0, config.max_queue_wait_s)
         self.sessions = SessionStore(config.max_sessions)
         self._backends: dict[str, Any] | None = None
 
