@@ -13,7 +13,12 @@ beside it, git-ignored. The service group needs no peer:
 ``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker|serve|ray]
+                                [--only all|blocks|jupyter|docker|serve|ray|scale]
+
+The scale group (``--only scale``, and in all) runs print(1) from 1 to 64
+callers at once: one executor shared by threads, an executor per process,
+``execbox serve``, beside a process per call (scale_table.py); it too
+needs no peer.
 
 The ray group (``--only ray``, and in all) needs no peer either: a real
 Ray cluster on this machine, inside a network namespace with only ``lo``
@@ -250,15 +255,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
     parser.add_argument(
         "--only",
-        choices=["all", "blocks", "jupyter", "docker", "serve", "ray"],
+        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale"],
         default="all",
         help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-        "tables, the ray backend's tables, or all",
+        "tables, the ray backend's tables, the scale group, or all",
     )
     args = parser.parse_args()
     if args.quick:
         args.iterations, args.calls = 8, 32
-    python = Path(sys.executable) if args.only in ("serve", "ray") else ensure_venv()
+    python = Path(sys.executable) if args.only in ("serve", "ray", "scale") else ensure_venv()
     described = machine.describe(ROOT, python)  # the commit as the run starts: others may land meanwhile
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
@@ -288,6 +293,11 @@ def main() -> None:
         ray_group = ray_table.run(
             Path(sys.executable), args.iterations, args.calls
         )  # needs the ray extra only
+    scale: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "scale"):
+        import scale_table
+
+        scale = scale_table.run(Path(sys.executable), args.calls)  # the library and the server extra only
     for subject in SUBJECTS if args.only in ("all", "blocks") else []:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -313,6 +323,9 @@ def main() -> None:
         print(render_targets(serve[1]))
     if ray_group[1]:
         print(("\n" if jupyter[2] or docker[2] or serve[2] or reports else "") + ray_group[1])
+    if scale[2]:
+        print("\n" + scale[2])
+        print(render_targets(scale[1]))
     out = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": described,
@@ -330,6 +343,8 @@ def main() -> None:
         "serve_reports": serve[0],
         "serve_targets": serve[1],
         "ray_reports": ray_group[0],
+        "scale_reports": scale[0],
+        "scale_targets": scale[1],
     }
     write_results(out)
 

@@ -88,6 +88,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+_PIDS: dict[str, int] = {}
+
+
+def server_pid(url: str) -> int:
+    """The process of the server ``server`` started at ``url`` (its CPU time: scale_subjects.py)."""
+    return _PIDS[url]
+
+
 @contextmanager
 def server(backend: str, max_concurrency: int) -> Iterator[str]:
     port = free_port()
@@ -110,6 +118,7 @@ def server(backend: str, max_concurrency: int) -> Iterator[str]:
         stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
+    _PIDS[url] = proc.pid
     try:
         deadline = time.monotonic() + 30
         while True:
