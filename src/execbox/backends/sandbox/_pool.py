@@ -320,6 +320,10 @@ class ZygotePool:
                 try:
                     if self._closed:
                         raise BackendUnavailableError("sandbox", "the sandbox pool is closed")
+                    if self._proc is not None and self._proc.poll() is not None:
+                        # every unit it made died with it, ready or still in its socket (more, under
+                        # load, than a block's tries): start afresh rather than hand one out
+                        raise OSError("the sandbox pool's zygote is gone")
                     if self._control is None:
                         self._start_locked()
                         self._wake.notify_all()
