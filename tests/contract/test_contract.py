@@ -202,7 +202,7 @@ def test_filename_inside_workspace_is_used(executor):
 def test_big_output_is_cut_with_a_marker(make_executor):
     limit = 64 * 1024
     executor = make_executor(Limits(timeout_s=60, max_output_bytes=limit))
-    code = "import sys\nfor i in range(200000):\n    print('line', i)\nprint('THE END')\n"
+    code = "import sys\nfor i in range(20000):\n    print('line', i)\nprint('THE END')\n"
     result = executor.run(py(code))
     assert result.exit_code == 0
     assert result.truncated

@@ -259,7 +259,7 @@ def test_file_names_neither_break_rendering_nor_forge_the_status(mode, hostile):
     assert status == ["exitcode: 1 (execution failed)"], text
 
 
-MANY = 200_000
+MANY = 2 * MAX_SCANNED_ENTRIES  # twice what a run's change report scans: the cut must show
 
 
 def test_a_folder_of_many_files_does_not_slow_every_later_run(make_hostile):
