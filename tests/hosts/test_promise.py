@@ -15,9 +15,11 @@ same executor.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -175,19 +177,24 @@ def loopback_server(token: str) -> Iterator[int]:
 
 @pytest.fixture
 def planted_in_home() -> Iterator[tuple[Path, str]]:
-    """A secret in ``~/.ssh`` of whoever runs the tests (removed after)."""
+    """A secret in ``~/.ssh`` of whoever runs the tests (removed after,
+    and ``~/.ssh`` too when it was made for it). One test at a time holds
+    it, across pytest-xdist's workers: two made and removed the same
+    ``~/.ssh`` at once."""
     ssh = Path.home() / ".ssh"
-    existed = ssh.exists()
-    ssh.mkdir(mode=0o700, exist_ok=True)
-    token = f"execbox-secret-{secrets.token_hex(16)}"
-    path = ssh / f"execbox-promise-{secrets.token_hex(4)}"
-    path.write_text(token)
-    try:
-        yield path, token
-    finally:
-        path.unlink()
-        if not existed:
-            ssh.rmdir()
+    with open(Path(tempfile.gettempdir()) / f"execbox-tests-home-{os.getuid()}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existed = ssh.exists()
+        ssh.mkdir(mode=0o700, exist_ok=True)
+        token = f"execbox-secret-{secrets.token_hex(16)}"
+        path = ssh / f"execbox-promise-{secrets.token_hex(4)}"
+        path.write_text(token)
+        try:
+            yield path, token
+        finally:
+            path.unlink()
+            if not existed:
+                ssh.rmdir()
 
 
 PEEK = """
