@@ -252,3 +252,29 @@ def test_a_stopped_agent_is_replaced_and_a_block_it_never_took_runs_in_a_new_con
     assert stopped.exit_code == 137 and stopped.error is not None and stopped.error.name == "ContainerDied"
     assert "stopped answering" in stopped.output
     assert after.output == "after\n" and second != first
+
+
+def test_an_agent_that_left_before_the_attach_is_still_heard():
+    # Under load the agent may refuse (and leave) before the host attaches to its stream: its
+    # word then comes from the engine's log, bounded, rather than "no word" or a bare timeout
+    require_docker()
+    from execbox._docker_engine import docker_client
+    from execbox.backends.docker._link import AgentLink, ContainerGone
+    from execbox.environments import DockerPython
+
+    client = docker_client()
+    image = DockerPython().build(lambda *_: None)
+    said = "execbox-agent: the agent could not take its identity (a stand-in)"
+    container = client.containers.run(
+        image,
+        ["sh", "-c", f"head -c 20000 /dev/zero | tr '\\0' x >&2; echo >&2; echo '{said}' >&2"],
+        detach=True,
+        stdin_open=True,
+    )
+    try:
+        container.wait(timeout=60)
+        with pytest.raises(ContainerGone) as gone:
+            AgentLink(client, container.id).handshake(timeout_s=2)
+        assert said in str(gone.value) and len(str(gone.value)) < 4096 + 200
+    finally:
+        container.remove(force=True)

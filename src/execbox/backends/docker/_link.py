@@ -82,6 +82,7 @@ _QUEUE_MAX = wire.WINDOW + 2 * wire.MAX_PAYLOAD
 _DRAIN_SLICE_S = 0.05
 NO_AGENT = b"execbox-no-agent"
 _STDERR_KEPT = 4096
+_LOG_READ_MAX = 64 * 1024  # of the engine's log of an agent that left before the attach
 
 
 class NoAgent(Exception):
@@ -112,6 +113,7 @@ class AgentLink:
         sock = client.api.attach_socket(
             container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         )
+        self._client, self._container_id = client, container_id
         self._sock: socket.socket = getattr(sock, "_sock", sock)
         self._io = sock  # (a SocketIO over it holds the descriptor open until it is closed too)
         self._send_lock = threading.Lock()
@@ -138,7 +140,7 @@ class AgentLink:
             while True:
                 data = self._sock.recv(1 << 16)
                 if not data:
-                    said = self.stderr_text() or "no word"
+                    said = self.stderr_text() or self._logged_stderr() or "no word"
                     raise ContainerGone(f"the agent stopped before it answered ({said})")
                 for kind, payload in self._docker_frames(data):
                     if kind != 1:
@@ -159,8 +161,9 @@ class AgentLink:
                             ).start()
                             return self.info
         except (OSError, ValueError) as exc:
+            said = self.stderr_text() or self._logged_stderr()
             self.close()
-            raise ContainerGone(f"the agent did not answer: {exc}") from None
+            raise ContainerGone(f"the agent did not answer: {exc}" + (f" ({said})" if said else "")) from None
         except BaseException:
             self.close()
             raise
@@ -174,6 +177,24 @@ class AgentLink:
 
     def stderr_text(self) -> str:
         return self._stderr.decode(errors="replace").strip()
+
+    def _logged_stderr(self) -> str:
+        """What the agent wrote to stderr before the stream was attached (it
+        may refuse, and leave, before that under load): the last of the
+        engine's log of it: its last ``_STDERR_KEPT`` bytes, of no more than
+        ``_LOG_READ_MAX`` read."""
+        kept, read = b"", 0
+        try:
+            for chunk in self._client.api.logs(
+                self._container_id, stdout=False, stderr=True, stream=True, tail=20
+            ):
+                read += len(chunk)
+                kept = (kept + chunk)[-_STDERR_KEPT:]
+                if read >= _LOG_READ_MAX:
+                    break
+        except Exception:  # noqa: BLE001 - the engine's errors: only the agent's word is lost
+            return ""
+        return kept.decode(errors="replace").strip()
 
     def _read(self) -> None:
         reason = "the agent's stream ended"
