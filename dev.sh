@@ -118,6 +118,28 @@ pytest_workers() {
     echo "-n $n --dist loadgroup"
 }
 
+run_all() {
+    # Everything: on pytest-xdist's workers, then the tests marked "alone"
+    # (soaks and bursts: they judge a load they make themselves, so none of
+    # the workers' may sit beside them) in one process. Arguments that pick
+    # the workers or a marker (-n, -p no:xdist, -m) run once, as asked.
+    local workers arg first=0 second=0
+    workers=$(pytest_workers "$@")
+    for arg in "$@"; do [ "$arg" = -m ] && workers=""; done
+    if [ -z "$workers" ]; then
+        exec .venv/bin/python -m pytest "$@"
+    fi
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pytest $workers -m "not alone" "$@" || first=$?
+    .venv/bin/python -m pytest -p no:xdist -m alone "$@" || second=$?
+    # 5: that part selected no test (a path with none of them)
+    for status in "$first" "$second"; do
+        case "$status" in 0|5) ;; *) exit "$status" ;; esac
+    done
+    [ "$first" = 5 ] && [ "$second" = 5 ] && exit 5
+    exit 0
+}
+
 job=${1:-}
 shift || true
 case "$job" in
@@ -133,8 +155,7 @@ case "$job" in
             exec .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
         fi
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
-        # shellcheck disable=SC2046
-        exec .venv/bin/python -m pytest $(pytest_workers "$@") "$@" ;;
+        run_all "$@" ;;
     bench)
         install_system_packages bench; setup_venv; setup_docker
         exec .venv/bin/python benchmarks/run.py "$@" ;;

@@ -8,6 +8,8 @@ install, and the contract suite and hostile battery on the backends past
 the fast tier's (``local`` and the sandbox's pool for the contract suite,
 the pool and Landlock for the battery). The markers are registered in
 ``pyproject.toml``; ``pytest -m docker`` and the like select one kind.
+``alone`` is not a tier: ``./dev.sh test`` runs those tests (soaks, bursts)
+after the others, in one process, since they judge a load they make.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "backends/test_docker_engine.py": ("docker",),
     "backends/test_docker_images.py": ("docker",),
     "backends/test_docker_jupyter.py": ("docker",),
-    "backends/test_soak_docker.py": ("docker", "slow"),
-    "backends/test_soak_sandbox.py": ("slow",),
-    "backends/test_soak_jupyter.py": ("slow",),
+    "backends/test_soak_docker.py": ("docker", "slow", "alone"),
+    "backends/test_soak_sandbox.py": ("slow", "alone"),
+    "backends/test_soak_jupyter.py": ("slow", "alone"),
     "backends/test_sandbox_pool_load.py": ("slow",),
-    "server/test_soak.py": ("slow",),
+    "server/test_soak.py": ("slow", "alone"),
     "backends/test_jupyter.py": ("wide",),
     "backends/test_jupyter_gateway.py": ("wide",),
     "server/test_jupyter_session.py": ("wide",),

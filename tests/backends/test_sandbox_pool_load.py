@@ -73,6 +73,7 @@ def _zygote_pid(ex: SandboxExecutor) -> int:
     raise AssertionError("no zygote in the pool's jail")
 
 
+@pytest.mark.alone  # it judges the jail's quiet after its own burst
 def test_a_burst_of_callers_leaves_no_backlog(tmp_path):
     _need_bwrap()
     heavy = CodeBlock("python", "s=0\nfor i in range(100000): s+=i*i\nprint(s>0)")
