@@ -21,8 +21,9 @@ FAST_EXPRESSION = "not (" + " or ".join(SLOW_TIER) + ")"
 
 # a test file (its path under tests/, or a folder ending in /) -> its markers
 BY_PATH: dict[str, tuple[str, ...]] = {
-    "test_cgroup2_vm.py": ("vm", "nested"),
-    "test_ray_cluster.py": ("nested",),
+    # alone: a TCG guest, a Ray cluster's start-up deadlines: beside the workers, past their limits
+    "test_cgroup2_vm.py": ("vm", "nested", "alone"),
+    "test_ray_cluster.py": ("nested", "alone"),
     "ray/": ("nested",),
     "security/test_as_user.py": ("nested",),
     "security/test_container_host.py": ("docker", "nested"),
