@@ -180,10 +180,14 @@ def soak(
         else:
             timed(lambda: good(i))
 
-    for _ in range(rounds):
+    for round_ in range(rounds):
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(call, range(burst)))
         seen.calls += burst
+        if round_ == 0 and rounds > 1:
+            # the growth that counts is the later rounds': the first grows malloc's arenas (one per
+            # thread of the burst, more in a fresh process) and the caches once, a leak every round
+            rss = _rss_mb()
         for kind in kinds:
             if kind in solo:
                 timed(lambda: hostile(kind))  # noqa: B023 - called at once

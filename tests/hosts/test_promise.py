@@ -135,8 +135,9 @@ print('started', flush=True)
 
 @pytest.mark.parametrize("ending", ["returns", "times-out"])
 def test_a_setsid_daemon_dies_with_its_block(make, ending):
-    # a short timeout to wait out; a long one for the block that returns (slow hosts: the VM under load)
-    executor = make(LIMITS.replace(timeout_s=4 if ending == "times-out" else 60))
+    # a short timeout to wait out (yet long enough to start the daemon on a busy machine: 4 s was
+    # not, beside pytest-xdist's workers); a long one for the block that returns (the VM under load)
+    executor = make(LIMITS.replace(timeout_s=8 if ending == "times-out" else 60))
     marker = f"7{secrets.randbelow(10**8):08d}"  # a sleep of years: only a kill ends it
     then = "time.sleep(60)" if ending == "times-out" else "time.sleep(0.5)"
     result = executor.run(CodeBlock("python", DAEMON.format(marker=marker, then=then)))
