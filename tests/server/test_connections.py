@@ -108,3 +108,39 @@ def test_the_log_names_its_logger(tmp_path: Path) -> None:
         assert "WARNING:  execbox.server.connections: closing the connection from" in _logged(
             server, "not HTTP"
         )
+
+
+def test_an_accepted_connection_sends_without_nagles_delay():
+    # execbox serve binds its socket itself (uvicorn's bind_socket: proto 0), and asyncio sets
+    # TCP_NODELAY only on sockets whose proto is TCP: each answer after the first on a kept
+    # connection then waited ~40 ms for the client's delayed ACK (/v1/info: 44 ms, now 1.5)
+    import asyncio
+    import socket
+
+    from execbox.server._connections import no_delay
+
+    async def accepted() -> tuple[int, int]:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # as bind_socket makes it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        seen: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+
+        class Protocol(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                before = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                no_delay(transport)
+                seen.set_result((before, sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+
+        server = await asyncio.get_running_loop().create_server(Protocol, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        try:
+            return await asyncio.wait_for(seen, 5)
+        finally:
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    before, after = asyncio.run(accepted())
+    assert before == 0, "asyncio set TCP_NODELAY itself here: no_delay may no longer be needed"
+    assert after != 0

@@ -36,8 +36,10 @@ gone before its answer); ``ConnectionGuard`` is the outermost ASGI layer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import select
+import socket
 import time
 from typing import Any
 
@@ -136,6 +138,18 @@ def _readable(transport: Any) -> bool:
         return False
 
 
+def no_delay(transport: Any) -> None:
+    """Send each write at once (TCP_NODELAY). asyncio sets it only on a
+    socket whose ``proto`` is TCP; the sockets accepted from the one
+    ``execbox serve`` binds (uvicorn's ``bind_socket``: proto 0) had Nagle's
+    delay, so every answer after the first on a kept connection waited
+    ~40 ms for the client's delayed ACK."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 _protocol: Any = None
 
 
@@ -175,6 +189,10 @@ def protocol_class() -> Any:
                 self.timeout_keep_alive,
             )
             super().timeout_keep_alive_handler()
+
+        def connection_made(self, transport: Any) -> None:
+            no_delay(transport)
+            super().connection_made(transport)
 
         def send_400_response(self, msg: str) -> None:
             log.warning(
