@@ -17,7 +17,8 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 
 ERROR = {"$ref": "#/components/responses/Error"}
 BUSY = {
-    "description": "Over --max-concurrency or --max-sessions; retry after Retry-After seconds",
+    "description": "Past --max-concurrency and its line (--max-queue, --max-queue-wait), or --max-sessions; "
+    "retry after Retry-After seconds",
     "headers": {"Retry-After": {"schema": {"type": "integer"}}},
     "content": {"application/json": {"schema": ref("Error")}},
 }
