@@ -50,8 +50,9 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def own_cpu_s() -> float:
-    return time.process_time()
+def shares(calls: int, callers: int) -> list[int]:
+    """``calls`` split among ``callers`` as evenly as whole numbers go."""
+    return [calls // callers + (1 if n < calls % callers else 0) for n in range(callers)]
 
 
 class Tally:
@@ -81,8 +82,10 @@ def timed(call: Callable[[], str], tally: Tally) -> None:
 
 def threads(callers: int, calls: int, call: Callable[[], str]) -> Tally:
     tally = Tally()
-    share = [calls // callers + (1 if n < calls % callers else 0) for n in range(callers)]
-    workers = [threading.Thread(target=lambda k=k: [timed(call, tally) for _ in range(k)]) for k in share]
+    workers = [
+        threading.Thread(target=lambda k=k: [timed(call, tally) for _ in range(k)])
+        for k in shares(calls, callers)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -127,7 +130,7 @@ def shared(callers: int, calls: int) -> dict:
     block = execbox.CodeBlock("python", "print(1)")
     with execbox.SandboxExecutor() as executor:
         threads(min(callers, 8), WARMUP * min(callers, 8), lambda: executor.run(block).stdout)
-        return measured(callers, calls, lambda: executor.run(block).stdout, own_cpu_s)
+        return measured(callers, calls, lambda: executor.run(block).stdout, time.process_time)
 
 
 def _one_process(calls: int, ready: multiprocessing.Barrier, queue: multiprocessing.Queue) -> None:
@@ -137,16 +140,15 @@ def _one_process(calls: int, ready: multiprocessing.Barrier, queue: multiprocess
     with execbox.SandboxExecutor() as executor:
         threads(1, WARMUP, lambda: executor.run(block).stdout)
         ready.wait()
-        c0 = own_cpu_s()
+        c0 = time.process_time()
         tally = threads(1, calls, lambda: executor.run(block).stdout)
-        queue.put((len(tally.times), tally.wrong, tally.first_wrong, own_cpu_s() - c0, tally.times))
+        queue.put((len(tally.times), tally.wrong, tally.first_wrong, time.process_time() - c0, tally.times))
 
 
 def per_process(callers: int, calls: int) -> dict:
     context = multiprocessing.get_context("spawn")
     ready, queue = context.Barrier(callers + 1), context.Queue()
-    share = [calls // callers + (1 if n < calls % callers else 0) for n in range(callers)]
-    procs = [context.Process(target=_one_process, args=(k, ready, queue)) for k in share]
+    procs = [context.Process(target=_one_process, args=(k, ready, queue)) for k in shares(calls, callers)]
     for proc in procs:
         proc.start()
     ready.wait(timeout=300)
@@ -170,12 +172,11 @@ def serve(callers: int, calls: int) -> dict:
     with server("sandbox", 8) as url:
         pid = server_pid(url)
 
-        async def go() -> Tally:
+        async def go() -> dict:
             tally = Tally()
             limits = httpx.Limits(max_connections=callers, max_keepalive_connections=callers)
             async with httpx.AsyncClient(base_url=url, headers=AUTH, limits=limits, timeout=120) as client:
                 await asyncio.gather(*(client.post("/v1/run", json=CODE) for _ in range(min(callers, 8) * 2)))
-                share = [calls // callers + (1 if n < calls % callers else 0) for n in range(callers)]
                 h0, m0, w0 = process_cpu_s(pid), machine_busy_s(), time.monotonic()
 
                 async def one(k: int) -> None:
@@ -193,13 +194,15 @@ def serve(callers: int, calls: int) -> dict:
                             out = f"{type(exc).__name__}: {exc}"
                         tally.add(time.perf_counter() - started, out)
 
-                await asyncio.gather(*(one(k) for k in share))
-                tally.span = (time.monotonic() - w0, process_cpu_s(pid) - h0, machine_busy_s() - m0)  # type: ignore[attr-defined]
-            return tally
+                await asyncio.gather(*(one(k) for k in shares(calls, callers)))
+                wall, host_s, machine_s = (
+                    time.monotonic() - w0,
+                    process_cpu_s(pid) - h0,
+                    machine_busy_s() - m0,
+                )
+            return figures(tally, calls, wall, host_s, machine_s)
 
-        tally = asyncio.run(go())
-        wall, host_s, machine_s = tally.span  # type: ignore[attr-defined]
-        return figures(tally, calls, wall, host_s, machine_s)
+        return asyncio.run(go())
 
 
 SUBJECTS = {"floor": floor, "shared": shared, "per_process": per_process, "serve": serve}
