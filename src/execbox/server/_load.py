@@ -81,8 +81,7 @@ class Load:
 
     async def enter(self) -> None:
         """Take a slot: now, or after a wait in line; else raise the 429."""
-        if self.running < self.max_running and not self.in_line:
-            self.running += 1
+        if self._take_free():
             return
         if self.in_line >= self.max_queued:
             raise busy(
@@ -101,10 +100,15 @@ class Load:
 
     async def acquire(self) -> None:
         """Take a slot, waiting in line as long as it takes."""
+        if not self._take_free():
+            await self._wait(None)
+
+    def _take_free(self) -> bool:
+        """Take a free slot if there is one and nobody waits for it."""
         if self.running < self.max_running and not self.in_line:
             self.running += 1
-            return
-        await self._wait(None)
+            return True
+        return False
 
     async def _wait(self, deadline_s: float | None) -> bool:
         """Wait in line for a slot handed over by ``release``; False when
