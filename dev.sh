@@ -115,6 +115,8 @@ pytest_workers() {
         case "$arg" in -n|-n*|--numprocesses*|no:xdist) return 0 ;; esac
     done
     local n=${EXECBOX_TEST_WORKERS:-$(( $(nproc) * 2 > 4 ? $(nproc) * 2 : 4 ))}
+    # loadgroup for its scheduling (one test at a time to the next free worker, so the
+    # longest, collected first, spread out); no test is in an xdist_group
     echo "-n $n --dist loadgroup"
 }
 
