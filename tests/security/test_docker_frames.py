@@ -262,7 +262,7 @@ def test_a_block_that_forged_its_end_still_dies_at_its_deadline(make_leaky):
     # a well-formed EXIT 0 cannot be told from the agent's own (blocks must not reach the channel:
     # test_a_block_cannot_write_to_the_hosts_channel); the real block dies at the agent's deadline
     leaky = make_leaky(TIMING_OUT)
-    marker = f"{int(time.time() * 1000) % 10**9}.forged"
+    marker = f"{int(time.time() * 1000) % 10**9}.77"  # a valid interval: sleep must live
     frames = _own(wire.STDOUT, b"FORGED\n") + _own(wire.EXIT, b'{"code": 0}')
     sleep = TIMING_OUT.timeout_s + DEADLINE_GRACE_S + 3
     result = leaky.run(CodeBlock("python", LEAK.format(frames=frames.hex(), marker=marker, sleep=sleep)))
