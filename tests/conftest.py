@@ -23,6 +23,9 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 REQUIRE_ALL = os.environ.get("EXECBOX_REQUIRE", "") == "all"
+# How much slower than this machine the tests run: the VM's guests set it (TCG runs 5-7x slower,
+# another guest beside); the battery's short timeout grows with it.
+TIME_SCALE = int(os.environ.get("EXECBOX_TEST_TIME_SCALE", "1") or 1)  # a whole factor
 
 
 def require(component: str, available: bool, reason: str) -> None:
