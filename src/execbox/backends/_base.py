@@ -16,7 +16,9 @@ Python tool, ``functions=``) ask these, never the backend's class.
 Code files of blocks without a filename get random names: with predictable
 ones, a folder planted at the next name by one block made every later block
 fail. ``keep_code_files=False`` removes each one once its block has run (the
-peers' ``cleanup_temp_files``); a named block's file is the user's and stays.
+peers' ``cleanup_temp_files``), or never writes it where the backend runs the
+block from its text (``_runs_from_text``: the sandbox's pool and sessions, for
+Python); a named block's file is the user's and stays.
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ class Executor(ABC):
         cancel: Cancellation,
         on_output: OutputCallback | None,
     ) -> Outcome:
-        """Run a block the base class has just written to ``code_path``, its
-        text ``code``. A backend that sends the text rather than runs the file
+        """Run a block the base class has just written to ``code_path`` (or
+        not, where ``_runs_from_text``), its text ``code``. A backend that sends the text rather than runs the file
         (a Jupyter kernel) overrides this and uses ``code``: reading the file
         back would read what a process left by an earlier block may have put
         there meanwhile (a link to a host file, a FIFO)."""
@@ -367,17 +369,25 @@ class Executor(ABC):
             )
         code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
         relative = block.filename or f"{CODE_DIR}/{run_id}_{index}{lang.suffix}"
+        # a file nobody keeps, for a backend that runs the block from its text: never written
+        unwritten = (
+            not block.filename
+            and not self.keep_code_files
+            and policy == "execute"
+            and self._runs_from_text(lang, code)
+        )
         try:
             if block.filename:
                 saved = self.workspace.write_text(relative, code)
                 relative = os.path.relpath(saved, self.workspace.path)
-            else:
+            elif not unwritten:
                 self._write_internal(relative, code)
         except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
             name = "PathEscape" if isinstance(exc, PathEscapeError) else "CannotSave"
             return failed_block(common, lang.name, name, f"cannot save the block: {exc}")
-        written.append(relative)
-        common["code_file"] = relative
+        if not unwritten:
+            written.append(relative)
+            common["code_file"] = relative
         if policy == "save":
             return BlockResult(
                 **common, status="saved", exit_code=0, output=f"Code saved to {one_line(relative)}\n"
@@ -395,7 +405,7 @@ class Executor(ABC):
                 lang, relative if not relative.startswith("-") else f"./{relative}", code, cancel, on_output
             )
             result = outcome.to_block(common)
-        if not self.keep_code_files and not block.filename:  # a named block's file is the user's: kept
+        if not self.keep_code_files and not block.filename and not unwritten:  # a named block's: kept
             self.workspace.remove_internal(relative)
             written.remove(relative)
             result = dataclasses.replace(result, code_file=None)
@@ -403,6 +413,13 @@ class Executor(ABC):
 
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))
+
+    def _runs_from_text(self, language: Language, code: str) -> bool:
+        """Whether ``_execute_code`` runs this block from ``code`` alone,
+        never reading its file: with ``keep_code_files=False`` the file is
+        then not written at all (a write and a removal per block saved; the
+        block's ``__file__`` still names it, its tracebacks show its lines)."""
+        return False
 
     def _unsupported(self, given: str, lang: Language | None) -> str:
         runs = ", ".join(self.capabilities.languages)

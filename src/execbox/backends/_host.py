@@ -31,10 +31,17 @@ PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 
 class BlockRunner(Protocol):
     """Runs one block's argv to completion (``python_file``: the
-    executor's Python on a code file)."""
+    executor's Python on a code file; ``source``: that file's text, for a
+    runner that runs it from the text, when ``_runs_from_text`` says so)."""
 
     def run(
-        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        argv: list[str],
+        *,
+        python_file: bool,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
     ) -> ProcessOutcome: ...
 
 
@@ -135,8 +142,24 @@ class HostExecutor(HostPython, Executor):
             inherit=self.inherit_env,
         )
 
+    def _execute_code(
+        self,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+    ) -> Outcome:
+        source = code if self._runs_from_text(language, code) else None
+        return self._execute(language, code_path, cancel, on_output, source=source)
+
     def _execute(
-        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        language: Language,
+        code_path: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
     ) -> Outcome:
         assert language.command is not None and self._python is not None
         program = language.command[0]
@@ -148,6 +171,7 @@ class HostExecutor(HostPython, Executor):
             python_file=program == PYTHON,
             cancel=cancel,
             on_output=on_output,
+            source=source if program == PYTHON else None,
         )
         return outcome_to_result(language.name, outcome, self.limits)
 

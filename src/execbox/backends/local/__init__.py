@@ -95,7 +95,13 @@ class Unjailed:
         self.executor = executor
 
     def run(
-        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        argv: list[str],
+        *,
+        python_file: bool,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,  # never given: the local backend runs the file
     ) -> ProcessOutcome:
         executor = self.executor
         return run_process(

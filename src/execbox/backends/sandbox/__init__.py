@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError
-from ..._languages import Language, runnable_languages
+from ..._languages import PYTHON, Language, runnable_languages
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
@@ -65,6 +65,7 @@ from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker, prlimit
 from ._seccomp import supported as seccomp_supported
+from ._session import sent_whole
 from ._stateful import StatefulBlocks
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
@@ -429,12 +430,26 @@ class SandboxExecutor(HostExecutor):
             hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, list(paths))
 
     def _execute(
-        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        language: Language,
+        code_path: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
     ) -> Outcome:
         if not code_path.startswith(INTERNAL_DIR + "/"):
             # a named block's folders, made by execbox (root), are the jail's to write in
             self.give_to_blocks([code_path])
-        return super()._execute(language, code_path, cancel, on_output)
+        return super()._execute(language, code_path, cancel, on_output, source=source)
+
+    def _runs_from_text(self, language: Language, code: str) -> bool:
+        # the pool's code process (and a session) takes a Python block's text in its request
+        return (
+            self._zygote is not None
+            and language.command is not None
+            and language.command[0] == PYTHON
+            and sent_whole(code)
+        )
 
     def _execute_code(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import shutil
 from collections.abc import Callable
+from typing import Any
 
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup, CgroupSupport
@@ -85,13 +86,21 @@ class JailRunner:
         self.landlock = landlock
 
     def run(
-        self, argv: list[str], *, python_file: bool, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        argv: list[str],
+        *,
+        python_file: bool,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
     ) -> ProcessOutcome:
         group: BlockCgroup | None = None
         timeout_s, output_limit = self.timeout_s, self.output_limit
         try:
             if self.zygote is not None:
-                request = {"argv": argv, "inproc": python_file}  # env and cwd: the zygote's
+                request: dict[str, Any] = {"argv": argv, "inproc": python_file}  # env, cwd: the zygote's
+                if source is not None and python_file:  # run from its text: its file is not read
+                    request["code"] = source
                 outcome, group = self.zygote.run(
                     request,
                     timeout_s=timeout_s,

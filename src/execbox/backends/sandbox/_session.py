@@ -47,10 +47,11 @@ from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
 from ._sockets import recv_fds_now, send_fds_now
 
-__all__ = ["INTERRUPT_GRACE_S", "Session", "session_outcome"]
+__all__ = ["INTERRUPT_GRACE_S", "Session", "sent_whole", "session_outcome"]
 
 INTERRUPT_GRACE_S = 3.0
 INLINE_MAX = 64 << 10  # bytes of a request sent whole (the session reads at most 128 KiB)
+PATH_MAX = 4096  # the rest of a request: a code file's path, the names of its fields
 OUTPUT_DIR = "outputs"
 _names = itertools.count(1)
 # a display's mime type comes from the block's own process: a media type, or the display is dropped
@@ -296,6 +297,12 @@ class Session:
             return exit_status(self._status.recv(64))
         except OSError:
             return None
+
+
+def sent_whole(code: str) -> bool:
+    """Whether a block's text goes whole in its request (a unit's code
+    process, a session): its file is not read then."""
+    return len(code) <= INLINE_MAX and len(json.dumps(code)) <= INLINE_MAX - PATH_MAX
 
 
 def _how(code: int | None, group: BlockCgroup | None) -> str:

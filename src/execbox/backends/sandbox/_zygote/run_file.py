@@ -6,6 +6,7 @@ beside it in the jail; standard library only).
 import atexit
 import builtins
 import importlib.machinery
+import linecache
 import os
 import signal
 import sys
@@ -13,9 +14,12 @@ import threading
 import types
 
 
-def run_python_file(path, argv):
-    """What ``python path`` does with an already-started interpreter."""
+def run_python_file(path, argv, source=None):
+    """What ``python path`` does with an already-started interpreter; with
+    ``source``, the file's text, which is then not read (the file may not
+    exist: its lines are kept for tracebacks and ``inspect``)."""
     full = os.path.abspath(path)
+    from_text = source is not None
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(full)
     main = types.ModuleType("__main__")
@@ -27,8 +31,11 @@ def run_python_file(path, argv):
     code = 0
     try:
         try:
-            with open(full, "rb") as handle:
-                source = handle.read()
+            if source is None:
+                with open(full, "rb") as handle:
+                    source = handle.read()
+            else:
+                remember_lines(full, source)
             compiled = compile(source, full, "exec", dont_inherit=True)
         except BaseException as exc:  # report it as the interpreter would: no frame of ours
             exc.__traceback__ = None
@@ -38,7 +45,7 @@ def run_python_file(path, argv):
         code = exit_code_of(exc)
     except BaseException as exc:
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # without this runner's frame
+        show_uncaught(exc.with_traceback(tb), tb, from_text)  # without this runner's frame
         code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter calls at exit
@@ -68,3 +75,21 @@ def exit_code_of(exc):
     except BaseException:
         pass
     return 1
+
+
+def remember_lines(path, source):
+    """The lines of a file run from its text, for tracebacks and ``inspect``
+    (an entry with no modification time is never checked against the disk)."""
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+
+
+def show_uncaught(exc, tb, from_text):
+    """Print an uncaught exception as the interpreter does. Its default hook
+    reads the source lines from the file itself: for a block run from its
+    text (no file), the traceback module, which reads them from linecache."""
+    if from_text and sys.excepthook is sys.__excepthook__:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, tb)
+    else:
+        sys.excepthook(type(exc), exc, tb)

@@ -33,7 +33,7 @@ import socket
 import sys
 import types
 
-from run_file import exit_code_of  # beside this file (what `python file` exits with)
+from run_file import exit_code_of, remember_lines, show_uncaught  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPL_DIR = os.path.join(HERE, "mpl")
@@ -141,9 +141,12 @@ class Session:
 
     def run_python(self, source, path):
         ns = self.main.__dict__
+        from_text = source is not None
         if source is None:
             with open(path, "rb") as handle:
                 source = handle.read()
+        else:  # its file may not exist (keep_code_files=False)
+            remember_lines(path, source)
         ns["__file__"] = path
         sys.argv = [path]
         sys.path[0] = os.path.dirname(path)
@@ -175,7 +178,7 @@ class Session:
             return exit_code_of(exc)
         except BaseException as exc:
             tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+            show_uncaught(exc.with_traceback(tb), tb, from_text)
             return 130 if isinstance(exc, KeyboardInterrupt) else 1
 
     def figures(self):

@@ -244,7 +244,7 @@ def code_main(sock, cgroup_fds, config):
             os.execv(request["argv"][0], request["argv"])
         if "numpy.random" in sys.modules:  # a forked generator would repeat the zygote's numbers
             sys.modules["numpy.random"].seed()
-        code = run_python_file(request["argv"][-1], request["argv"][-1:])
+        code = run_python_file(request["argv"][-1], request["argv"][-1:], request.get("code"))
     except BaseException as exc:
         os.write(2, f"execbox sandbox: cannot start the block: {exc!r}\n".encode())
         os._exit(126)
