@@ -143,8 +143,9 @@ class Executor(ABC):
         on_output: OutputCallback | None,
     ) -> Outcome:
         """Run a block the base class has just written to ``code_path`` (or
-        not, where ``_runs_from_text``), its text ``code``. A backend that sends the text rather than runs the file
-        (a Jupyter kernel) overrides this and uses ``code``: reading the file
+        not, where ``_runs_from_text``), its text ``code``. A backend that
+        sends the text rather than runs the file (a Jupyter kernel)
+        overrides this and uses ``code``: reading the file
         back would read what a process left by an earlier block may have put
         there meanwhile (a link to a host file, a FIFO)."""
         return self._execute(language, code_path, cancel, on_output)

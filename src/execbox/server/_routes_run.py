@@ -82,7 +82,8 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
         raise from_execbox(exc) from None
     finished = False
     try:
-        await asyncio.to_thread(_write_files, executor, todo.files)
+        if todo.files:  # most runs send none: no hop to a thread for nothing
+            await asyncio.to_thread(_write_files, executor, todo.files)
         result = await executor.arun(todo.blocks)
         answer = result.to_dict()
         if todo.fetch_files:
