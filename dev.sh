@@ -45,9 +45,7 @@ setup_venv() {
     say "setting up .venv with $python"
     rm -rf .venv
     "$python" -m venv .venv
-    # --no-compile: a module is compiled when first imported (most of the packages' modules
-    # never are); compiling all of them took 45 s of a 2-minute setup here
-    .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -e '.[dev]'
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
     touch "$stamp"
 }
 
