@@ -74,3 +74,17 @@ def test_a_block_too_large_to_send_is_written_read_and_removed(make):
     assert result.ok and result.output == "True 11999\n", result.output[-300:]
     code_dir = executor.workspace.path / ".execbox" / "code"
     assert not (code_dir.exists() and any(code_dir.iterdir()))
+
+
+def test_a_session_sends_the_text_it_did_not_write_whatever_the_workspaces_path(tmp_path):
+    # the executor and the session decide alike whether a text goes whole: a long workspace path
+    # (escaped in JSON six times over) once made the session drop a text never written to a file
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    deep = tmp_path.joinpath(*["é" * 120] * 6) / "ws"
+    with SandboxExecutor(
+        workspace=Workspace(deep), limits=Limits(timeout_s=20), stateful=True, keep_code_files=False
+    ) as executor:
+        # a text just under the bound, which with the path made a request past it
+        code = "x = 1\n" + "#" * 61_300 + "\nimport os\nprint(os.path.exists(__file__), x)\n"
+        result = executor.run(CodeBlock("python", code))
+    assert result.ok and result.output == "False 1\n", result.output[-300:]

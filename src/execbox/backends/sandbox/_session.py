@@ -50,8 +50,8 @@ from ._sockets import recv_fds_now, send_fds_now
 __all__ = ["INTERRUPT_GRACE_S", "Session", "sent_whole", "session_outcome"]
 
 INTERRUPT_GRACE_S = 3.0
-INLINE_MAX = 64 << 10  # bytes of a request sent whole (the session reads at most 128 KiB)
-PATH_MAX = 4096  # the rest of a request: a code file's path, the names of its fields
+INLINE_MAX = 64 << 10  # a block's text sent whole, JSON-encoded (the session reads at most 128 KiB)
+PATH_MAX = 4096  # kept free for the rest of a request (a path, escaped in JSON, fits the 128 KiB)
 OUTPUT_DIR = "outputs"
 _names = itertools.count(1)
 # a display's mime type comes from the block's own process: a media type, or the display is dropped
@@ -197,11 +197,12 @@ class Session:
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
             self._drain()
-            data = json.dumps(request).encode()
-            if len(data) > INLINE_MAX and "code" in request:
+            if "code" in request and not sent_whole(request["code"]):
                 # one SOCK_SEQPACKET message must fit the send buffer: a large block is read from
-                # its file, in the jail (where .execbox/ is read-only)
-                data = json.dumps({k: v for k, v in request.items() if k != "code"}).encode()
+                # its file, in the jail (where .execbox/ is read-only). The same rule as the
+                # executor's, which then wrote the file: a text it did not write is always sent.
+                request = {k: v for k, v in request.items() if k != "code"}
+            data = json.dumps(request).encode()
             try:
                 send_fds_now(self._code, data, [out_w, err_w])
             except OSError:
