@@ -119,13 +119,15 @@ def test_retry_after_is_the_line_over_the_pace_of_freed_slots():
     async def main() -> None:
         load = Load(1, max_queued=100, max_wait_s=30)
         assert load.retry_after_s() == 1  # no pace known yet
-        load._freed_at.extend([0.0, 1.0, 2.0, 3.0, 4.0])  # one slot freed a second
+        for second in range(5):  # one slot freed a second
+            load.board.remember_release(second * 10**9)
         await load.enter()
         waiters = [asyncio.create_task(load.enter()) for _ in range(9)]
         await asyncio.sleep(0.01)
         assert load.retry_after_s() == 10  # 9 in line and the caller, at 1/s
-        load._freed_at.clear()
-        load._freed_at.extend([0.0, 1000.0])
+        load.board.forget_releases()
+        load.board.remember_release(0)
+        load.board.remember_release(1000 * 10**9)
         assert load.retry_after_s() == MAX_RETRY_AFTER_S  # bounded
         for task in waiters:
             task.cancel()

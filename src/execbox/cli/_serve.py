@@ -54,6 +54,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="executions running at once at most; past it, a run waits in line (default: 8)",
     )
     cmd.add_argument(
+        "--workers",
+        default="1",
+        metavar="N|auto",
+        help="processes that answer requests, each with its own executors, sharing --max-concurrency, "
+        "--max-queue and --max-sessions (a session stays in the one that made it); auto: one per "
+        "core this process may use (default: 1)",
+    )
+    cmd.add_argument(
         "--max-queue",
         type=int,
         default=None,
@@ -188,6 +196,16 @@ def run(args: argparse.Namespace) -> int:
         ray_address=args.ray,
         allow_hosts=tuple(args.allow_host),
         allow_origins=tuple(args.allow_origin),
+        workers=_workers(args.workers),
     )
     serve(config, log_level=args.log_level)  # prints where, with the token made for this run
     return 0
+
+
+def _workers(given: str) -> int:
+    if given == "auto":
+        return min(len(os.sched_getaffinity(0)), 64)
+    try:
+        return int(given)
+    except ValueError:
+        raise ConfigurationError(f"--workers {given!r}: give a whole number from 1 to 64, or auto") from None

@@ -1,7 +1,9 @@
 """The Starlette application: the routes, bearer-token auth, every error
 in the one shape, and the lifespan (the reaper; at shutdown every session's
 executor and every kept executor closed); outermost, ``ConnectionGuard``
-(``_connections``: the keep-alive header, failures answered or logged)."""
+(``_connections``: the keep-alive header, failures answered or logged);
+innermost, a session's request passed to the worker process that holds it
+(``_worker``)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ._routes_page import ROUTES as PAGE_ROUTES
 from ._routes_run import ROUTES as RUN_ROUTES
 from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._state import ServerState
+from ._worker import SessionRouter, Worker
 
 __all__ = ["create_app"]
 
@@ -86,13 +89,15 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(500, "internal", f"{type(exc).__name__}: {exc}"))
 
 
-def create_app(config: ServerConfig) -> ASGIApp:
-    """The ASGI app of ``execbox serve``."""
-    state = ServerState(config)
+def create_app(config: ServerConfig, worker: Worker | None = None) -> ASGIApp:
+    """The ASGI app of ``execbox serve`` (of its worker process ``worker``)."""
+    state = ServerState(config, worker)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        reaper = asyncio.get_running_loop().create_task(state.sessions.reap_forever(config.reap_interval_s))
+        loop = asyncio.get_running_loop()
+        state.load.attach(loop)
+        reaper = loop.create_task(state.sessions.reap_forever(config.reap_interval_s))
         try:
             yield
         finally:
@@ -114,8 +119,11 @@ def create_app(config: ServerConfig) -> ASGIApp:
         lifespan=lifespan,
     )
     app.state.execbox = state
+    # a session's request waits at most for the run before it and its own, each with its line
+    passed_on_for_s = 2 * (config.max_timeout_s + config.max_queue_wait_s) + 60
+    routed = SessionRouter(app, state.worker, passed_on_for_s)
     guarded = RequestGuard(
-        BearerAuth(app, config.token), config.host, config.allow_hosts, config.allow_origins
+        BearerAuth(routed, config.token), config.host, config.allow_hosts, config.allow_origins
     )
     return ConnectionGuard(guarded, config.keep_alive_s)
 
@@ -123,6 +131,6 @@ def create_app(config: ServerConfig) -> ASGIApp:
 def routes_of(app: Any) -> list[tuple[str, str]]:
     """(method, path) of every route (for the OpenAPI test)."""
     inner = app
-    while isinstance(inner, (ConnectionGuard, RequestGuard, BearerAuth)):
+    while isinstance(inner, (ConnectionGuard, RequestGuard, BearerAuth, SessionRouter)):
         inner = inner.app
     return [(method, route.path) for route in inner.routes for method in sorted(route.methods - {"HEAD"})]

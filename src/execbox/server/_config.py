@@ -17,6 +17,8 @@ __all__ = ["MIN_KEEP_ALIVE_S", "ServerConfig", "is_loopback"]
 
 # execbox's client keeps an idle connection 4 s at most, httpx's default 5 s (see _connections)
 MIN_KEEP_ALIVE_S = 5.0
+# worker processes at most (a session's id names its worker in two hex digits)
+MAX_WORKERS = 64
 
 
 def is_loopback(host: str) -> bool:
@@ -86,6 +88,7 @@ class ServerConfig:
     ray_address: str | None = None
     allow_hosts: tuple[str, ...] = ()
     allow_origins: tuple[str, ...] = ()
+    workers: int = 1
 
     def make_executor(self, backend: str, **options: Any) -> Any:
         """An executor of ``backend`` for a request: here, or with
@@ -117,6 +120,11 @@ class ServerConfig:
             raise ConfigurationError(
                 "ServerConfig.max_queued (--max-queue) must be a whole number, 0 or more, "
                 f"got {self.max_queued!r}"
+            )
+        if not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
+            raise ConfigurationError(
+                f"ServerConfig.workers (--workers) must be a whole number from 1 to {MAX_WORKERS}, "
+                f"got {self.workers!r}"
             )
         for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
             value = getattr(self, name)

@@ -47,7 +47,7 @@ async def info(request: Request) -> Response:
                 "sse_keepalive_s": config.keepalive_s,
             },
             "load": {
-                "sessions": len(state.sessions),
+                "sessions": state.sessions.total(),
                 "max_sessions": config.max_sessions,
                 "running": state.load.running,
                 "queued": state.load.queued,
@@ -56,7 +56,9 @@ async def info(request: Request) -> Response:
                 "max_queue_wait_s": config.max_queue_wait_s,
                 "longest_wait_s": round(state.load.longest_wait_s(), 3),
                 "retry_after_s": state.load.retry_after_s(),
-                "idle_executors": state.pool.idle,
+                "idle_executors": state.pool.idle,  # this worker's, as are "pools"
+                "workers": config.workers,
+                "worker": state.worker.index,
             },
             "pools": await state.pools(),
         }

@@ -111,7 +111,15 @@ async def _open(
     except BaseException:
         await executor.aclose()
         raise
-    return Session(executor, key=key, backend=backend, limits=limits, ttl_s=ttl_s, idle_ttl_s=idle_ttl_s)
+    return Session(
+        executor,
+        key=key,
+        backend=backend,
+        limits=limits,
+        ttl_s=ttl_s,
+        idle_ttl_s=idle_ttl_s,
+        worker=state.worker.index,
+    )
 
 
 async def show(request: Request) -> Response:

@@ -9,13 +9,22 @@ is, as Jupyter does: the playground's URL carrying a token made for this
 run (``/?token=...``: the page keeps it for its tab and takes it out of
 the address bar), or which token it takes, or a warning that it takes none.
 
+With ``config.workers`` above 1 the supervisor (``_supervisor``) runs that
+many worker processes on the one socket (``worker_main``), sharing the
+limits (``_board``) and passing a session's requests to its worker
+(``_worker``).
+
 Connections: uvicorn's h11 protocol with execbox's keep-alive
 (``_connections``: idle ones kept ``ServerConfig.keep_alive_s``), its log
 lines (``execbox.server.*``) beside uvicorn's on stderr, at ``log_level``."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging.config
+import os
+import socket
 import sys
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -23,8 +32,10 @@ from urllib.parse import quote
 from ._app import create_app
 from ._config import ServerConfig
 from ._connections import protocol_class
+from ._supervisor import STARTUP_FAILURE, supervise
+from ._worker import Worker
 
-__all__ = ["SHUTDOWN_GRACE_S", "announcement", "log_config", "page_url", "serve"]
+__all__ = ["SHUTDOWN_GRACE_S", "announcement", "log_config", "page_url", "serve", "settings", "worker_main"]
 
 SHUTDOWN_GRACE_S = 5
 
@@ -65,7 +76,8 @@ def page_url(config: ServerConfig, port: int | None = None, *, with_token: bool 
 def announcement(config: ServerConfig, port: int, name: str = "execbox serve", what: str = "") -> list[str]:
     """The lines printed once the socket is bound: where, and how to authenticate."""
     where = f" on the Ray cluster at {config.ray_address}" if config.ray_address else ""
-    about = f"backend {config.backend}{where}"
+    workers = f", {config.workers} worker processes" if config.workers > 1 else ""
+    about = f"backend {config.backend}{where}{workers}"
     if config.token_generated:
         lines = [
             f"{name}: {page_url(config, port)}",
@@ -88,21 +100,13 @@ def announcement(config: ServerConfig, port: int, name: str = "execbox serve", w
     return lines
 
 
-def serve(
-    config: ServerConfig,
-    *,
-    log_level: str = "warning",
-    name: str = "execbox serve",
-    what: str = "",
-    stream: TextIO | None = None,
-) -> None:
-    """Bind, print the ``announcement`` on ``stream`` (stderr), serve until
-    SIGTERM or SIGINT."""
+def settings(app: Any, config: ServerConfig, log_level: str) -> Any:
+    """uvicorn's settings for ``app``: execbox's connections, logging and shutdown."""
     import uvicorn
 
     keep_alive: Any = config.keep_alive_s  # typed int by uvicorn, used as seconds (call_later): a float works
-    settings = uvicorn.Config(
-        create_app(config),
+    return uvicorn.Config(
+        app,
         host=config.host,
         port=config.port,
         log_level=log_level,
@@ -112,10 +116,35 @@ def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         lifespan="on",
     )
-    sock = settings.bind_socket()  # exits with uvicorn's message when the port is taken
+
+
+def serve(
+    config: ServerConfig,
+    *,
+    log_level: str = "warning",
+    name: str = "execbox serve",
+    what: str = "",
+    stream: TextIO | None = None,
+) -> None:
+    """Bind, print the ``announcement`` on ``stream`` (stderr), serve until
+    SIGTERM or SIGINT: in this process, or in ``config.workers`` worker
+    processes (``_supervisor``)."""
+    import uvicorn
+
+    single = settings(create_app(config) if config.workers == 1 else None, config, log_level)
+    sock = single.bind_socket()  # exits with uvicorn's message when the port is taken
     port = sock.getsockname()[1]
     print("\n".join(announcement(config, port, name, what)), file=stream or sys.stderr, flush=True)
-    server = uvicorn.Server(settings)
+    if config.workers > 1:
+        logging.config.dictConfig(log_config(log_level))
+        try:
+            status = supervise(config, sock, worker_main, log_level)
+        finally:
+            sock.close()
+        if status:
+            raise SystemExit(status)
+        return
+    server = uvicorn.Server(single)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
@@ -123,4 +152,28 @@ def serve(
     finally:
         sock.close()
     if not server.started:
-        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the lifespan failed (said on stderr)
+        raise SystemExit(STARTUP_FAILURE)  # uvicorn's: the lifespan failed (said on stderr)
+
+
+def worker_main(config: ServerConfig, worker: Worker, sock: socket.socket, log_level: str) -> None:
+    """One worker process: the shared socket and its own Unix socket (the
+    requests other workers pass on), until SIGTERM."""
+    import uvicorn
+
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = worker.socket_path(worker.index)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # the socket of the worker this one replaces
+    own.bind(path)
+    os.chmod(path, 0o600)
+    own.listen(1024)
+    server = uvicorn.Server(settings(create_app(config, worker), config, log_level))
+    try:
+        server.run(sockets=[sock, own])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        own.close()
+        sock.close()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)

@@ -31,6 +31,7 @@ from typing import Any
 
 from .._models import Limits
 from ..backends import Executor
+from ._board import Board
 from ._errors import ApiError
 from ._executions import Execution
 from ._load import busy
@@ -73,11 +74,35 @@ def iso(when: float) -> str:
     return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def session_id(worker: int) -> str:
+    """A new session's id: ``s_``, the worker process that owns it (two hex
+    digits), 22 random ones."""
+    return f"s_{worker:02x}{secrets.token_hex(11)}"
+
+
+def owner_of(sid: str) -> int | None:
+    """The worker that made session ``sid`` (None: not an id this server makes)."""
+    if len(sid) != 26 or not sid.startswith("s_"):
+        return None
+    try:
+        return int(sid[2:4], 16)
+    except ValueError:
+        return None
+
+
 class Session:
     def __init__(
-        self, executor: Executor, *, key: str, backend: str, limits: Limits, ttl_s: float, idle_ttl_s: float
+        self,
+        executor: Executor,
+        *,
+        key: str,
+        backend: str,
+        limits: Limits,
+        ttl_s: float,
+        idle_ttl_s: float,
+        worker: int = 0,
     ) -> None:
-        self.id = "s_" + secrets.token_hex(12)
+        self.id = session_id(worker)
         self.key_digest = key_digest(key)
         self.executor = executor
         self.backend = backend
@@ -146,22 +171,27 @@ class Session:
 class SessionStore:
     """The open sessions, the ended ones' reasons, and the reaper."""
 
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, board: Board | None = None, me: int = 0) -> None:
         self.max_sessions = max_sessions
+        self.board = board or Board(1)  # the server's count of sessions, over its workers
+        self.me = me
         self._open: dict[str, Session] = {}
         self._ended: OrderedDict[str, tuple[str, bytes]] = OrderedDict()  # id: (reason, key digest)
-        self._reserved = 0
         self._closing: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._open)
+
+    def total(self) -> int:
+        """The server's sessions, open or being made, over its workers."""
+        return self.board.sessions()
 
     def open_sessions(self) -> list[Session]:
         return list(self._open.values())
 
     def reserve(self) -> None:
         """Count a session being made, or raise the 429."""
-        if len(self._open) + self._reserved >= self.max_sessions:
+        if not self.board.reserve_session(self.me, self.max_sessions):
             soonest = min((s.expires_at for s in self._open.values()), default=time.time() + 1)
             wait = min(60, math.ceil(soonest - time.time()))
             raise busy(
@@ -169,13 +199,13 @@ class SessionStore:
                 f"(execbox serve --max-sessions): delete one, or retry later",
                 wait,
             )
-        self._reserved += 1
 
     def add(self, session: Session | None) -> None:
         """End a ``reserve``: with the session made, or None when it failed."""
-        self._reserved -= 1
         if session is not None:
             self._open[session.id] = session
+        else:
+            self.board.drop_session(self.me)
 
     def get(self, sid: str, key: str | None) -> Session:
         """The open session ``sid`` for a request that sent ``key``: 403
@@ -220,6 +250,7 @@ class SessionStore:
         expired answers at once; the close goes on behind)."""
         if self._open.pop(session.id, None) is None:
             return None
+        self.board.drop_session(self.me)
         self._ended[session.id] = (reason, session.key_digest)
         while len(self._ended) > REMEMBERED:
             self._ended.popitem(last=False)

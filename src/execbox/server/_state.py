@@ -15,16 +15,19 @@ from ._config import ServerConfig
 from ._executors import ExecutorPool
 from ._load import Load
 from ._sessions import SessionStore
+from ._worker import Worker
 
 __all__ = ["ServerState", "state_of"]
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
         self.config = config
+        self.worker = worker or Worker()
+        board, me = self.worker.board, self.worker.index
         self.pool = ExecutorPool(max_idle=config.max_concurrency, make=config.make_executor)
-        self.load = Load(config.max_concurrency, config.max_queued or 0, config.max_queue_wait_s)
-        self.sessions = SessionStore(config.max_sessions)
+        self.load = Load(config.max_concurrency, config.max_queued or 0, config.max_queue_wait_s, board, me)
+        self.sessions = SessionStore(config.max_sessions, board, me)
         self._backends: dict[str, Any] | None = None
 
     async def backends(self) -> dict[str, Any]:
@@ -45,6 +48,7 @@ class ServerState:
         return await asyncio.to_thread(_pool_health, held)
 
     async def aclose(self) -> None:
+        await self.worker.aclose()
         await self.sessions.aclose()
         await self.pool.aclose()
 

@@ -1,0 +1,210 @@
+"""The counts the worker processes of one server share (``execbox serve
+--workers N``), so that ``--max-concurrency``, ``--max-queue`` and
+``--max-sessions`` stay the whole server's however many workers answer.
+
+Per worker, in shared memory under one lock: the executions it runs, the
+requests waiting in its line, the slots handed to it and not yet taken, the
+time its first waiter joined, its sessions (open or being made); and the
+times of the last slot releases (the line's pace, for ``Retry-After``).
+
+A slot freed in one worker goes to the line whose first waiter has waited
+longest (first come, first served across workers, to within the time a hand
+over takes): at once when that line is the releasing worker's own, else it
+is counted as handed to the other worker and a byte on that worker's wake
+pipe tells its event loop to take it (``take_handed``). A worker that died
+gives its slots back (``reclaim``, by the supervisor).
+
+One worker (``Board(1)``, the default) has no wake pipes and the same rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Board"]
+
+RUNNING, WAITING, HANDED, OLDEST, SESSIONS = range(5)
+CELLS = 5
+# slot releases remembered for the line's pace
+PACE_WINDOW = 64
+
+
+class Board:
+    def __init__(self, workers: int = 1) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.workers = workers
+        self._lock = context.Lock()
+        self._cells: Any = context.RawArray("q", CELLS * workers)
+        self._freed: Any = context.RawArray("q", PACE_WINDOW + 1)  # times (ns), then the count
+        # (read end, write end) per worker; Connections only carry the descriptors to a spawned worker
+        self._wakes = [context.Pipe(duplex=False) for _ in range(workers)] if workers > 1 else []
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[Any]:
+        with self._lock:
+            yield self._cells
+
+    def _sum(self, cells: Any, kind: int) -> int:
+        return sum(cells[w * CELLS + kind] for w in range(self.workers))
+
+    def _demand(self, cells: Any, w: int) -> int:
+        return cells[w * CELLS + WAITING] - cells[w * CELLS + HANDED]
+
+    def _in_line(self, cells: Any) -> int:
+        return sum(max(0, self._demand(cells, w)) for w in range(self.workers))
+
+    # the numbers /v1/info shows
+
+    def running(self) -> int:
+        with self._held() as cells:
+            return self._sum(cells, RUNNING) + self._sum(cells, HANDED)
+
+    def in_line(self) -> int:
+        with self._held() as cells:
+            return self._in_line(cells)
+
+    def longest_wait_s(self) -> float:
+        with self._held() as cells:
+            oldest = [cells[w * CELLS + OLDEST] for w in range(self.workers) if self._demand(cells, w) > 0]
+        return max(0.0, (time.monotonic_ns() - min(oldest)) / 1e9) if oldest else 0.0
+
+    def pace(self) -> float | None:
+        """Slots freed per second over the last ``PACE_WINDOW`` releases."""
+        with self._lock:
+            count = self._freed[PACE_WINDOW]
+            times = sorted(self._freed[i] for i in range(min(count, PACE_WINDOW)))
+        if len(times) < 2 or times[-1] <= times[0]:
+            return None
+        return (len(times) - 1) / ((times[-1] - times[0]) / 1e9)
+
+    def remember_release(self, at_ns: int) -> None:
+        """Count a slot freed at ``at_ns`` in the pace (``release`` does)."""
+        with self._lock:
+            self._remember(at_ns)
+
+    def forget_releases(self) -> None:
+        with self._lock:
+            self._freed[PACE_WINDOW] = 0
+
+    def _remember(self, at_ns: int) -> None:
+        count = self._freed[PACE_WINDOW]
+        self._freed[count % PACE_WINDOW] = at_ns
+        self._freed[PACE_WINDOW] = count + 1
+
+    # slots
+
+    def take_free(self, me: int, limit: int) -> bool:
+        """Take a free slot when one is free and nobody waits for it."""
+        with self._held() as cells:
+            if self._sum(cells, RUNNING) + self._sum(cells, HANDED) < limit and not self._in_line(cells):
+                cells[me * CELLS + RUNNING] += 1
+                return True
+            return False
+
+    def join_line(self, me: int, max_queued: int, oldest_ns: int) -> bool:
+        """Count a waiter in ``me``'s line (its first one joined at
+        ``oldest_ns``); False when the server's lines hold ``max_queued``."""
+        with self._held() as cells:
+            if self._in_line(cells) >= max_queued:
+                return False
+            cells[me * CELLS + WAITING] += 1
+            cells[me * CELLS + OLDEST] = oldest_ns
+            return True
+
+    def leave_line(self, me: int, oldest_ns: int) -> None:
+        """A waiter left ``me``'s line unserved (its wait ran out, or it was cancelled)."""
+        with self._held() as cells:
+            cells[me * CELLS + WAITING] -= 1
+            cells[me * CELLS + OLDEST] = oldest_ns
+
+    def release(self, me: int) -> int | None:
+        """Free one of ``me``'s slots: the worker whose line gets it (``me``:
+        serve your first waiter, it is counted out of the line already), or
+        None when no line waits."""
+        woken = None
+        with self._held() as cells:
+            self._remember(time.monotonic_ns())
+            waiting = [w for w in range(self.workers) if self._demand(cells, w) > 0]
+            if not waiting:
+                cells[me * CELLS + RUNNING] -= 1
+                return None
+            to = min(waiting, key=lambda w: cells[w * CELLS + OLDEST])
+            if to == me:
+                cells[me * CELLS + WAITING] -= 1
+                return me
+            cells[me * CELLS + RUNNING] -= 1
+            cells[to * CELLS + HANDED] += 1
+            woken = to
+        self._wake(woken)
+        return woken
+
+    def take_handed(self, me: int) -> tuple[int, int]:
+        """The slots handed to ``me``: (for its waiters, counted out of the
+        line; spare, its waiters having left: ``release`` each)."""
+        with self._held() as cells:
+            handed = cells[me * CELLS + HANDED]
+            served = min(handed, cells[me * CELLS + WAITING])
+            cells[me * CELLS + HANDED] = 0
+            cells[me * CELLS + WAITING] -= served
+            cells[me * CELLS + RUNNING] += handed
+            return served, handed - served
+
+    def set_oldest(self, me: int, oldest_ns: int) -> None:
+        with self._held() as cells:
+            cells[me * CELLS + OLDEST] = oldest_ns
+
+    # sessions
+
+    def reserve_session(self, me: int, limit: int) -> bool:
+        with self._held() as cells:
+            if self._sum(cells, SESSIONS) >= limit:
+                return False
+            cells[me * CELLS + SESSIONS] += 1
+            return True
+
+    def sessions(self) -> int:
+        with self._held() as cells:
+            return self._sum(cells, SESSIONS)
+
+    def drop_session(self, me: int) -> None:
+        with self._held() as cells:
+            cells[me * CELLS + SESSIONS] -= 1
+
+    # the wake pipes and a dead worker
+
+    def wake_fd(self, me: int) -> int | None:
+        """The descriptor ``me``'s event loop reads for handed slots (None with one worker)."""
+        if not self._wakes:
+            return None
+        fd = self._wakes[me][0].fileno()
+        os.set_blocking(fd, False)
+        return fd
+
+    def _wake(self, to: int) -> None:
+        fd = self._wakes[to][1].fileno()
+        os.set_blocking(fd, False)
+        with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
+            os.write(fd, b"!")
+
+    def reclaim(self, dead: int) -> None:
+        """Give back what worker ``dead`` held (its slots to the lines, or
+        free), before a new worker takes its place."""
+        woken = []
+        with self._held() as cells:
+            freed = cells[dead * CELLS + RUNNING] + cells[dead * CELLS + HANDED]
+            for kind in range(CELLS):
+                cells[dead * CELLS + kind] = 0
+            for _ in range(freed):
+                waiting = [w for w in range(self.workers) if self._demand(cells, w) > 0]
+                if not waiting:
+                    break
+                to = min(waiting, key=lambda w: cells[w * CELLS + OLDEST])
+                cells[to * CELLS + HANDED] += 1
+                woken.append(to)
+        for to in woken:
+            self._wake(to)

@@ -1,0 +1,152 @@
+"""Which worker process this is, and the requests it passes to another.
+
+``execbox serve --workers N`` runs N processes that accept on one socket
+(``_supervisor.py``): any of them may answer a stateless run, but a session
+lives in the worker that made it (its executor, its running execution, its
+events), and its id names that worker (``_sessions.session_id``). A session's
+request that reaches another worker, once its Host, Origin and token are
+checked there, is passed on whole, body and answer streamed, over the owner's
+own Unix socket in the server's private folder (``Worker.sockets``); the
+owner checks it again and answers as if reached directly: the same statuses
+(404, 403, 410) and the same event streams, whichever worker a connection
+landed on. A worker that is gone answers 503 until its replacement listens;
+the sessions it held are gone with it (404). Every answer names the worker
+that gave it (``X-Execbox-Worker``).
+
+One worker (the default) passes nothing on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._board import Board
+from ._errors import ApiError, error_response
+from ._sessions import owner_of
+
+__all__ = ["SessionRouter", "Worker"]
+
+# the worker that answered (with more than one)
+WORKER_HEADER = b"x-execbox-worker"
+# headers of one hop, never passed on
+HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"trailer"}
+
+
+@dataclass
+class Worker:
+    """This process's place in the server: its index among ``count``, the
+    board the workers share, the folder of their Unix sockets."""
+
+    index: int = 0
+    count: int = 1
+    board: Board = field(default_factory=Board)
+    sockets: str = ""
+    peers: dict[int, Any] = field(default_factory=dict, repr=False)  # index: httpx.AsyncClient
+
+    def socket_path(self, index: int) -> str:
+        return os.path.join(self.sockets, f"worker-{index}.sock")
+
+    async def aclose(self) -> None:
+        for client in self.peers.values():
+            await client.aclose()
+        self.peers.clear()
+
+
+class SessionRouter:
+    """Pass a request about a session that another worker owns to that worker."""
+
+    def __init__(self, app: ASGIApp, worker: Worker, read_timeout_s: float) -> None:
+        self.app = app
+        self.worker = worker
+        self.read_timeout_s = read_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.worker.count == 1:
+            await self.app(scope, receive, send)
+            return
+        owner = self._owner(scope["path"])
+        if owner is not None:
+            await self._forward(owner, scope, receive, send)
+            return
+        said = str(self.worker.index).encode()
+
+        async def send_saying_worker(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), (WORKER_HEADER, said)]}
+            await send(message)
+
+        await self.app(scope, receive, send_saying_worker)
+
+    def _owner(self, path: str) -> int | None:
+        """The other worker that owns the session in ``path``, if any."""
+        parts = path.split("/", 4)
+        if len(parts) < 4 or parts[1:3] != ["v1", "sessions"]:
+            return None
+        owner = owner_of(parts[3])
+        if owner is None or owner == self.worker.index or owner >= self.worker.count:
+            return None  # its own, or never made by this server (404 here)
+        return owner
+
+    def _client(self, owner: int) -> Any:
+        import httpx
+
+        client = self.worker.peers.get(owner)
+        if client is None:
+            timeout = httpx.Timeout(connect=10.0, read=self.read_timeout_s, write=60.0, pool=None)
+            transport = httpx.AsyncHTTPTransport(uds=self.worker.socket_path(owner))
+            client = httpx.AsyncClient(transport=transport, timeout=timeout)
+            self.worker.peers[owner] = client
+        return client
+
+    async def _forward(self, owner: int, scope: Scope, receive: Receive, send: Send) -> None:
+        import httpx
+
+        query = scope.get("query_string", b"")
+        url = "http://worker" + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        if query:
+            url += "?" + query.decode("latin-1")
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_HEADERS]
+        client = self._client(owner)
+        request = client.build_request(scope["method"], url, headers=headers, content=_body(receive))
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            error = ApiError(
+                503,
+                "worker_unavailable",
+                f"worker {owner} of this server, which holds this session, does not answer "
+                f"({type(exc).__name__}); retry: a restarted worker no longer has the session",
+                retryable=True,
+                headers={"Retry-After": "1"},
+            )
+            await error_response(error)(scope, receive, send)
+            return
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_HEADERS],
+                }
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+
+
+async def _body(receive: Receive) -> AsyncIterator[bytes]:
+    """The request's body as the client sends it (a disconnect ends the pass)."""
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("the client went away while its request was passed on")
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
