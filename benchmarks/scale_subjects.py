@@ -8,7 +8,11 @@ Subjects:
 - ``shared``: one ``SandboxExecutor`` (the pool) shared by N threads;
 - ``per_process``: one ``SandboxExecutor`` in each of N processes;
 - ``serve``: ``execbox serve`` at its defaults (``--max-concurrency 8``:
-  past it a run waits in line), N asyncio clients on loopback.
+  past it a run waits in line), N asyncio clients on loopback, each on a
+  kept connection (``http_load.py``: its cost per request does not grow
+  with N, as httpx's pool does);
+- ``serve_workers``: the same with ``--workers auto`` and
+  ``--max-concurrency`` twice the cores (at least 8).
 
 For each caller count: correct runs per second; host CPU per block (the
 process that owns the executor: this one, the N processes together, or the
@@ -34,6 +38,7 @@ from collections.abc import Callable
 EXPECTED = "1\n"
 WARMUP = 8
 TICK = os.sysconf("SC_CLK_TCK")
+CORES = len(os.sched_getaffinity(0))
 
 
 def machine_busy_s() -> float:
@@ -48,6 +53,22 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system seconds of ``pid`` and of its live descendants (the
+    workers of ``execbox serve --workers``)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        one = todo.pop()
+        try:
+            total += process_cpu_s(one)
+            for task in os.listdir(f"/proc/{one}/task"):
+                with open(f"/proc/{one}/task/{task}/children") as kids:
+                    todo += [int(kid) for kid in kids.read().split()]
+        except FileNotFoundError:
+            continue  # gone meanwhile
+    return total
 
 
 def shares(calls: int, callers: int) -> list[int]:
@@ -165,47 +186,47 @@ def per_process(callers: int, calls: int) -> dict:
     return figures(tally, calls, wall, sum(part[3] for part in parts), m1 - m0)
 
 
-def serve(callers: int, calls: int) -> dict:
-    import httpx
+def serve(callers: int, calls: int, *extra: str) -> dict:
+    from http_load import Caller, callers as run_callers
     from serve_subjects import AUTH, CODE, server, server_pid
 
-    with server("sandbox", 8) as url:
+    async def call(caller: Caller) -> str:
+        status, body = await caller.post("/v1/run", CODE)
+        if status != 200:
+            return f"HTTP {status} {body[:150]!r}"
+        out = json.loads(body).get("stdout")
+        return out if isinstance(out, str) else f"no stdout: {body[:150]!r}"
+
+    with server("sandbox", 8, *extra) as url:
         pid = server_pid(url)
 
         async def go() -> dict:
+            warm = Tally()  # every worker's executors started (connections land at random), then the measure
+            await run_callers(url, AUTH, [2] * max(callers, 8, 8 * CORES), call, warm.add)
             tally = Tally()
-            limits = httpx.Limits(max_connections=callers, max_keepalive_connections=callers)
-            async with httpx.AsyncClient(base_url=url, headers=AUTH, limits=limits, timeout=120) as client:
-                await asyncio.gather(*(client.post("/v1/run", json=CODE) for _ in range(min(callers, 8) * 2)))
-                h0, m0, w0 = process_cpu_s(pid), machine_busy_s(), time.monotonic()
-
-                async def one(k: int) -> None:
-                    for _ in range(k):
-                        started = time.perf_counter()
-                        try:
-                            response = await client.post("/v1/run", json=CODE)
-                            out = response.json().get("stdout") if response.status_code == 200 else None
-                            out = (
-                                out
-                                if out is not None
-                                else f"HTTP {response.status_code} {response.text[:150]}"
-                            )
-                        except Exception as exc:  # noqa: BLE001 - counted as wrong
-                            out = f"{type(exc).__name__}: {exc}"
-                        tally.add(time.perf_counter() - started, out)
-
-                await asyncio.gather(*(one(k) for k in shares(calls, callers)))
-                wall, host_s, machine_s = (
-                    time.monotonic() - w0,
-                    process_cpu_s(pid) - h0,
-                    machine_busy_s() - m0,
-                )
+            h0, m0, w0 = tree_cpu_s(pid), machine_busy_s(), time.monotonic()
+            await run_callers(url, AUTH, shares(calls, callers), call, tally.add)
+            wall, host_s, machine_s = time.monotonic() - w0, tree_cpu_s(pid) - h0, machine_busy_s() - m0
             return figures(tally, calls, wall, host_s, machine_s)
 
         return asyncio.run(go())
 
 
-SUBJECTS = {"floor": floor, "shared": shared, "per_process": per_process, "serve": serve}
+def serve_workers(callers: int, calls: int) -> dict:
+    """``execbox serve --workers auto --max-concurrency <2 x cores, at least
+    8>``: a worker process per core, and room for two runs per core (each
+    running run holds an executor of its own: more than the cores can run
+    costs more than it gives)."""
+    return serve(callers, calls, "--workers", "auto", "--max-concurrency", str(max(8, 2 * CORES)))
+
+
+SUBJECTS = {
+    "floor": floor,
+    "shared": shared,
+    "per_process": per_process,
+    "serve": serve,
+    "serve_workers": serve_workers,
+}
 
 
 def main() -> None:

@@ -97,7 +97,7 @@ def server_pid(url: str) -> int:
 
 
 @contextmanager
-def server(backend: str, max_concurrency: int) -> Iterator[str]:
+def server(backend: str, max_concurrency: int, *extra: str) -> Iterator[str]:
     port = free_port()
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
@@ -113,6 +113,7 @@ def server(backend: str, max_concurrency: int) -> Iterator[str]:
             "--max-concurrency",
             str(max_concurrency),
             f"--token={TOKEN}",
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=log,
@@ -138,7 +139,7 @@ def server(backend: str, max_concurrency: int) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(20)
+            proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
