@@ -187,7 +187,8 @@ def per_process(callers: int, calls: int) -> dict:
 
 
 def serve(callers: int, calls: int, *extra: str) -> dict:
-    from http_load import Caller, callers as run_callers
+    from http_load import Caller
+    from http_load import callers as run_callers
     from serve_subjects import AUTH, CODE, server, server_pid
 
     async def call(caller: Caller) -> str:

@@ -148,10 +148,11 @@ def run(python: Path, calls: int) -> tuple[list[dict], list[dict], str]:
     how = (
         f"Each cell: max({calls}, 4 x callers) calls after a warm-up, every output checked. Host CPU "
         "is the process that owns the executor (this one; the N processes together; the server's "
-        "processes, its workers with it), user + system; machine CPU is every process's, from /proc/stat (the jails', the "
-        "zygote's, the clients'). `execbox serve` runs at its defaults (one process, --max-concurrency "
-        "8; past it a run waits in line), then with a worker process per core and room for two runs per core (at least 8); "
-        "each client keeps one connection (benchmarks/http_load.py). — : not run (a pool per process stops at 16 processes)."
+        "processes, its workers with it), user + system; machine CPU is every process's, from "
+        "/proc/stat (the jails', the zygote's, the clients'). `execbox serve` runs at its defaults "
+        "(one process, --max-concurrency 8; past it a run waits in line), then with a worker process "
+        "per core and room for two runs per core (at least 8); each client keeps one connection "
+        "(benchmarks/http_load.py). — : not run (a pool per process stops at 16 processes)."
     )
     text = (
         f"Scale: correct print(1) runs per second by callers at once, on {cores} cores\n\n"
