@@ -1,6 +1,7 @@
 """The three ways to drive an executor's block loop from outside its
-thread: ``arun`` (await the result), ``stream`` and ``astream`` (iterate
-over the run's events). Each gives the loop a ``Cancellation`` that a
+thread: ``arun`` (await the result, the loop in a kept thread:
+``_thread_cache``), ``stream`` and ``astream`` (iterate over the run's
+events). Each gives the loop a ``Cancellation`` that a
 cancelled task or a closed iterator sets, so the block's process tree is
 killed, then waits for the loop to be done with it."""
 
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 
 from .._models import CodeBlock, ExecutionResult
 from .._run_events import EndEvent, EventSink, RunEvent
+from ._thread_cache import run_in_thread
 from ._watch import Cancellation
 
 
@@ -45,7 +47,7 @@ async def arun_blocks(executor: Executor, blocks: list[CodeBlock], sink: EventSi
         else:
             loop.call_soon_threadsafe(_settle, future, result, None)
 
-    threading.Thread(target=work, name="execbox-arun", daemon=True).start()
+    run_in_thread(work)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

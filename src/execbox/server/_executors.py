@@ -78,7 +78,7 @@ class ExecutorPool:
             self._closed
             or not reusable
             or executor.name not in REUSED_BACKENDS
-            or not await asyncio.to_thread(_emptied, executor)
+            or not (_already_empty(executor) or await asyncio.to_thread(_emptied, executor))
         ):
             await executor.aclose()
             return
@@ -102,6 +102,21 @@ class ExecutorPool:
         idle = [executor for _, executor in self._idle.values()]
         self._idle.clear()
         await asyncio.gather(*(executor.aclose() for executor in idle), return_exceptions=True)
+
+
+def _already_empty(executor: Executor) -> bool:
+    """True when the workspace holds nothing but execbox's folder, without
+    its code files (most runs: a block that wrote nothing): read on the
+    event loop, with a bound (one directory entry past execbox's is
+    enough to say no), to spare the hop to a thread that emptying takes."""
+    root = executor.workspace.path
+    try:
+        with os.scandir(root) as entries:
+            if any(entry.name != INTERNAL_DIR for entry in entries):
+                return False
+        return not os.path.lexists(root / CODE_DIR)
+    except OSError:
+        return False
 
 
 def _emptied(executor: Executor) -> bool:
