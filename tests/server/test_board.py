@@ -127,12 +127,3 @@ def test_sessions_count_over_every_worker_and_name_their_worker() -> None:
     assert stores[0].total() == 2
     assert [owner_of(session_id(w)) for w in (0, 1, 63)] == [0, 1, 63]
     assert owner_of("s_" + "z" * 24) is None and owner_of("s_00") is None and owner_of("x") is None
-
-
-def test_workers_keep_about_twice_the_concurrency_of_executors_in_all() -> None:
-    from execbox.server import ServerConfig
-    from execbox.server._state import kept_executors
-
-    assert kept_executors(ServerConfig(no_token=True, max_concurrency=8)) == 8
-    assert kept_executors(ServerConfig(no_token=True, max_concurrency=32, workers=16)) == 4
-    assert kept_executors(ServerConfig(no_token=True, max_concurrency=8, workers=16)) == 2

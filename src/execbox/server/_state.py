@@ -5,7 +5,6 @@ pools of the executors held (``pools``)."""
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 from starlette.requests import Request
@@ -18,7 +17,7 @@ from ._load import Load
 from ._sessions import SessionStore
 from ._worker import Worker
 
-__all__ = ["ServerState", "kept_executors", "state_of"]
+__all__ = ["ServerState", "state_of"]
 
 
 class ServerState:
@@ -26,7 +25,9 @@ class ServerState:
         self.config = config
         self.worker = worker or Worker()
         board, me = self.worker.board, self.worker.index
-        self.pool = ExecutorPool(max_idle=kept_executors(config), make=config.make_executor)
+        # each worker may get the whole concurrency at once (connections land unevenly): keeping
+        # fewer made the 16-core server start and close an executor per run (see docs/scale.md)
+        self.pool = ExecutorPool(max_idle=config.max_concurrency, make=config.make_executor)
         self.load = Load(config.max_concurrency, config.max_queued or 0, config.max_queue_wait_s, board, me)
         self.sessions = SessionStore(config.max_sessions, board, me)
         self._backends: dict[str, Any] | None = None
@@ -52,16 +53,6 @@ class ServerState:
         await self.worker.aclose()
         await self.sessions.aclose()
         await self.pool.aclose()
-
-
-def kept_executors(config: ServerConfig) -> int:
-    """Idle executors a worker keeps for stateless runs: ``--max-concurrency``
-    with one worker; with several, twice its share (so that the server keeps
-    about twice the concurrency in all, not the concurrency in every worker:
-    each is a zygote and its warm units)."""
-    if config.workers == 1:
-        return config.max_concurrency
-    return max(2, math.ceil(2 * config.max_concurrency / config.workers))
 
 
 def _describe(name: str) -> dict[str, Any]:
