@@ -13,15 +13,13 @@ import pytest
 from execbox.backends import _thread_cache
 
 
-def ran_in(job_count: int, hold: threading.Event | None = None) -> list[int]:
+def ran_in(job_count: int) -> list[int]:
     """Run ``job_count`` jobs, each noting its thread; wait for all."""
     seen: list[int] = []
     done = threading.Semaphore(0)
 
     def job() -> None:
         seen.append(threading.get_ident())
-        if hold is not None:
-            hold.wait(10)
         done.release()
 
     for _ in range(job_count):
@@ -39,15 +37,22 @@ def test_an_idle_thread_takes_the_next_run() -> None:
 
 def test_a_run_never_waits_behind_another() -> None:
     hold = threading.Event()
-    results: list[list[int]] = []
-    waiter = threading.Thread(target=lambda: results.append(ran_in(4, hold)))
-    waiter.start()
-    deadline = time.monotonic() + 10
-    while threading.active_count() < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    hold.set()  # the four were all running at once, or they could not all be held here
-    waiter.join(10)
-    assert len(set(results[0])) == 4
+    started = threading.Semaphore(0)
+    threads: set[int] = set()
+
+    def job() -> None:
+        threads.add(threading.get_ident())
+        started.release()
+        hold.wait(10)
+
+    try:
+        for _ in range(4):
+            _thread_cache.run_in_thread(job)
+        # all four start while none may finish: no run waits for another's thread
+        assert all(started.acquire(timeout=10) for _ in range(4)), "a run waited behind a held one"
+        assert len(threads) == 4
+    finally:
+        hold.set()
 
 
 def test_an_idle_thread_ends_after_its_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
