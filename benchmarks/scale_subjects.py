@@ -39,6 +39,9 @@ EXPECTED = "1\n"
 WARMUP = 8
 TICK = os.sysconf("SC_CLK_TCK")
 CORES = len(os.sched_getaffinity(0))
+# calls per warm-up connection of the service: enough for each worker to have made the executors
+# its share of the concurrency needs (each run holds one; a worker makes one at each new high)
+WARM_CALLS = 8
 
 
 def machine_busy_s() -> float:
@@ -203,7 +206,7 @@ def serve(callers: int, calls: int, *extra: str) -> dict:
 
         async def go() -> dict:
             warm = Tally()  # every worker's executors started (connections land at random), then the measure
-            await run_callers(url, AUTH, [2] * max(callers, 8, 8 * CORES), call, warm.add)
+            await run_callers(url, AUTH, [WARM_CALLS] * max(callers, 8, 8 * CORES), call, warm.add)
             tally = Tally()
             h0, m0, w0 = tree_cpu_s(pid), machine_busy_s(), time.monotonic()
             await run_callers(url, AUTH, shares(calls, callers), call, tally.add)
