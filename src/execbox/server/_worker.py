@@ -97,8 +97,11 @@ class SessionRouter:
 
         client = self.worker.peers.get(owner)
         if client is None:
-            timeout = httpx.Timeout(connect=10.0, read=self.read_timeout_s, write=60.0, pool=None)
-            transport = httpx.AsyncHTTPTransport(uds=self.worker.socket_path(owner))
+            timeout = httpx.Timeout(connect=10.0, read=self.read_timeout_s, write=60.0, pool=10.0)
+            # as many connections to the owner as requests passed on (each holds a client's own
+            # connection here), so that event streams held open never make another request wait
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+            transport = httpx.AsyncHTTPTransport(uds=self.worker.socket_path(owner), limits=limits)
             client = httpx.AsyncClient(transport=transport, timeout=timeout)
             self.worker.peers[owner] = client
         return client
