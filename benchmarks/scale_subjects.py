@@ -189,7 +189,7 @@ def per_process(callers: int, calls: int) -> dict:
     return figures(tally, calls, wall, sum(part[3] for part in parts), m1 - m0)
 
 
-def serve(callers: int, calls: int, *extra: str) -> dict:
+def serve(callers: int, calls: int, *extra: str, max_concurrency: int = 8) -> dict:
     from http_load import Caller
     from http_load import callers as run_callers
     from serve_subjects import AUTH, CODE, server, server_pid
@@ -201,7 +201,7 @@ def serve(callers: int, calls: int, *extra: str) -> dict:
         out = json.loads(body).get("stdout")
         return out if isinstance(out, str) else f"no stdout: {body[:150]!r}"
 
-    with server("sandbox", 8, *extra) as url:
+    with server("sandbox", max_concurrency, *extra) as url:
         pid = server_pid(url)
 
         async def go() -> dict:
@@ -221,7 +221,7 @@ def serve_workers(callers: int, calls: int) -> dict:
     8>``: a worker process per core, and room for two runs per core (each
     running run holds an executor of its own: more than the cores can run
     costs more than it gives)."""
-    return serve(callers, calls, "--workers", "auto", "--max-concurrency", str(max(8, 2 * CORES)))
+    return serve(callers, calls, "--workers", "auto", max_concurrency=max(8, 2 * CORES))
 
 
 SUBJECTS = {

@@ -203,9 +203,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _workers(given: str) -> int:
+    from ..server._config import MAX_WORKERS
+
     if given == "auto":
-        return min(len(os.sched_getaffinity(0)), 64)
+        return min(len(os.sched_getaffinity(0)), MAX_WORKERS)
     try:
         return int(given)
     except ValueError:
-        raise ConfigurationError(f"--workers {given!r}: give a whole number from 1 to 64, or auto") from None
+        raise ConfigurationError(
+            f"--workers {given!r}: give a whole number from 1 to {MAX_WORKERS}, or auto"
+        ) from None

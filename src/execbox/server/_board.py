@@ -43,6 +43,9 @@ class Board:
         self._freed: Any = context.RawArray("q", PACE_WINDOW + 1)  # times (ns), then the count
         # (read end, write end) per worker; Connections only carry the descriptors to a spawned worker
         self._wakes = [context.Pipe(duplex=False) for _ in range(workers)] if workers > 1 else []
+        for ends in self._wakes:  # the flag is the open file's: a spawned worker's copies share it
+            for end in ends:
+                os.set_blocking(end.fileno(), False)
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[Any]:
@@ -58,11 +61,20 @@ class Board:
     def _in_line(self, cells: Any) -> int:
         return sum(max(0, self._demand(cells, w)) for w in range(self.workers))
 
+    def _taken(self, cells: Any) -> int:
+        """Slots in use: run by a worker, or handed to one and not yet taken."""
+        return self._sum(cells, RUNNING) + self._sum(cells, HANDED)
+
+    def _longest_waiting(self, cells: Any) -> int | None:
+        """The worker whose line has waited longest (None: no line waits)."""
+        waiting = [w for w in range(self.workers) if self._demand(cells, w) > 0]
+        return min(waiting, key=lambda w: cells[w * CELLS + OLDEST]) if waiting else None
+
     # the numbers /v1/info shows
 
     def running(self) -> int:
         with self._held() as cells:
-            return self._sum(cells, RUNNING) + self._sum(cells, HANDED)
+            return self._taken(cells)
 
     def in_line(self) -> int:
         with self._held() as cells:
@@ -101,7 +113,7 @@ class Board:
     def take_free(self, me: int, limit: int) -> bool:
         """Take a free slot when one is free and nobody waits for it."""
         with self._held() as cells:
-            if self._sum(cells, RUNNING) + self._sum(cells, HANDED) < limit and not self._in_line(cells):
+            if self._taken(cells) < limit and not self._in_line(cells):
                 cells[me * CELLS + RUNNING] += 1
                 return True
             return False
@@ -126,22 +138,18 @@ class Board:
         """Free one of ``me``'s slots: the worker whose line gets it (``me``:
         serve your first waiter, it is counted out of the line already), or
         None when no line waits."""
-        woken = None
         with self._held() as cells:
             self._remember(time.monotonic_ns())
-            waiting = [w for w in range(self.workers) if self._demand(cells, w) > 0]
-            if not waiting:
-                cells[me * CELLS + RUNNING] -= 1
-                return None
-            to = min(waiting, key=lambda w: cells[w * CELLS + OLDEST])
+            to = self._longest_waiting(cells)
             if to == me:
                 cells[me * CELLS + WAITING] -= 1
                 return me
             cells[me * CELLS + RUNNING] -= 1
+            if to is None:
+                return None
             cells[to * CELLS + HANDED] += 1
-            woken = to
-        self._wake(woken)
-        return woken
+        self._wake(to)
+        return to
 
     def take_handed(self, me: int) -> tuple[int, int]:
         """The slots handed to ``me``: (for its waiters, counted out of the
@@ -178,18 +186,13 @@ class Board:
     # the wake pipes and a dead worker
 
     def wake_fd(self, me: int) -> int | None:
-        """The descriptor ``me``'s event loop reads for handed slots (None with one worker)."""
-        if not self._wakes:
-            return None
-        fd = self._wakes[me][0].fileno()
-        os.set_blocking(fd, False)
-        return fd
+        """The descriptor ``me``'s event loop reads for handed slots (None
+        with one worker); non-blocking, as are the write ends."""
+        return self._wakes[me][0].fileno() if self._wakes else None
 
     def _wake(self, to: int) -> None:
-        fd = self._wakes[to][1].fileno()
-        os.set_blocking(fd, False)
         with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
-            os.write(fd, b"!")
+            os.write(self._wakes[to][1].fileno(), b"!")
 
     def reclaim(self, dead: int) -> None:
         """Give back what worker ``dead`` held (its slots to the lines, or
@@ -200,10 +203,9 @@ class Board:
             for kind in range(CELLS):
                 cells[dead * CELLS + kind] = 0
             for _ in range(freed):
-                waiting = [w for w in range(self.workers) if self._demand(cells, w) > 0]
-                if not waiting:
+                to = self._longest_waiting(cells)
+                if to is None:
                     break
-                to = min(waiting, key=lambda w: cells[w * CELLS + OLDEST])
                 cells[to * CELLS + HANDED] += 1
                 woken.append(to)
         for to in woken:
