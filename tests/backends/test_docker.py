@@ -197,6 +197,46 @@ def test_container_of_a_killed_host_is_reaped(tmp_path, client):
         client.api.inspect_container(container_id)
 
 
+def test_reaping_survives_a_container_removed_while_it_lists(client, monkeypatch):
+    # Other processes create and remove execbox containers all the time: one that goes between
+    # the reaper's list and its look at each container must not stop the orphans' removal
+    import socket
+
+    from execbox.backends.docker import _container as _docker_container
+    from execbox.environments import DockerPython
+
+    image = DockerPython().build(lambda *_: None)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan_label = f"{socket.gethostname()}:{dead.pid}:never-started"
+    labels = {_docker_container.LABEL_OWNER: orphan_label}
+    orphans = [client.containers.create(image, ["true"], labels=labels) for _ in range(2)]
+    passing = client.containers.create(
+        image, ["true"], labels={_docker_container.LABEL_OWNER: _docker_container.owner_label()}
+    )
+    inspect = client.api.inspect_container
+
+    def another_process_removes_one(container_id):
+        try:
+            client.api.remove_container(passing.id, force=True)
+        except Exception:  # noqa: BLE001 - removed by the first call already
+            pass
+        return inspect(container_id)
+
+    monkeypatch.setattr(client.api, "inspect_container", another_process_removes_one)
+    monkeypatch.setattr(_docker_container, "_reaped", set())
+    try:
+        _docker_container.reap_orphans(client)
+        left = [c.id for c in orphans if client.api.containers(all=True, filters={"id": c.id})]
+        assert not left, f"orphans left behind: {left}"
+    finally:
+        for container in [*orphans, passing]:
+            try:
+                client.api.remove_container(container.id, force=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
 def test_env_pass_env_and_volumes(tmp_path, monkeypatch):
     shared = tmp_path / "shared"
     shared.mkdir()

@@ -308,12 +308,16 @@ def reap_orphans(client: Any) -> None:
     with _reap_lock:
         if id(client) in _reaped:
             return
+        host = socket.gethostname()
+        try:
+            # sparse: the list's own answer carries the labels; inspecting each container
+            # after listing fails whole when another process removes one in between
+            containers = client.containers.list(
+                all=True, filters={"label": LABEL_OWNER}, sparse=True, ignore_removed=True
+            )
+        except Exception:  # noqa: BLE001 - clean-up is best effort; the next start tries again
+            return
         _reaped.add(id(client))
-    host = socket.gethostname()
-    try:
-        containers = client.containers.list(all=True, filters={"label": LABEL_OWNER})
-    except Exception:  # noqa: BLE001 - clean-up is best effort
-        return
     try:
         networks = client.networks.list(filters={"label": LABEL_OWNER})
     except Exception:  # noqa: BLE001
