@@ -45,6 +45,7 @@ LAYERS: list[frozenset[str]] = [
             "_foreign",
             "_version",
             "_cache",
+            "_gpus",
         }
     ),  # the data and the rules
 ]

@@ -64,8 +64,10 @@ POLICIES = {
         env=(("PATH", "/home/user/.venv/bin:/usr/local/bin:/usr/bin:/bin"), ("HOME", "/tmp")),
     ),
     "jupyter-kernel": replace(BLOCK, writable=(("/tmp/execbox-kernel-x1", "/run/execbox"),)),
-    # what the GPU issue adds: device nodes bound as they are
-    "devices": replace(BLOCK, devices=("/dev/nvidia0", "/dev/nvidiactl")),
+    # a GPU's: device nodes bound as they are
+    "devices": replace(
+        BLOCK, devices=(("/dev/nvidia0", "/dev/nvidia0"), ("/dev/nvidiactl", "/dev/nvidiactl"))
+    ),
     "no-seccomp": replace(BLOCK, seccomp=None),
 }
 

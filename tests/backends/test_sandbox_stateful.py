@@ -5,6 +5,7 @@ timeout, and says when it had to start again (real bubblewrap)."""
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 
 import pytest
 
@@ -18,6 +19,7 @@ from execbox import (
     executor_from_config,
 )
 from execbox.backends.sandbox import find_bwrap
+from tests._fake_gpus import fake_gpu_host
 from tests.conftest import require
 
 
@@ -25,18 +27,25 @@ def py(code: str) -> CodeBlock:
     return CodeBlock("python", code)
 
 
-@pytest.fixture
-def session(tmp_path):
+@pytest.fixture(params=["pid-namespace", "gpu"])
+def session(request, tmp_path, monkeypatch):
+    """A session in a unit with a PID namespace of its own, and a GPU
+    session's (none: the driver refuses a nested one; ``tests/_fake_gpus``)."""
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
-    executor = SandboxExecutor(
-        workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=4), stateful=True
-    )
-    try:
-        executor.start()
-    except BackendUnavailableError as exc:
-        require("the sandbox's namespaces tier", False, str(exc))
-    yield executor
-    executor.close()
+    with ExitStack() as stack:
+        gpus = None
+        if request.param == "gpu":
+            stack.enter_context(fake_gpu_host(monkeypatch))
+            gpus = "all"
+        executor = SandboxExecutor(
+            workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=4), stateful=True, gpus=gpus
+        )
+        try:
+            executor.start()
+        except BackendUnavailableError as exc:
+            require("the sandbox's namespaces tier", False, str(exc))
+        yield executor
+        executor.close()
 
 
 def test_globals_and_imports_persist_and_the_last_expression_is_shown(session):

@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError
+from ..._gpus import GpuGrant, grant, parse_gpus
 from ..._languages import PYTHON, Language, runnable_languages
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
@@ -47,6 +48,7 @@ from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._cgroups import CgroupSupport, cgroup_support
 from ._enforcement import NPROC_IN_USERNS, enforcement
+from ._gpu import GPU_MEMORY_GAP, gpu_environment, gpu_mechanism, gpu_policy
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import (
     INSIDE_PATH,
@@ -107,6 +109,10 @@ class SandboxExecutor(HostExecutor):
       a dead interpreter is replaced (the result says the state was lost).
       Shell blocks run in the same jail; /tmp persists through the session,
       and ``restart()`` starts a fresh one. Needs the pool and the namespaces tier.
+    - ``gpus`` (None): NVIDIA GPUs the blocks may use: "all", an index, a
+      UUID or a list of them (``execbox._gpus``); only their device nodes are
+      bound. A pooled executor's GPU blocks each run in a jail of their own;
+      the stateful session keeps CUDA's context between cells (``_gpu``).
 
     Unset ``Limits.memory_mb`` and ``max_processes`` take the defaults of
     every isolating backend: half the machine's memory (at most 8 GiB) and
@@ -129,9 +135,11 @@ class SandboxExecutor(HostExecutor):
         hostname: str = "execbox",
         isolation: str = "auto",
         stateful: bool = False,
+        gpus: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
+        self.gpus = parse_gpus(gpus)
         if stateful and not pool:
             raise ConfigurationError(
                 "SandboxExecutor(stateful=True) keeps its session in the warm pool: drop pool=False"
@@ -193,6 +201,13 @@ class SandboxExecutor(HostExecutor):
         self._netns: int | None = None
         self._lease: Lease | None = None
         self._jailer = Jailer(None, ())
+        self._gpu: GpuGrant | None = None
+
+    @property
+    def _zygote_kept(self) -> bool:
+        """Whether blocks run in a zygote's units: the pool's, but a GPU
+        executor's stateless blocks each take a jail of their own (``_gpu``)."""
+        return self.pool and (self.gpus is None or self.stateful)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -220,16 +235,23 @@ class SandboxExecutor(HostExecutor):
         else:
             held = enforcement(
                 cgroups,
-                nproc=NPROC_IN_USERNS if self.pool or prlimit() else None,
+                nproc=NPROC_IN_USERNS if self._zygote_kept or prlimit() else None,
                 network="an empty network namespace (the block has only a loopback of its own)",
             )
+        mechanisms = dict(held.held)
+        if self.gpus is not None and cgroups is None:
+            del held.held["memory_mb"]
+            held.missing["memory_mb"] = GPU_MEMORY_GAP
+            del mechanisms["memory_mb"]
+        if self._gpu is not None:
+            mechanisms["gpus"] = gpu_mechanism(self._gpu, pool=self.pool, stateful=self.stateful)
         return Capabilities(
             backend=self.name,
             isolated=True,
             stateful=self.stateful,
             enforced=frozenset(held.held),
             languages=runnable_languages(INSIDE_PATH),
-            mechanisms=held.held,
+            mechanisms=mechanisms,
             gaps=held.missing,
         )
 
@@ -250,6 +272,7 @@ class SandboxExecutor(HostExecutor):
         bwrap = find_bwrap() if self.isolation != "landlock" else None
         if bwrap is None and self.isolation == "namespaces":
             raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        self._gpu = grant(self.gpus, backend=self.name) if self.gpus is not None else None
         super()._start()
         assert self._python is not None
         self._cgroups = cgroup_support()[0] if self.cgroups else None
@@ -261,6 +284,8 @@ class SandboxExecutor(HostExecutor):
                 hand_over(workspace, self._lease.uid, self._lease.gid)
                 reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
             inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
+            if self._gpu is not None:
+                inside = gpu_environment(inside, self._gpu)
             why = (
                 f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
@@ -276,7 +301,8 @@ class SandboxExecutor(HostExecutor):
                     )
                 )
                 self._jailer = Jailer(
-                    self._lease, [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self.pool else [])]
+                    self._lease,
+                    [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
                 )
                 launch = prepare(
                     bwrap, policy, ["/bin/true"], jailer=self._jailer, seccomp=False, rlimits=False
@@ -294,10 +320,11 @@ class SandboxExecutor(HostExecutor):
                 return
             assert bwrap is not None  # else why is set ("auto"), or _start raised ("namespaces")
             self._bwrap = bwrap
-            self._netns = None if self.limits.network or self.pool else empty_netns(self._jailer.become)
+            one_shot = not self._zygote_kept
+            self._netns = None if self.limits.network or not one_shot else empty_netns(self._jailer.become)
             if self._netns is not None:  # one-shot jails join one empty network namespace
                 self._policy = replace(policy, joined_netns=True)
-            if self.pool:
+            if self._zygote_kept:
                 self._zygote = self._make_pool(bwrap, policy)
                 self._zygote.start()
             self._runner = self._jail_runner(
@@ -311,7 +338,7 @@ class SandboxExecutor(HostExecutor):
 
     def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> JailPolicy:
         """The blocks' jail, from the limits and the executor's options."""
-        return JailPolicy(
+        policy = JailPolicy(
             workspace=workspace,
             readonly=tuple(readonly),
             sealed=(INTERNAL_DIR,),
@@ -325,11 +352,12 @@ class SandboxExecutor(HostExecutor):
             cpus=self.limits.cpus,
             env=tuple(inside.items()),
         )
+        return policy if self._gpu is None else gpu_policy(policy, self._gpu)
 
     def _jail_runner(self, **parts: Any) -> JailRunner:
         """The runner of this executor's blocks (``parts``: the pool, the Landlock tier, ...)."""
         assert self._python is not None
-        overhead = 0 if self.pool else ONE_SHOT_OVERHEAD
+        overhead = 0 if self._zygote_kept else ONE_SHOT_OVERHEAD
         return JailRunner(
             self._policy,
             timeout_s=self.limits.timeout_s,
@@ -363,6 +391,7 @@ class SandboxExecutor(HostExecutor):
             "seccomp": (policy.seccomp_program() or b"").hex(),
             "zygote_seccomp": (zygote.seccomp_program() or b"").hex(),
             "env": dict(policy.env),
+            "pid_namespace": self._gpu is None,  # the driver refuses CUDA below a nested one (_gpu)
         }  # the blocks' environment: set in each unit, never in the zygote
         jailer = self._jailer
         return ZygotePool(
@@ -468,10 +497,9 @@ class SandboxExecutor(HostExecutor):
     def _rlimits(self) -> dict[str, int]:
         """What a process gets before it enters the jail (one-shot: bwrap's;
         the pool: each code process, with ``_block_rlimits``)."""
-        # no memory cgroup: the address space is the next best thing
-        return jail_rlimits(
-            self.max_open_files, self.file_size_mb, self.memory_mb if self._cgroups is None else None
-        )
+        # no memory cgroup: the address space is the next best thing, but for CUDA (_gpu)
+        stand_in = self._cgroups is None and self.gpus is None
+        return jail_rlimits(self.max_open_files, self.file_size_mb, self.memory_mb if stand_in else None)
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's

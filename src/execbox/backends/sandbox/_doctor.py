@@ -14,6 +14,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ... import _gpus
+from ..._gpus import DRIVER_HINT, describe, grant, host_gpus
 from ._cgroups import cgroup_support
 from ._landlock import abi
 from ._landlock_tier import LANDLOCK_HINT, landlock_problem
@@ -64,6 +66,7 @@ class Diagnosis:
     hidden: list[str] = field(default_factory=list)  # what the tier hides from a block
     exposed: list[str] = field(default_factory=list)  # what it does not
     pool: dict[str, object] | None = None  # the warm pool's health after a few blocks (namespaces tier)
+    gpus: dict[str, object] = field(default_factory=dict)  # the host's GPUs and how blocks may get them
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -186,7 +189,36 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     if tier != "none":
         _limits_of(diagnosis, tier)
         diagnosis.hidden, diagnosis.exposed = TIERS[tier]
+    diagnosis.gpus = _gpus_of(namespaces_ok, landlock is None, support is not None)
     return diagnosis
+
+
+def _gpus_of(namespaces: bool, landlock: bool, memory_cgroup: bool) -> dict[str, object]:
+    """The host's NVIDIA GPUs, its driver, and which tiers can give a block one (and why not)."""
+    host = _gpus.GpuHost()  # the module's, looked up now (tests point it at a folder of nodes)
+    gpus = host_gpus(host)
+    if not gpus:
+        return {"found": [], "fix": f"no /dev/nvidia0 here: {DRIVER_HINT.removesuffix(', or drop gpus')}"}
+    given = grant("all", host)
+    tiers = {
+        "namespaces": "yes: one-shot and pooled blocks each in a jail of their own; the stateful session "
+        "in a unit without a nested PID namespace"
+        if namespaces
+        else "no: the namespaces tier does not start here (above)",
+        "landlock": "yes: the GPUs' device nodes are allowed, nothing else of /dev"
+        if landlock
+        else "no: Landlock is not available here (above)",
+        "docker": "with the NVIDIA Container Toolkit on the engine's host (device_requests)",
+    }
+    return {
+        "found": describe(gpus),
+        "driver": host.driver_version() or "unknown (no /proc/driver/nvidia/version)",
+        "nodes": [inside for _, inside in given.nodes] if given else [],
+        "tiers": tiers,
+        "memory": "held by the cgroup per block"
+        if memory_cgroup
+        else "not limited for GPU blocks: no memory cgroup here, and RLIMIT_AS breaks CUDA",
+    }
 
 
 def _namespaces_findings() -> list[Finding]:

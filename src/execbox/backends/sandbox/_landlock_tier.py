@@ -64,8 +64,9 @@ What this tier does not hide (the namespaces tier does):
   multiprocessing's forkserver (Python 3.14's default start method: use
   ``fork``) and ``Manager``, a unix-socket server of the block's own;
 - the host's name, /dev (device nodes are visible; only null, zero, full,
-  random and urandom open), readable system files (/usr, the granted /etc
-  files, /proc, including /proc/cmdline);
+  random and urandom open, and the nodes of the GPUs given with ``gpus``),
+  readable system files (/usr, the granted /etc files, /proc, including
+  /proc/cmdline);
 - names: Landlock does not mediate ``stat``, ``access`` or ``readlink``, so
   a block may learn whether a host path it guesses exists (its size, owner
   and times too), though not list a folder nor open the file; /proc/net/unix
@@ -199,6 +200,8 @@ class LandlockTier:
         self.rules += [(p, SYSTEM_RIGHTS) for p in readonly]
         self.rules += [(p, ll.READ) for p in (*ETC_FILES, *(NETWORK_FILES if network else ()), "/proc")]
         self.rules += [(p, DEVICE_RIGHTS) for p in DEVICES_RW] + [(p, ll.READ_FILE) for p in DEVICES_RO]
+        self.rules += [(p, DEVICE_RIGHTS) for p, _ in policy.devices]  # a GPU's: CUDA talks by ioctl
+        self.rules += [(host, SYSTEM_RIGHTS) for host, _ in policy.extra_readonly]  # the driver's folders
         self.rules += [(workspace, WRITABLE_RIGHTS)]
         self.tmp_base = tempfile.gettempdir()
         if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):

@@ -14,8 +14,8 @@ namespaces (``_landlock_tier`` says what it cannot). What the block sees:
   files (the resolver's too when ``network``), the interpreter's folders
   (``readonly``) and ``extra_readonly`` (host, inside) pairs;
 - a private /proc with /proc/sys read-only and the kernel-key, symbol and
-  command-line files hidden; a minimal /dev plus ``devices`` (host device
-  nodes bound as they are; none yet: the GPU issue's room);
+  command-line files hidden; a minimal /dev plus ``devices`` ((host node,
+  node inside) pairs bound as they are: a GPU's, ``_gpu``);
 - a private /tmp and /dev/shm of ``tmp_bytes`` each;
 - the workspace as the only writable host path, ``writable`` (host,
   inside) pairs beside it, ``sealed`` workspace folders read-only over
@@ -101,7 +101,7 @@ class JailPolicy:
     extra_readonly: tuple[tuple[str, str], ...] = ()
     writable: tuple[tuple[str, str], ...] = ()
     sealed: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ()
+    devices: tuple[tuple[str, str], ...] = ()
     network: bool = False
     joined_netns: bool = False
     tmp_bytes: int = 256 << 20
@@ -161,8 +161,8 @@ class JailPolicy:
         for path in HIDDEN_PROC:  # kernel keys and their owners: the host root's are listed
             if host.exists(path):
                 args += ["--ro-bind", "/dev/null", path]
-        for path in self.devices:  # after --dev /dev: bound into it as they are on the host
-            args += ["--dev-bind", path, path]
+        for host_node, inside in self.devices:  # after --dev /dev: bound into it as they are on the host
+            args += ["--dev-bind", host_node, inside]
         for path in self.readonly:
             args += ["--ro-bind", source(path), path]
         for host_path, inside in self.extra_readonly:

@@ -18,7 +18,10 @@ SIGINT (sent by the unit's init when the host asks: a timeout, a cancel)
 raises ``KeyboardInterrupt`` in the block, which ends it; the globals stay.
 It is ignored between blocks. After each block, every process it started
 is killed (``kill(-1)`` from PID 2 of the unit's PID namespace reaches all but
-the init and this process) and reaped (this process is their subreaper).
+the init and this process) and reaped (this process is their subreaper). A
+unit without a PID namespace (a GPU session) kills its descendants one
+round of children at a time instead (``tree.py``): there ``kill(-1)`` would
+reach the zygote.
 """
 
 import ast
@@ -34,6 +37,7 @@ import sys
 import types
 
 from run_file import exit_code_of, remember_lines, show_uncaught  # beside this file
+from tree import kill_descendants  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPL_DIR = os.path.join(HERE, "mpl")
@@ -44,8 +48,9 @@ SPARE_FDS = 4
 
 
 class Session:
-    def __init__(self, sock):
+    def __init__(self, sock, own_namespace=True):
         self.sock = sock
+        self.own_namespace = own_namespace  # False: a GPU session's unit, no PID namespace of its own
         self.main = types.ModuleType("__main__")
         self.main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = self.main
@@ -136,7 +141,7 @@ class Session:
             flush()
             os.dup2(self.null, 1)  # the host sees the block's output end
             os.dup2(self.null, 2)
-            sweep()
+            sweep(self.own_namespace)
         return code
 
     def run_python(self, source, path):
@@ -248,8 +253,11 @@ def flush():
             pass
 
 
-def sweep():
+def sweep(own_namespace):
     """Kill what the block started and reap it (threads stay: they are state)."""
+    if not own_namespace:
+        kill_descendants()
+        return
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -263,11 +271,11 @@ def sweep():
             continue
 
 
-def serve_session(sock, failed):
+def serve_session(sock, failed, own_namespace=True):
     """The code process becomes the session (never returns)."""
     if failed is not None:  # the unit could not be made ready: the first block says why
         os._exit(126)
     try:
-        Session(sock).serve()
+        Session(sock, own_namespace).serve()
     finally:
         os._exit(0)

@@ -35,8 +35,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_file import run_python_file  # beside this file
 from session import serve_session  # beside this file
+from tree import become_subreaper, end_tree  # beside this file
 
-del sys.modules["run_file"], sys.modules["session"]  # a block's own modules of those names are not shadowed
+# a block's own modules of those names are not shadowed
+del sys.modules["run_file"], sys.modules["session"], sys.modules["tree"]
 # sys.path[0] stays: the script's folder, which each block's own takes (run_file)
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
@@ -99,12 +101,13 @@ def enter_block_user_namespace():
         check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
 
 
-def enter_namespaces(tmp_bytes, keep):
+def enter_namespaces(tmp_bytes, keep, pid_namespace):
     """A unit's mount, PID and IPC namespaces (no SysV object or POSIX
     queue of an earlier block is seen), and a fresh /tmp and /dev/shm, each
     capped (and freed with the unit). ``keep``: the paths under /tmp that
-    must stay visible (the workspace, a venv)."""
-    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
+    must stay visible (the workspace, a venv). ``pid_namespace`` False (a
+    GPU unit): no PID namespace, its init stands in (tree.py)."""
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWPID if pid_namespace else 0)), "unshare")
     held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
     options = f"size={tmp_bytes},mode=1777".encode()
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /tmp")
@@ -222,7 +225,7 @@ def code_main(sock, cgroup_fds, config):
     if not data:
         os._exit(0)
     if data == b"session":  # a stateful session: blocks come one by one on this socket (session.py)
-        serve_session(sock, failed)
+        serve_session(sock, failed, config["pid_namespace"])
     sock.close()
     status_fd, out_fd, err_fd = fds
     os.dup2(out_fd, 1)
@@ -264,7 +267,12 @@ def code_main(sock, cgroup_fds, config):
 def init_main(unit, code_sock, cgroup_fds, config):
     """PID 1 of the block's namespace: makes the block's process, waits for
     the go (the status socket), reports the exit; when it leaves, the kernel
-    kills whatever is left in the namespace."""
+    kills whatever is left in the namespace. Without a PID namespace (a GPU
+    unit), the subreaper of the block's processes, which it kills itself
+    before it leaves (tree.py)."""
+    own_namespace = config["pid_namespace"]
+    if not own_namespace:
+        become_subreaper()
     pid = os.fork()
     if pid == 0:
         unit.close()
@@ -273,10 +281,16 @@ def init_main(unit, code_sock, cgroup_fds, config):
     code_sock.close()
     for fd in cgroup_fds:
         os.close(fd)
+
+    def leave(code):
+        if not own_namespace:
+            end_tree(pid)
+        os._exit(code)
+
     data, fds, _, _ = socket.recv_fds(unit, 64, MAX_FDS)
     unit.close()
     if not data:
-        os._exit(0)  # the pool is closing
+        leave(0)  # the pool is closing
     status = socket.socket(fileno=fds[0])
     exit_fd = os.pidfd_open(pid)
     watched = [status, exit_fd]  # type: list[socket.socket | int]
@@ -289,7 +303,7 @@ def init_main(unit, code_sock, cgroup_fds, config):
                 status.sendall(f"exit {code if code >= 0 else 128 - code}".encode())
             except OSError:
                 pass
-            os._exit(0)
+            leave(0)
         if status in ready:
             try:
                 message = status.recv(64)
@@ -298,7 +312,7 @@ def init_main(unit, code_sock, cgroup_fds, config):
             if message == b"int":  # a session's block: interrupted, its state kept
                 os.kill(pid, signal.SIGINT)
                 continue
-            os._exit(137)  # asked to kill (or the host went away): the namespace dies with us
+            leave(137)  # asked to kill (or the host went away): the namespace dies with us
 
 
 class Zygote:
@@ -307,7 +321,9 @@ class Zygote:
         self.config = config
         # where make_unit returns to after making a unit's namespaces
         self.home_mnt = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        self.home_pid = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.home_pid = (
+            os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if config["pid_namespace"] else None
+        )
 
     def make_unit(self, cgroup_fds):
         """A unit: fresh namespaces, its init and its code process, waiting;
@@ -319,7 +335,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code_ours, code_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            enter_namespaces(self.config["tmp_bytes"], self.config["keep"])
+            enter_namespaces(self.config["tmp_bytes"], self.config["keep"], self.config["pid_namespace"])
             pid = os.fork()
             if pid == 0:
                 try:
@@ -327,7 +343,8 @@ class Zygote:
                     code_ours.close()
                     self.control.close()
                     os.close(self.home_mnt)
-                    os.close(self.home_pid)
+                    if self.home_pid is not None:
+                        os.close(self.home_pid)
                     init_main(theirs, code_theirs, cgroup_fds, self.config)
                 except BaseException as exc:
                     try:
@@ -337,7 +354,8 @@ class Zygote:
                 os._exit(1)
         finally:
             check(libc.setns(self.home_mnt, CLONE_NEWNS), "setns back to the zygote's mounts")
-            check(libc.setns(self.home_pid, CLONE_NEWPID), "setns back to the zygote's PID namespace")
+            if self.home_pid is not None:
+                check(libc.setns(self.home_pid, CLONE_NEWPID), "setns back to the zygote's PID namespace")
             theirs.close()
             code_theirs.close()
             for fd in cgroup_fds:
@@ -395,15 +413,17 @@ def main():
     # (the jail's /proc shows the pool's processes: other units wait there).
     check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
     # A mount and a PID namespace of the zygote's own (owned by its user
-    # namespace), so that it may step into a unit's namespaces and back.
-    check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    # namespace), so that it may step into a unit's namespaces and back. No
+    # PID namespace below the jail's for a GPU pool: the driver refuses it.
+    config.setdefault("pid_namespace", True)
+    check(libc.unshare(CLONE_NEWNS | (CLONE_NEWPID if config["pid_namespace"] else 0)), "unshare")
     # The jail's /dev is one tmpfs for every unit: read-only, so that no
     # block leaves a file or a link (/dev/stderr) there for the next one.
     check(
         libc.mount(None, b"/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
         "remount /dev read-only",
     )
-    pid = os.fork()
+    pid = os.fork() if config["pid_namespace"] else 0
     if pid:  # this process only waits; the zygote is the child, PID 1 of its namespace
         control.close()
         _, status = os.waitpid(pid, 0)
