@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from execbox import BackendUnavailableError, CodeBlock, DockerExecutor, Limits, Workspace
+from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, DockerExecutor, Limits, Workspace
 from tests.conftest import require_docker
 
 pytestmark = pytest.mark.usefixtures("docker_ready")
@@ -346,3 +346,22 @@ def test_warnings_are_quiet_by_default(tmp_path):
         with DockerExecutor(workspace=Workspace(tmp_path / "ws")) as ex:
             assert ex.run(py("print('quiet')")).output == "quiet\n"
     assert os.path.isdir(tmp_path / "ws")  # a given workspace stays
+
+
+def test_gpus_are_asked_of_the_engine_and_a_refusal_names_the_toolkit(tmp_path, client):
+    # an engine without NVIDIA's runtime (CI's): the request reaches it and its refusal is explained
+    from execbox.backends.docker._container import gpu_requests
+
+    if "nvidia" in (client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has NVIDIA's runtime: scripts/gpu-check.sh runs GPU blocks in it")
+
+    (every,) = gpu_requests(("all",))
+    (some,) = gpu_requests(("0", "GPU-1"))
+    assert (every["Count"], every["Capabilities"]) == (-1, [["gpu"]])
+    assert (some["DeviceIDs"], some["Capabilities"]) == (["0", "GPU-1"], [["gpu"]])
+    with pytest.raises(
+        BackendUnavailableError, match=r"cannot give the container a GPU .*NVIDIA Container Toolkit"
+    ):
+        DockerExecutor(gpus="all", workspace=tmp_path / "ws").start()
+    with pytest.raises(ConfigurationError, match="gpus= or device_requests="):
+        DockerExecutor(gpus=0, device_requests=[some])

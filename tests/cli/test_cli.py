@@ -91,6 +91,12 @@ def test_languages_lists_policies():
         (["run", "-"], "just prose, no code", "no code blocks found in standard input"),
         (["run", "--backend", "nope", "-"], "```py\n1\n```", "unknown backend 'nope'"),
         (["exec", "--timeout", "0", "-c", "1"], None, "Limits.timeout_s must be a positive number"),
+        (["exec", "--gpus", "x", "-c", "1"], None, "'x' is neither a GPU index"),
+        (
+            ["exec", "--backend", "local", "--gpus", "0", "-c", "1"],
+            None,
+            "--gpus is for the sandbox and docker",
+        ),
     ],
 )
 def test_errors_are_one_line_exit_2(args, stdin, message):
@@ -172,3 +178,11 @@ def test_run_live_prints_output_while_the_code_runs(tmp_path):
         "exitcode: 0 (execution succeeded)\n",
     ]
     assert proc.stderr.read() == "second\n"
+
+
+def test_gpus_on_a_host_without_one_name_the_driver():
+    if any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev")):
+        pytest.skip("this host has a GPU: scripts/gpu-check.sh runs blocks on it")
+    done = execbox("exec", "--gpus", "all", "-c", "1")
+    assert done.returncode == 2 and "gpus='all' was asked" in done.stderr
+    assert "install the NVIDIA driver" in done.stderr and "nvidia-smi" in done.stderr

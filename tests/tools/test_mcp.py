@@ -371,6 +371,11 @@ def test_create_server_checks_its_options(tmp_path):
         create_server(executor_factory=LocalExecutor, backend="local", timeout_s=5)
     with pytest.raises(ConfigurationError, match=r"Limits.timeout_s"):
         create_server(backend="local", timeout_s=0)
+    with pytest.raises(ConfigurationError, match="gpus is for the sandbox and docker backends, not 'local'"):
+        create_server(backend="local", gpus="all")
+    with pytest.raises(ConfigurationError, match="neither a GPU index"):
+        create_server(gpus="first")
+    create_server(gpus="0,1")  # a GPU is looked for when the first tool call makes the executor
     done = subprocess.run(
         [sys.executable, "-m", "execbox.cli", "mcp", "--backend", "nope"],
         capture_output=True,

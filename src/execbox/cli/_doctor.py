@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from ..backends.sandbox._doctor import diagnose
 
@@ -45,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
     if diagnosis.hidden:
         print("\nwhat a block cannot see: " + "; ".join(diagnosis.hidden))
         print("what it can: " + "; ".join(diagnosis.exposed))
+    gpus: dict[str, Any] = diagnosis.gpus
+    if gpus.get("found"):
+        print(f"\nGPUs (NVIDIA driver {gpus['driver']}):")
+        for line in gpus["found"]:
+            print(f"  {line}")
+        print(f"  nodes a block given them gets: {', '.join(gpus['nodes'])}")
+        for tier, how in gpus["tiers"].items():
+            print(f"  {tier}: {how}")
+        print(f"  memory of GPU blocks: {gpus['memory']}")
+    elif gpus:
+        print(f"\nGPUs: none ({gpus['fix']})")
     if diagnosis.tier == "none":
         print("\nthe sandbox cannot start here: apply a fix above, or run unisolated with --backend local")
         return 1

@@ -49,6 +49,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument(
         "--timeout", type=float, default=60.0, metavar="S", help="seconds per run_code call (default: 60)"
     )
+    cmd.add_argument(
+        "--gpus", default=None, metavar="all|0,1", help="NVIDIA GPUs the code may use (sandbox, docker)"
+    )
     cmd.set_defaults(handler=run)
 
 
@@ -61,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(str(exc)) from exc
     if not 0 < args.port < 65536:
         raise ConfigurationError(f"--port {args.port} is not a port number (1-65535)")
-    server = create_server(backend=args.backend, workspace=args.workspace, timeout_s=args.timeout)
+    server = create_server(
+        backend=args.backend, workspace=args.workspace, timeout_s=args.timeout, gpus=args.gpus
+    )
     if args.transport == "http":
         if args.host not in LOOPBACK:
             print(

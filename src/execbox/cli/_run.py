@@ -11,6 +11,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, NoCodeBlocksError
 from .._extract import extract_code_blocks
+from .._gpus import GPU_BACKENDS
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, OutputEvent
 from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
@@ -65,6 +66,12 @@ def _common(cmd: argparse.ArgumentParser) -> None:
         metavar="PKG",
         help="run in a virtual environment with this package (repeatable)",
     )
+    cmd.add_argument(
+        "--gpus",
+        default=None,
+        metavar="all|0,1",
+        help="NVIDIA GPUs the blocks may use: all, or indices/UUIDs (sandbox and docker backends)",
+    )
     cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     cmd.add_argument(
         "--live",
@@ -98,6 +105,13 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
         ),
         "workspace": args.workdir,
     }
+    if args.gpus:
+        if args.backend not in GPU_BACKENDS:
+            raise ConfigurationError(
+                f"--gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {args.backend!r}: "
+                "drop --gpus or pick one of them with --backend"
+            )
+        options["gpus"] = args.gpus
     if args.package:
         from ..environments import Venv
 

@@ -91,6 +91,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     cmd.add_argument("--allow-network", action="store_true", help="let requests ask for limits.network true")
     cmd.add_argument(
+        "--allow-gpus",
+        default=None,
+        metavar="all|0,1",
+        help="NVIDIA GPUs requests may ask for with gpus (sandbox, docker); default: none",
+    )
+    cmd.add_argument(
         "--max-upload-mb",
         type=int,
         default=64,
@@ -187,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         default_limits=Limits(timeout_s=args.timeout),
         max_timeout_s=args.max_timeout,
         allow_network=args.allow_network,
+        allow_gpus=args.allow_gpus,
         max_upload_bytes=args.max_upload_mb << 20,
         session_ttl_s=args.session_ttl,
         session_idle_ttl_s=args.idle_ttl,

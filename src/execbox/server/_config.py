@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._gpus import GPU_BACKENDS, parse_gpus
 from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
 
@@ -49,7 +50,9 @@ class ServerConfig:
       ``--max-queue``, ``--max-queue-wait``; ``max_queued=0`` refuses at once).
     - ``default_limits``; ``max_timeout_s``, ``max_memory_mb``,
       ``max_output_bytes``: the most a request may ask; ``allow_network``:
-      whether a request may ask ``network: true`` (``--allow-network``).
+      whether a request may ask ``network: true`` (``--allow-network``);
+      ``allow_gpus``: the GPUs a request may ask with ``gpus`` ("all" or
+      indices and UUIDs, ``--allow-gpus``; None: none).
     - ``max_upload_bytes``: a request body or a file sent or fetched (``--max-upload-mb``).
     - ``session_ttl_s`` / ``session_idle_ttl_s``: defaults, ``max_session_ttl_s`` the most.
     - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
@@ -78,6 +81,7 @@ class ServerConfig:
     max_memory_mb: int = field(default_factory=default_memory_mb)
     max_output_bytes: int = 16 * MiB
     allow_network: bool = False
+    allow_gpus: Any = None
     max_upload_bytes: int = 64 * MiB
     session_ttl_s: float = 3600.0
     session_idle_ttl_s: float = 600.0
@@ -112,6 +116,7 @@ class ServerConfig:
                     f"unknown backend {name!r} (--backend/--backends): use one of {', '.join(known)}"
                 )
         self._settle_token()
+        object.__setattr__(self, "allow_gpus", parse_gpus(self.allow_gpus, "--allow-gpus"))
         if not 0 <= self.port < 65536:
             raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
         if self.max_queued is None:
@@ -210,6 +215,26 @@ class ServerConfig:
             raise ConfigurationError("limits.network true is not allowed by this server (--allow-network)")
         return limits
 
+    def gpus(self, asked: Any, backend: str) -> tuple[str, ...] | None:
+        """The GPUs a request asks (``gpus``), refused past ``allow_gpus``."""
+        wanted = parse_gpus(asked)
+        if wanted is None:
+            return None
+        if self.allow_gpus is None:
+            raise ConfigurationError("gpus is not allowed by this server (execbox serve --allow-gpus)")
+        if backend not in GPU_BACKENDS:
+            raise ConfigurationError(
+                f"gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {backend!r}"
+            )
+        if self.allow_gpus != ("all",):
+            past = [g for g in wanted if g not in self.allow_gpus]
+            if past:
+                raise ConfigurationError(
+                    f"gpus {','.join(past)} is past what this server allows: "
+                    f"{','.join(self.allow_gpus)} (--allow-gpus)"
+                )
+        return wanted
+
     def limits_info(self) -> dict[str, Any]:
         default = self.default_limits
         return {
@@ -219,5 +244,6 @@ class ServerConfig:
                 "memory_mb": self.max_memory_mb,
                 "max_output_bytes": self.max_output_bytes,
                 "network": self.allow_network,
+                "gpus": list(self.allow_gpus or ()),
             },
         }

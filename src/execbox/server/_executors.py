@@ -40,7 +40,7 @@ REUSED_BACKENDS = frozenset({"local", "sandbox", "ray"})  # ray: a sandbox (or l
 
 
 class ExecutorPool:
-    """Started executors for stateless runs, by (backend, limits)."""
+    """Started executors for stateless runs, by (backend, limits, gpus)."""
 
     def __init__(self, *, max_idle: int, make: Callable[..., Executor] = create_executor) -> None:
         self.max_idle = max_idle
@@ -50,18 +50,20 @@ class ExecutorPool:
         self._closed = False
 
     @staticmethod
-    def _key(backend: str, limits: Limits) -> Hashable:
-        return backend, limits
+    def _key(backend: str, limits: Limits, gpus: tuple[str, ...] | None = None) -> Hashable:
+        return backend, limits, gpus
 
-    async def acquire(self, backend: str, limits: Limits) -> Executor:
-        """A started executor of ``backend`` with ``limits`` and an empty workspace."""
-        key = self._key(backend, limits)
+    async def acquire(self, backend: str, limits: Limits, gpus: tuple[str, ...] | None = None) -> Executor:
+        """A started executor of ``backend`` with ``limits`` (and ``gpus``) and an empty workspace."""
+        key = self._key(backend, limits, gpus)
         for ident, (held, executor) in list(self._idle.items()):
             if held == key:
                 del self._idle[ident]
                 self._busy[ident] = executor
                 return executor
-        executor = self._make(backend, limits=limits, keep_code_files=False)
+        executor = self._make(
+            backend, limits=limits, keep_code_files=False, **({"gpus": gpus} if gpus is not None else {})
+        )
         try:
             await asyncio.to_thread(executor.start)
         except BaseException:
@@ -82,7 +84,8 @@ class ExecutorPool:
         ):
             await executor.aclose()
             return
-        self._idle[id(executor)] = (self._key(executor.name, executor.limits), executor)
+        key = self._key(executor.name, executor.limits, getattr(executor, "gpus", None))
+        self._idle[id(executor)] = (key, executor)
         while len(self._idle) > self.max_idle:
             _, (_, oldest) = self._idle.popitem(last=False)
             await oldest.aclose()

@@ -43,6 +43,16 @@ FETCHED = {
         ]
     },
 }
+GPUS = {
+    "description": "NVIDIA GPUs for the blocks (sandbox, docker): 'all', an index, a UUID, or a list; "
+    "within the server's --allow-gpus",
+    "oneOf": [
+        {"type": "string"},
+        {"type": "integer", "minimum": 0},
+        {"type": "array", "items": {"type": ["string", "integer"]}},
+        {"type": "null"},
+    ],
+}
 LIMITS = {
     "type": "object",
     "properties": {
@@ -86,6 +96,7 @@ SCHEMAS: dict[str, Any] = {
             "limits": LIMITS,
             "backend": {"type": "string"},
             "fetch_files": {"type": "array", "items": {"type": "string"}},
+            "gpus": GPUS,
         },
     },
     "ExecutionResult": {
@@ -108,6 +119,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "backend": {"type": "string"},
             "limits": LIMITS,
+            "gpus": GPUS,
             "ttl_s": {"type": "number"},
             "idle_ttl_s": {"type": "number"},
             "env": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -79,7 +79,7 @@ async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
     """Run one request on a checked-out executor: its files in, the result
     (and ``file_contents`` of ``fetch_files``) out."""
     try:
-        executor = await state.pool.acquire(todo.backend, todo.limits)
+        executor = await state.pool.acquire(todo.backend, todo.limits, todo.gpus)
     except (ExecboxError, OSError) as exc:
         raise from_execbox(exc) from None
     finished = False

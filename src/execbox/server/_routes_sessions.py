@@ -20,7 +20,17 @@ from ._errors import ApiError, from_execbox
 from ._executions import Execution
 from ._sessions import KEY_HEADER, Session, new_key
 from ._state import ServerState, state_of
-from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, field_of, limits_of, read_json, sse
+from ._wire import (
+    SSE_KEEPALIVE,
+    backend_of,
+    blocks_of,
+    decode_files,
+    field_of,
+    gpus_of,
+    limits_of,
+    read_json,
+    sse,
+)
 
 __all__ = ["ROUTES", "session_of"]
 
@@ -67,6 +77,9 @@ async def create(request: Request) -> Response:
         options["execution_policies"] = field_of(data, "execution_policies", dict, {})
     if env:
         options["env"] = env
+    gpus = gpus_of(data, config, backend)
+    if gpus is not None:
+        options["gpus"] = gpus
     state.sessions.reserve()
     session = None
     key = new_key()

@@ -299,6 +299,7 @@ class RunRequest:
     limits: Limits
     files: dict[str, bytes]
     fetch_files: list[str]
+    gpus: tuple[str, ...] | None = None
 
 
 def run_request(data: Any, config: ServerConfig) -> RunRequest:
@@ -309,7 +310,16 @@ def run_request(data: Any, config: ServerConfig) -> RunRequest:
     fetch = field_of(data, "fetch_files", list) or []
     if not all(isinstance(p, str) for p in fetch):
         raise ApiError(400, "bad_request", "'fetch_files' must be a list of workspace paths")
-    return RunRequest(backend_of(data, config), blocks, limits, decode_files(data), fetch)
+    backend = backend_of(data, config)
+    return RunRequest(backend, blocks, limits, decode_files(data), fetch, gpus_of(data, config, backend))
+
+
+def gpus_of(data: dict[str, Any], config: ServerConfig, backend: str) -> tuple[str, ...] | None:
+    """The request's ``gpus``, within the server's ``--allow-gpus`` (400 ``bad_request``)."""
+    try:
+        return config.gpus(data.get("gpus"), backend)
+    except ConfigurationError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from None
 
 
 def limits_of(data: dict[str, Any], config: ServerConfig) -> Limits:

@@ -35,6 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError
+from .._gpus import GPU_BACKENDS, parse_gpus
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._version import __version__
 from .._workspace import Workspace
@@ -92,6 +93,7 @@ def create_server(
     timeout_s: float | None = None,
     executor_factory: Callable[[], Executor] | None = None,
     name: str = "execbox",
+    gpus: object = None,
 ) -> MCPServer:
     """An MCP server (``mcp.server.mcpserver.MCPServer``) with execbox's tools.
 
@@ -101,7 +103,9 @@ def create_server(
       if missing, kept afterwards); default: a temporary one, removed when
       the server stops.
     - ``timeout_s``: wall-clock seconds per ``run_code`` call (default 60).
-    - ``executor_factory``: instead of the three above, a callable that
+    - ``gpus``: NVIDIA GPUs the code may use (sandbox and docker: "all",
+      indices or UUIDs; ``execbox._gpus``).
+    - ``executor_factory``: instead of the four above, a callable that
       returns the executor to use (any backend options, limits...).
 
     Options are checked here; the executor is made at the first tool call.
@@ -109,7 +113,12 @@ def create_server(
     if executor_factory is not None:
         given = [
             n
-            for n, v in (("backend", backend), ("workspace", workspace), ("timeout_s", timeout_s))
+            for n, v in (
+                ("backend", backend),
+                ("workspace", workspace),
+                ("timeout_s", timeout_s),
+                ("gpus", gpus),
+            )
             if v is not None
         ]
         if given:
@@ -122,9 +131,15 @@ def create_server(
         backend_class = get_backend(backend or DEFAULT_BACKEND)
         limits = Limits() if timeout_s is None else Limits(timeout_s=timeout_s)
         folder = Workspace(workspace) if workspace is not None else None
+        wanted = parse_gpus(gpus)
+        if wanted is not None and backend_class.name not in GPU_BACKENDS:
+            raise ConfigurationError(
+                f"gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {backend_class.name!r}"
+            )
+        extra: dict[str, Any] = {"gpus": wanted} if wanted is not None else {}
 
         def factory() -> Executor:
-            return backend_class(workspace=folder, limits=limits)
+            return backend_class(workspace=folder, limits=limits, **extra)
 
     holder = _ExecutorHolder(factory)
 

@@ -31,6 +31,7 @@ from ..._errors import (
     StallError,
     WorkspaceError,
 )
+from ..._gpus import parse_gpus
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from ..._nofollow import open_folders
@@ -45,6 +46,7 @@ from ._container import (
     WRITABLE_INTERNAL,
     container_settings,
     container_user,
+    gpu_requests,
     hand_over,
     merge_overrides,
     normalize_volumes,
@@ -82,8 +84,10 @@ class DockerExecutor(Executor):
     - ``runtime``: an engine runtime such as ``"runsc"`` (gVisor).
     - ``env``: variables for every block; ``pass_env``: names of host
       variables to pass through (a missing one is warned about).
-    - ``volumes``: extra mounts; ``device_requests``: GPUs
-      (``docker.types.DeviceRequest``).
+    - ``volumes``: extra mounts; ``gpus``: "all", an index, a UUID or a
+      list (``execbox._gpus``), asked of the engine's NVIDIA runtime as
+      ``device_requests`` (``docker.types.DeviceRequest``, AutoGen's
+      spelling, taken as well).
     - ``auto_remove``: remove the container once stopped (default);
       ``stop_container=False`` leaves it running after ``close()``.
     - ``user``: who blocks run as (default: the host user, or nobody when
@@ -106,6 +110,7 @@ class DockerExecutor(Executor):
         pass_env: Sequence[str] = (),
         volumes: Mapping[str, Any] | Iterable[str] | None = None,
         device_requests: Sequence[Any] | None = None,
+        gpus: Any = None,
         auto_remove: bool | None = None,
         stop_container: bool | None = None,
         container_name: str | None = None,
@@ -144,6 +149,9 @@ class DockerExecutor(Executor):
         self.env = dict(env or {})
         self.pass_env = tuple(pass_env)
         self.volumes = normalize_volumes(volumes if volumes is not None else self.environment.volumes)
+        self.gpus = parse_gpus(gpus)
+        if self.gpus is not None and device_requests:
+            raise ConfigurationError("DockerExecutor: give gpus= or device_requests=, not both")
         self.device_requests = list(device_requests or [])
         self.auto_remove = self.environment.cleanup_container if auto_remove is None else auto_remove
         self.stop_container = (
@@ -299,7 +307,7 @@ class DockerExecutor(Executor):
             open_files=DEFAULT_OPEN_FILES,
             file_size_mb=DEFAULT_FILE_SIZE_MB,
             runtime=self.runtime,
-            device_requests=self.device_requests,
+            device_requests=self.device_requests or gpu_requests(self.gpus),
             auto_remove=self.auto_remove,
             name=self.container_name,
             keep=not self.stop_container,
@@ -541,6 +549,12 @@ def _could_not_fork(outcome: Any) -> bool:
 
 
 def _explain_start(text: str, runtime: str | None) -> str:
+    if "device driver" in text and "gpu" in text.lower():
+        return (
+            f"the engine cannot give the container a GPU ({text}): install the NVIDIA driver and the "
+            "NVIDIA Container Toolkit on the engine's host (nvidia-ctk runtime configure --runtime=docker), "
+            "or drop gpus"
+        )
     if runtime and "runtime" in text.lower():
         return (
             f"the engine has no runtime {runtime!r} ({text}): register it in the daemon's "

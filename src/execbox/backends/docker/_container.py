@@ -32,6 +32,7 @@ __all__ = [
     "confined",
     "container_settings",
     "container_user",
+    "gpu_requests",
     "hand_over",
     "merge_overrides",
     "normalize_volumes",
@@ -351,3 +352,16 @@ def _stop_all() -> None:
             executor.close()
         except Exception:  # noqa: BLE001 - at exit, nothing to report to
             pass
+
+
+def gpu_requests(gpus: tuple[str, ...] | None) -> list[Any]:
+    """``gpus`` (parsed: ``execbox._gpus.parse_gpus``) as the engine's
+    device requests, what ``docker run --gpus`` sends: every GPU, or those
+    named by index or UUID."""
+    if gpus is None:
+        return []
+    from docker.types import DeviceRequest
+
+    if gpus == ("all",):
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
