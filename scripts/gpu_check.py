@@ -14,9 +14,9 @@ What it runs, each a row of the table it prints (and writes as JSON to
 - isolation: a block given GPU 0 finds no other GPU's node, and cannot open one;
 - latency: the first and the next block (one-shot), a session's first cell
   and the next ones (a PyTorch matmul when PyTorch is there), and
-  ``import torch`` with and without ``preload=["torch"]``;
-- what is not built yet, named as such (``Limits.gpu_memory_mb``, the
-  jailed Jupyter kernel's ``gpus``).
+  ``import torch`` in a GPU session with and without ``preload=["torch"]``;
+- CUDA in the jailed Jupyter kernel (``JupyterExecutor(gpus=...)``);
+- what is not built yet, named as such (``Limits.gpu_memory_mb``).
 
 ``--dry-run`` prints the plan; on a host without a GPU the script says so,
 checks that asking for one is refused with the driver named, and exits 0.
@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from execbox import BackendUnavailableError, CodeBlock, SandboxExecutor
+from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, JupyterExecutor, SandboxExecutor
 from execbox._gpus import host_gpus
 
 CUDA = (
@@ -90,7 +90,10 @@ def cuda_blocks(mode: str, blocks: int) -> None:
     good = sum(r.stdout.startswith("cuInit 0 ") for r, _ in answers)
     times = [ms for _, ms in answers]
     bad = next((r for r, _ in answers if not r.stdout.startswith("cuInit 0 ")), None)
-    seen = f"{good}/{blocks} cuInit 0; first {first_ms:.0f} ms ({first.stdout.strip()}), median {statistics.median(times):.0f} ms"
+    median = statistics.median(times)
+    seen = (
+        f"{good}/{blocks} cuInit 0; first {first_ms:.0f} ms ({first.stdout.strip()}), median {median:.0f} ms"
+    )
     if bad is not None:
         seen += f"; a failure: {(bad.stdout + bad.stderr).strip()[-200:]!r}"
     row(f"CUDA in {mode} blocks", good == blocks, seen, first_ms=first_ms, median_ms=statistics.median(times))
@@ -106,20 +109,33 @@ def torch_rows() -> None:
         first, first_ms = timed(ex, TORCH_CELL)
         later = [timed(ex, TORCH_CELL)[1] for _ in range(20)]
     ok = first.exit_code == 0 and first.stdout.strip() == str(float(1024**3))
+    said = first.stdout.strip() or first.stderr.strip()[-200:]
+    median = statistics.median(later)
     row(
         "stateful GPU session: torch matmul cell",
         ok,
-        f"first {first_ms:.0f} ms, next median {statistics.median(later):.1f} ms; {first.stdout.strip() or first.stderr.strip()[-200:]}",
+        f"first {first_ms:.0f} ms, next median {median:.1f} ms; {said}",
     )
-    for preload in ((), ("torch",)):
-        with SandboxExecutor(gpus="all", preload=list(preload)) as ex:
-            _, cold = timed(ex, "import torch")
-            result, warm = timed(ex, "import torch")
-        row(
-            f"import torch, preload={list(preload)}",
-            result.exit_code == 0,
-            f"first {cold:.0f} ms, next {warm:.0f} ms",
-        )
+    for preload in ((), ("torch",)):  # a GPU session's unit takes preload; pooled GPU blocks are a jail each
+        with SandboxExecutor(gpus="all", stateful=True, preload=list(preload)) as ex:
+            result, cold = timed(ex, "import torch")
+        row(f"stateful, preload={list(preload)}: import torch", result.exit_code == 0, f"{cold:.0f} ms")
+
+
+def kernel_row() -> None:
+    try:
+        with JupyterExecutor(gpus="all") as ex:
+            first, first_ms = timed(ex, CUDA)
+            _, next_ms = timed(ex, "print(cuda.cuInit(0))")
+    except (BackendUnavailableError, ConfigurationError) as exc:
+        row("CUDA in the jailed Jupyter kernel", False, str(exc)[:300])
+        return
+    ok = first.stdout.startswith("cuInit 0 ")
+    row(
+        "CUDA in the jailed Jupyter kernel",
+        ok,
+        f"{first.stdout.strip()}; first cell {first_ms:.0f} ms, next {next_ms:.0f} ms",
+    )
 
 
 def isolation_row(gpus: list[Any]) -> None:
@@ -179,7 +195,7 @@ def main() -> int:
     isolation_row(gpus)
     torch_rows()
     row("Limits.gpu_memory_mb", None, "not built yet: no per-block GPU memory limit to check")
-    row("jailed Jupyter kernel with gpus", None, "not built yet")
+    kernel_row()
     return _finish()
 
 

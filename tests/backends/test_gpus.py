@@ -191,3 +191,25 @@ def test_the_gpu_check_script_runs_here_and_says_there_is_no_gpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     rows = json.loads((tmp_path / "gpu-check.json").read_text())["rows"]
     assert [r["ok"] for r in rows] == [True, None] and "install the NVIDIA driver" in rows[0]["seen"]
+
+
+def test_the_jailed_jupyter_kernel_gets_exactly_the_chosen_gpu(fake_host, tmp_path):
+    from execbox import JupyterExecutor
+    from tests.backends.test_jupyter import require_jupyter
+
+    require_jupyter("sandbox")
+    with JupyterExecutor(gpus=0, workspace=tmp_path / "ws") as ex:
+        result = ex.run(CodeBlock("python", PROBE))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"['nvidia-caps/nvidia-cap1', 'nvidia-uvm', 'nvidia0', 'nvidiactl'] {UUID0} 0",
+        "opened b''",
+    ]
+    with pytest.raises(ConfigurationError, match="kernel='sandbox'"):
+        JupyterExecutor(gpus=0, kernel="local")
+
+
+def test_preload_with_gpus_points_at_the_stateful_session():
+    with pytest.raises(ConfigurationError, match="use stateful=True to keep modules imported"):
+        SandboxExecutor(gpus=0, preload=["json"])
+    SandboxExecutor(gpus=0, preload=["json"], stateful=True).close()

@@ -58,7 +58,7 @@ class PaperExecutor(DockerExecutor):
       Dockerfile: True builds it, False refuses, None asks ``confirm``
       (default: a yes/no question on a terminal, else no).
     - Other keyword options are the docker backend's (``runtime``,
-      ``volumes``, ``device_requests``, ``env``, ...).
+      ``volumes``, ``gpus``, ``device_requests``, ``env``, ...).
     """
 
     def __init__(

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
+from ..._gpus import grant, parse_gpus
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from ..._workspace import INTERNAL_DIR, Workspace
@@ -43,6 +44,7 @@ from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._result import Outcome
 from ..sandbox._cgroups import cgroup_support
+from ..sandbox._gpu import gpu_environment, gpu_policy
 from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
 from ..sandbox._policy import JailPolicy
 from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
@@ -96,6 +98,9 @@ class JupyterExecutor(HostPython, Executor):
       ``-qqq``, as AG2's Jupyter executor does.
     - ``keep_code_files`` (True): False removes a block's code file once it
       has run (a named block's file is kept).
+    - ``gpus``: NVIDIA GPUs the jailed kernel may use ("all", indices or
+      UUIDs, ``execbox._gpus``): their nodes bound into its jail, as the
+      sandbox does (``kernel="sandbox"`` only).
     """
 
     name = "jupyter"
@@ -117,6 +122,7 @@ class JupyterExecutor(HostPython, Executor):
         silence_pip: bool = True,
         keep_code_files: bool = True,
         pool_size: int | None = None,
+        gpus: Any = None,
     ) -> None:
         super().__init__(
             workspace=workspace,
@@ -149,7 +155,18 @@ class JupyterExecutor(HostPython, Executor):
         if kernel_name and kernel == "sandbox":
             raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
         self._environment = environment or SystemPython()
+        self.gpus = parse_gpus(gpus)
+        if self.gpus is not None and kernel not in (None, "sandbox"):
+            raise ConfigurationError(
+                "JupyterExecutor(gpus=...) binds GPUs into the jailed kernel: use kernel='sandbox' "
+                "(a local kernel already sees this host's GPUs; a gateway's are its host's)"
+            )
         self.kernel = kernel or ("local" if kernel_name else _default_kernel())
+        if self.gpus is not None and self.kernel != "sandbox":
+            raise ConfigurationError(
+                "JupyterExecutor(gpus=...) needs the jailed kernel, which cannot start here "
+                "(bubblewrap is missing): see `execbox doctor`"
+            )
         # a jailed kernel sees .execbox/ read-only (``_sandboxed``): runs need not walk it for set-ID bits
         self._blocks_write_internal = self.kernel != "sandbox"
         self.kernel_name = kernel_name
@@ -162,6 +179,7 @@ class JupyterExecutor(HostPython, Executor):
         if (
             workspace is None
             and warm_kernels
+            and self.gpus is None
             and environment is None
             and kernel_name is None
             and self.kernel in ("sandbox", "local")
@@ -241,6 +259,9 @@ class JupyterExecutor(HostPython, Executor):
         if self.kernel == "local":
             return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
         inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
+        given = grant(self.gpus, backend=self.name) if self.gpus is not None else None
+        if given is not None:
+            inside = gpu_environment(inside, given)
         limits = self.limits
         rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
         policy = JailPolicy(
@@ -253,6 +274,8 @@ class JupyterExecutor(HostPython, Executor):
             cpus=limits.cpus,
             env=tuple(inside.items()),
         )
+        if given is not None:
+            policy = gpu_policy(policy, given)
         return SandboxKernel(python=python, policy=policy, cgroups=cgroup_support()[0])
 
     def _stop(self) -> None:

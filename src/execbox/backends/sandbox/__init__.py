@@ -179,6 +179,12 @@ class SandboxExecutor(HostExecutor):
             raise ConfigurationError(f"preload must be a list of module names, got {preload!r}")
         if preload and not pool:
             raise ConfigurationError("preload=... needs the warm pool: drop pool=False")
+        if preload and gpus is not None and not stateful:
+            raise ConfigurationError(
+                "preload=... warms the pool's units, and GPU blocks do not run in them (a unit's "
+                "nested PID namespace makes CUDA fail): use stateful=True to keep modules imported "
+                "between GPU blocks, or drop preload"
+            )
         self.pool = pool
         self.pool_size = pool_size
         self.preload = tuple(preload)
