@@ -16,7 +16,8 @@ What it runs, each a row of the table it prints (and writes as JSON to
   and the next ones (a PyTorch matmul when PyTorch is there), and
   ``import torch`` in a GPU session with and without ``preload=["torch"]``;
 - CUDA in the jailed Jupyter kernel (``JupyterExecutor(gpus=...)``);
-- what is not built yet, named as such (``Limits.gpu_memory_mb``).
+- ``Limits.gpu_memory_mb``: a block that takes 2 GB under a 512 MB limit is
+  killed, and its result names the limit.
 
 ``--dry-run`` prints the plan; on a host without a GPU the script says so,
 checks that asking for one is refused with the driver named, and exits 0.
@@ -35,7 +36,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, JupyterExecutor, SandboxExecutor
+from execbox import (
+    BackendUnavailableError,
+    CodeBlock,
+    ConfigurationError,
+    JupyterExecutor,
+    Limits,
+    SandboxExecutor,
+)
 from execbox._gpus import host_gpus
 
 CUDA = (
@@ -47,6 +55,14 @@ CUDA = (
     "print('cuInit', code, 'devices', n.value)\n"
 )
 TORCH_CELL = "import torch\na = torch.ones(1024, 1024, device='cuda')\nprint(float((a @ a).sum().item()))\n"
+HOG = (  # 2 GB of GPU memory through the driver, then held
+    CUDA
+    + "dev = ctypes.c_int(); cuda.cuDeviceGet(ctypes.byref(dev), 0)\n"
+    + "ctx = ctypes.c_void_p(); cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)\n"
+    + "ptr = ctypes.c_ulonglong()\n"
+    + "print('alloc', cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(2 << 30)), flush=True)\n"
+    + "import time; time.sleep(30)\n"
+)
 NODES = (
     "import os\n"
     "print(sorted(n for n in os.listdir('/dev') if n.startswith('nvidia') and n[6:].isdigit()))\n"
@@ -122,6 +138,19 @@ def torch_rows() -> None:
         row(f"stateful, preload={list(preload)}: import torch", result.exit_code == 0, f"{cold:.0f} ms")
 
 
+def memory_row() -> None:
+    limits = Limits(gpu_memory_mb=512, timeout_s=60)
+    with SandboxExecutor(gpus="all", pool=False, limits=limits) as ex:
+        result, ms = timed(ex, HOG)
+    error = result.error.name if result.error else None
+    ok = error == "GpuMemoryLimit" and ms < 15_000
+    row(
+        "Limits.gpu_memory_mb=512: a block holding 2 GB is killed",
+        ok,
+        f"{error} after {ms:.0f} ms; {result.output.strip()[-200:]!r}",
+    )
+
+
 def kernel_row() -> None:
     try:
         with JupyterExecutor(gpus="all") as ex:
@@ -194,7 +223,7 @@ def main() -> int:
     smi_row()
     isolation_row(gpus)
     torch_rows()
-    row("Limits.gpu_memory_mb", None, "not built yet: no per-block GPU memory limit to check")
+    memory_row()
     kernel_row()
     return _finish()
 

@@ -75,6 +75,9 @@ class Limits:
       those past it are dropped and the output says so.
     - ``network``: True allows network, False forbids it, None takes the
       backend's default (off where the backend isolates).
+    - ``gpu_memory_mb``: GPU memory the block's processes may hold, on the
+      GPUs given with ``gpus=`` (the sandbox: read from NVML while the block
+      runs; past it the block is killed and the result names this limit).
 
     A backend that cannot enforce a limit that is set warns once and says so
     in ``executor.capabilities``.
@@ -86,13 +89,14 @@ class Limits:
     max_output_bytes: int = 1 * MiB
     network: bool | None = None
     cpus: float | None = None
+    gpu_memory_mb: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
             raise ConfigurationError(
                 f"Limits.timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
             )
-        for name in ("memory_mb", "max_processes"):
+        for name in ("memory_mb", "max_processes", "gpu_memory_mb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int) and value > 0):
                 raise ConfigurationError(

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, SandboxExecutor, _gpus
+from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, Limits, SandboxExecutor, _gpus
 from execbox._gpus import GpuHost, grant, host_gpus, parse_gpus
 from execbox.backends.sandbox import _gpu as sandbox_gpu
 from tests._fake_gpus import UUID0, fake_gpu_host
+from tests.conftest import require
 
 
 @pytest.mark.parametrize(
@@ -213,3 +216,45 @@ def test_preload_with_gpus_points_at_the_stateful_session():
     with pytest.raises(ConfigurationError, match="use stateful=True to keep modules imported"):
         SandboxExecutor(gpus=0, preload=["json"])
     SandboxExecutor(gpus=0, preload=["json"], stateful=True).close()
+
+
+@pytest.fixture(scope="module")
+def fake_nvml(tmp_path_factory):
+    """libnvidia-ml.so.1 built from tests/fixtures/nvml/fake_nvml.c (NVML's calls,
+    processes named gpu-hog-<MB> holding <MB>), for a process started with it."""
+    gcc = shutil.which("gcc")
+    require("gcc", gcc is not None, "apt-get install gcc (the fake NVML library is built with it)")
+    folder = tmp_path_factory.mktemp("nvml")
+    source = Path(__file__).resolve().parents[1] / "fixtures" / "nvml" / "fake_nvml.c"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", folder / "libnvidia-ml.so.1", source], check=True)
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["one-shot", "pool", "stateful"])
+def test_gpu_memory_past_the_limit_kills_the_block_and_names_the_limit(fake_nvml, mode):
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "tests" / "fixtures" / "nvml" / "gpu_memory_run.py"), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env={**os.environ, "LD_LIBRARY_PATH": str(fake_nvml), "PYTHONPATH": f"{root}:{root / 'src'}"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    under, over = (json.loads(line) for line in done.stdout.splitlines())
+    assert under["held"] and (under["exit_code"], under["error"]) == (0, None)
+    assert over["error"] == "GpuMemoryLimit" and over["exit_code"] != 0
+    assert "GPU memory limit 1024 MB exceeded (Limits.gpu_memory_mb)" in over["message"]
+    assert over["seconds"] < 10  # killed while it held the GPU, not at its end (15 s) or the timeout
+
+
+def test_gpu_memory_limit_without_nvml_is_a_named_gap(fake_host, tmp_path):
+    with pytest.warns(UserWarning, match=r"cannot enforce Limits gpu_memory_mb here: .*NVML"):
+        ex = SandboxExecutor(gpus=0, limits=Limits(gpu_memory_mb=512), pool=False, workspace=tmp_path / "ws")
+        ex.start()
+    try:
+        assert "NVML" in ex.capabilities.gaps["gpu_memory_mb"]
+        assert "gpu_memory_mb" not in ex.capabilities.enforced
+    finally:
+        ex.close()

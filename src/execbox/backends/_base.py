@@ -445,7 +445,9 @@ class Executor(ABC):
     def _warn_unenforced(self) -> None:
         enforced = self.capabilities.enforced
         asked = {
-            name for name in ("memory_mb", "max_processes", "cpus") if getattr(self.limits, name) is not None
+            name
+            for name in ("memory_mb", "max_processes", "cpus", "gpu_memory_mb")
+            if getattr(self.limits, name) is not None
         }
         if self.limits.network is False:
             asked.add("network")

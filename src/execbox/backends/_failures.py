@@ -65,11 +65,19 @@ def explain_failure(
     limits: Limits,
     memory_exceeded_mb: int | None = None,
     address_space_mb: int | None = None,
+    gpu_memory_exceeded_mb: int | None = None,
 ) -> tuple[ErrorInfo, str]:
     """(error, note for the output) for a block that did not succeed.
     ``memory_exceeded_mb``: the limit the kernel enforced, when it did;
     ``address_space_mb``: the RLIMIT_AS standing in for a memory limit, if
-    one did (an allocation over it fails instead)."""
+    one did (an allocation over it fails instead); ``gpu_memory_exceeded_mb``:
+    the GPU memory limit execbox killed the block at."""
+    if gpu_memory_exceeded_mb is not None:
+        note = (
+            f"GPU memory limit {gpu_memory_exceeded_mb} MB exceeded (Limits.gpu_memory_mb): execbox "
+            "killed the block; use less GPU memory or raise Limits.gpu_memory_mb"
+        )
+        return ErrorInfo("GpuMemoryLimit", note), note + "."
     if memory_exceeded_mb is not None:
         note = (
             f"memory limit {memory_exceeded_mb} MB exceeded (Limits.memory_mb): the kernel killed "

@@ -61,6 +61,7 @@ class ProcessOutcome:
     duration_s: float
     memory_exceeded_mb: int | None = None  # set when the kernel killed it at a memory limit
     address_space_mb: int | None = None  # the RLIMIT_AS that stood in for a memory limit, if one did
+    gpu_memory_exceeded_mb: int | None = None  # set when execbox killed it at Limits.gpu_memory_mb
 
 
 def run_process(

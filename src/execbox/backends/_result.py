@@ -84,6 +84,7 @@ def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) ->
         limits=limits,
         memory_exceeded_mb=outcome.memory_exceeded_mb,
         address_space_mb=outcome.address_space_mb,
+        gpu_memory_exceeded_mb=outcome.gpu_memory_exceeded_mb,
     )
     return Outcome(
         status="timeout" if outcome.timed_out else "failed",

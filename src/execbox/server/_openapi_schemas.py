@@ -62,6 +62,7 @@ LIMITS = {
         "max_output_bytes": {"type": "integer"},
         "network": {"type": ["boolean", "null"]},
         "cpus": {"type": ["number", "null"]},
+        "gpu_memory_mb": {"type": ["integer", "null"]},
     },
 }
 CODE = {

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._gpus import GpuGrant, grant, parse_gpus
-from ..._languages import PYTHON, Language, runnable_languages
+from ..._languages import PYTHON, Language
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
@@ -46,9 +46,9 @@ from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
+from ._capabilities import sandbox_capabilities
 from ._cgroups import CgroupSupport, cgroup_support
-from ._enforcement import NPROC_IN_USERNS, enforcement
-from ._gpu import GPU_MEMORY_GAP, gpu_environment, gpu_mechanism, gpu_policy
+from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import (
     INSIDE_PATH,
@@ -65,7 +65,7 @@ from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_
 from ._launcher import prepare
 from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
-from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker, prlimit
+from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker
 from ._seccomp import supported as seccomp_supported
 from ._session import sent_whole
 from ._stateful import StatefulBlocks
@@ -208,6 +208,8 @@ class SandboxExecutor(HostExecutor):
         self._lease: Lease | None = None
         self._jailer = Jailer(None, ())
         self._gpu: GpuGrant | None = None
+        self._gpu_watch: GpuWatcher | None = None  # Limits.gpu_memory_mb (_gpu)
+        self._gpu_watch_how = ""
 
     @property
     def _zygote_kept(self) -> bool:
@@ -225,41 +227,7 @@ class SandboxExecutor(HostExecutor):
         return self._capabilities[1]
 
     def _find_capabilities(self) -> Capabilities:
-        cgroups = cgroup_support()[0] if self.cgroups else None
-        if (self.isolation_in_use or self.isolation) == "landlock":
-            nproc = (
-                "RLIMIT_NPROC of the executor's own jail id (its blocks' processes together)"
-                if os.geteuid() == 0
-                else "RLIMIT_NPROC, which here counts every process of the user, not the block's alone"
-            )
-            held = enforcement(
-                cgroups,
-                nproc=nproc,
-                network="seccomp: unix datagram sockets only (no stream: "
-                "Landlock does not mediate connect), TCP refused by Landlock",
-            )
-        else:
-            held = enforcement(
-                cgroups,
-                nproc=NPROC_IN_USERNS if self._zygote_kept or prlimit() else None,
-                network="an empty network namespace (the block has only a loopback of its own)",
-            )
-        mechanisms = dict(held.held)
-        if self.gpus is not None and cgroups is None:
-            del held.held["memory_mb"]
-            held.missing["memory_mb"] = GPU_MEMORY_GAP
-            del mechanisms["memory_mb"]
-        if self._gpu is not None:
-            mechanisms["gpus"] = gpu_mechanism(self._gpu, pool=self.pool, stateful=self.stateful)
-        return Capabilities(
-            backend=self.name,
-            isolated=True,
-            stateful=self.stateful,
-            enforced=frozenset(held.held),
-            languages=runnable_languages(INSIDE_PATH),
-            mechanisms=mechanisms,
-            gaps=held.missing,
-        )
+        return sandbox_capabilities(self)
 
     @property
     def pool_health(self) -> dict[str, Any] | None:
@@ -282,6 +250,10 @@ class SandboxExecutor(HostExecutor):
         super()._start()
         assert self._python is not None
         self._cgroups = cgroup_support()[0] if self.cgroups else None
+        self._gpu_watch, self._gpu_watch_how = gpu_memory_watcher(
+            self._gpu, self.limits.gpu_memory_mb, self._cgroups is not None
+        )
+        self._capabilities = None  # how gpu_memory_mb holds is known now
         readonly = interpreter_dirs(self._python)
         workspace = str(self.workspace.path)
         self._lease = lease()
@@ -370,6 +342,7 @@ class SandboxExecutor(HostExecutor):
             output_limit=self.limits.max_output_bytes,
             python=self._python,
             make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
+            gpu_watch=self._gpu_watch,
             **parts,
         )
 

@@ -23,12 +23,27 @@ a block holds a GPU.
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from ..._gpus import GpuGrant
+from .._base import UnenforcedLimitWarning
+from ._cgroups import BlockCgroup
+from ._nvml import POLL_S, GpuMemoryWatch, gpu_memory
 from ._policy import JailPolicy
 
-__all__ = ["GPU_MEMORY_GAP", "gpu_environment", "gpu_mechanism", "gpu_policy"]
+__all__ = [
+    "GPU_MEMORY_GAP",
+    "GpuWatcher",
+    "gpu_environment",
+    "gpu_mechanism",
+    "gpu_memory_watcher",
+    "gpu_policy",
+]
+
+GpuWatcher = Callable[[BlockCgroup | None], AbstractContextManager[GpuMemoryWatch | None]]
 
 GPU_MEMORY_GAP = (
     "not limited for GPU blocks here: RLIMIT_AS, the stand-in without a memory cgroup, makes CUDA "
@@ -61,7 +76,10 @@ def gpu_mechanism(given: GpuGrant, *, pool: bool, stateful: bool) -> str:
     """How the executor's blocks hold their GPUs, for ``capabilities``."""
     names = ", ".join(f"GPU {g.index}" + (f" ({g.uuid})" if g.uuid else "") for g in given.gpus)
     if stateful:
-        how = "the session's unit has no PID namespace of its own (the driver refuses a nested one)"
+        how = (
+            "the session's unit has no PID namespace of its own (the driver refuses a nested one): "
+            "its processes may signal the executor's own zygote and init"
+        )
     elif pool:
         how = (
             "each block in a jail of its own, not a pool unit "
@@ -70,3 +88,36 @@ def gpu_mechanism(given: GpuGrant, *, pool: bool, stateful: bool) -> str:
     else:
         how = "each block in a jail of its own"
     return f"{names}: only their device nodes bound; {how}"
+
+
+def gpu_memory_watcher(
+    given: GpuGrant | None, limit_mb: int | None, has_cgroups: bool
+) -> tuple[GpuWatcher | None, str]:
+    """(what watches a block's GPU memory, how) for ``Limits.gpu_memory_mb``,
+    or (None, why it cannot be held here, warned); (None, "") when it is not set."""
+    if limit_mb is None:
+        return None, ""
+    if given is None:
+        return None, "no GPU is given to the blocks (gpus=...)"
+    nvml, why = gpu_memory()
+    if not has_cgroups:
+        why = "needs a cgroup per block to know the block's processes (run as root, or delegated)"
+    if nvml is None or not has_cgroups:
+        warnings.warn(
+            f"the sandbox cannot enforce Limits gpu_memory_mb here: it is ignored ({why})",
+            UnenforcedLimitWarning,
+            stacklevel=6,
+        )
+        return None, why
+    minors = [g.index for g in given.gpus]
+
+    def watch(group: BlockCgroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
+        if group is None:
+            return nullcontext(None)
+        return GpuMemoryWatch(nvml, minors, limit_mb, group.pids, group.kill)
+
+    how = (
+        f"NVML's GPU memory of the block's processes (its cgroup's), read every {POLL_S * 1000:.0f} ms; "
+        "the block is killed past the limit"
+    )
+    return watch, how

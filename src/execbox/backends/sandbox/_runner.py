@@ -12,10 +12,12 @@ from __future__ import annotations
 import functools
 import shutil
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup, CgroupSupport
+from ._gpu import GpuWatcher
 from ._identity import Jailer
 from ._jail import INSIDE_PATH, by_name
 from ._landlock_tier import LandlockTier
@@ -73,6 +75,7 @@ class JailRunner:
         netns: int | None = None,
         zygote: ZygotePool | None = None,
         landlock: LandlockTier | None = None,
+        gpu_watch: GpuWatcher | None = None,
     ) -> None:
         self.policy = policy
         self.timeout_s = timeout_s
@@ -84,6 +87,7 @@ class JailRunner:
         self.netns = netns
         self.zygote = zygote
         self.landlock = landlock
+        self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb, on the blocks of a GPU executor (_gpu)
 
     def run(
         self,
@@ -110,18 +114,21 @@ class JailRunner:
                 )
             else:
                 group = self.make_cgroup()
-                outcome = (
-                    self.landlock.run(
-                        argv,
-                        group,
-                        timeout_s=timeout_s,
-                        output_limit=output_limit,
-                        cancel=cancel,
-                        on_output=on_output,
+                with self.gpu_watch(group) if self.gpu_watch is not None else nullcontext() as gpu:
+                    outcome = (
+                        self.landlock.run(
+                            argv,
+                            group,
+                            timeout_s=timeout_s,
+                            output_limit=output_limit,
+                            cancel=cancel,
+                            on_output=on_output,
+                        )
+                        if self.landlock is not None
+                        else self._one_shot(argv, group, cancel, on_output)
                     )
-                    if self.landlock is not None
-                    else self._one_shot(argv, group, cancel, on_output)
-                )
+                if gpu is not None and gpu.exceeded:
+                    outcome.gpu_memory_exceeded_mb = gpu.limit_mb
             memory_mb = self.policy.memory_mb or 0
             if group is not None and outcome.exit_code != 0 and group.oom_killed():
                 outcome.memory_exceeded_mb = memory_mb

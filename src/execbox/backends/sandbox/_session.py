@@ -33,6 +33,7 @@ import socket
 import stat
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +44,7 @@ from ..._workspace import Workspace
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from .._result import Outcome, outcome_to_result
 from ._cgroups import BlockCgroup
+from ._gpu import GpuWatcher
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
 from ._sockets import recv_fds_now, send_fds_now
@@ -86,9 +88,10 @@ class Answer:
 class Session:
     """One session: a unit of ``pool`` kept; ``run`` one block at a time."""
 
-    def __init__(self, pool: ZygotePool, owner: Lease | None) -> None:
+    def __init__(self, pool: ZygotePool, owner: Lease | None, gpu_watch: GpuWatcher | None = None) -> None:
         self.pool = pool
         self.owner = owner
+        self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb in a GPU session (_gpu)
         self._code: socket.socket | None = None
         self._status: socket.socket | None = None
         self._group: BlockCgroup | None = None
@@ -210,15 +213,17 @@ class Session:
             os.close(out_w)
             os.close(err_w)
             watched = _Block(self._code, self._status)
-            capture, timed_out, cancelled = watch(
-                out_r,
-                err_r,
-                watched,
-                deadline=started + timeout_s,
-                output_limit=output_limit,
-                cancel=cancel,
-                on_output=on_output,
-            )
+            gpu_watch = self.gpu_watch(self._group) if self.gpu_watch is not None else nullcontext()
+            with gpu_watch as gpu:
+                capture, timed_out, cancelled = watch(
+                    out_r,
+                    err_r,
+                    watched,
+                    deadline=started + timeout_s,
+                    output_limit=output_limit,
+                    cancel=cancel,
+                    on_output=on_output,
+                )
         finally:
             os.close(out_r)
             os.close(err_r)
@@ -267,6 +272,8 @@ class Session:
         )
         if self._group is not None and died is not None and self._group.oom_killed():
             process.memory_exceeded_mb = memory_mb
+        if gpu is not None and gpu.exceeded:
+            process.gpu_memory_exceeded_mb = gpu.limit_mb
         if died is not None or note == LOST_INTERRUPT:
             self.close()  # the next block opens a fresh one
         displays = watched.read_displays(output_limit)
@@ -472,7 +479,7 @@ def session_outcome(
             "variables and imports of earlier blocks are lost."
         )
         output = _line(output, why)
-        if error is None or error.name not in ("MemoryLimit", "Timeout"):
+        if error is None or error.name not in ("MemoryLimit", "GpuMemoryLimit", "Timeout"):
             error = ErrorInfo("SessionDied", why, error.traceback if error is not None else "")
     if answer.note:
         output = _line(output, answer.note)

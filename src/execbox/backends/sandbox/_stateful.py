@@ -58,7 +58,7 @@ class StatefulBlocks:
         limits = ex.limits
         with self._lock:
             if self._session is None or self._session.pool is not pool:
-                self._session = Session(pool, ex._lease)
+                self._session = Session(pool, ex._lease, ex._gpu_watch)
             before = ""
             how = self._session.gone()
             if how is not None:
