@@ -52,3 +52,23 @@ def test_a_gpu_the_host_has_not_is_told_with_the_driver_to_install(gpu_server):
 def test_a_server_without_allow_gpus_refuses_them(client):
     error_of(client.post("/v1/run", json={"code": "1", "gpus": 0}), 400, "bad_request")
     assert client.get("/v1/info").json()["limits"]["maximum"]["gpus"] == []
+
+
+def test_the_client_and_the_remote_executor_ask_for_gpus(gpu_server):
+    from execbox import ConfigurationError, ServiceError
+    from execbox.backends.remote import RemoteExecutor
+    from execbox.client import Client
+
+    with Client(gpu_server.url, token=gpu_server.token) as client:
+        with pytest.raises(ServiceError, match=r"gpus 1 is past what this server allows"):
+            client.run("print(1)", gpus=1)
+        with pytest.raises(ConfigurationError, match="neither a GPU index"):
+            client.run("print(1)", gpus="first")
+        with pytest.raises(ServiceError, match=r"gpus 1 is past"):
+            client.session(gpus=[1])
+    remote = RemoteExecutor(gpu_server.url, token=gpu_server.token, gpus=1)
+    try:
+        with pytest.raises(ServiceError, match=r"gpus 1 is past"):
+            remote.start()
+    finally:
+        remote.close()

@@ -14,7 +14,7 @@ from ._http import MAX_ANSWER_BYTES, Transport
 from ._result import RunResult
 from ._session import Session
 from ._sse import lines
-from ._wire import BlockLike, batch_item, files_body, limits_body, run_body, service_error
+from ._wire import BlockLike, batch_item, files_body, limits_body, run_body, service_error, with_gpus
 
 __all__ = ["DEFAULT_URL", "Client"]
 
@@ -109,12 +109,14 @@ class Client:
         fetch_files: Sequence[str] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         backend: str | None = None,
+        gpus: Any = None,
     ) -> RunResult:
         """Run code (or ``blocks``: CodeBlock objects or ``{code, language?,
         filename?}`` dicts) in a fresh workspace holding ``files`` ({path:
         str or bytes}); its result, with the files ``fetch_files`` names
         read back (``result.fetched``). ``limits``: a ``Limits`` (all of
-        it), or a dict of some of its fields over the server's defaults."""
+        it), or a dict of some of its fields over the server's defaults.
+        ``gpus``: NVIDIA GPUs for the blocks, within the server's ``--allow-gpus``."""
         body = run_body(
             code,
             language,
@@ -123,6 +125,7 @@ class Client:
             fetch_files=fetch_files,
             limits=limits,
             backend=backend,
+            gpus=gpus,
         )
         return RunResult.from_dict(self._transport.json("POST", "/v1/run", json=body, slow=True))
 
@@ -173,14 +176,16 @@ class Client:
         files: Mapping[str, str | bytes] | None = None,
         keep_code_files: bool | None = None,
         execution_policies: Mapping[str, str] | None = None,
+        gpus: Any = None,
     ) -> Session:
         """Open a session: an executor kept between runs (``backend``: the
         server's default when None), with ``env`` set for its code and
         ``files`` in its workspace before it starts. ``ttl_s``: its whole
         life; ``idle_ttl_s``: how long it may stay unused (the server's
         defaults when None). ``keep_code_files`` and ``execution_policies``
-        are the executor's options of those names."""
-        body: dict[str, Any] = {}
+        are the executor's options of those names; ``gpus``, NVIDIA GPUs for
+        its blocks (within the server's ``--allow-gpus``)."""
+        body: dict[str, Any] = with_gpus({}, gpus)
         if keep_code_files is not None:
             body["keep_code_files"] = keep_code_files
         if execution_policies is not None:

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
+from .._gpus import parse_gpus
 from .._models import CodeBlock, Limits
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "quote_path",
     "run_body",
     "service_error",
+    "with_gpus",
 ]
 
 BlockLike = CodeBlock | Mapping[str, Any]
@@ -100,6 +102,7 @@ def run_body(
     fetch_files: Sequence[str] | None = None,
     limits: Limits | Mapping[str, Any] | None = None,
     backend: str | None = None,
+    gpus: Any = None,
 ) -> dict[str, Any]:
     """The body of ``POST /v1/run`` (and of an item of a batch)."""
     body = code_body(code, language, blocks)
@@ -113,6 +116,14 @@ def run_body(
         body["limits"] = limits_body(limits)
     if backend is not None:
         body["backend"] = backend
+    return with_gpus(body, gpus)
+
+
+def with_gpus(body: dict[str, Any], gpus: Any) -> dict[str, Any]:
+    """``gpus`` in a request body, checked here (the server checks its ``--allow-gpus``)."""
+    wanted = parse_gpus(gpus)
+    if wanted is not None:
+        body["gpus"] = list(wanted)
     return body
 
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._errors import ExecboxError, ServiceError
+from ..._gpus import parse_gpus
 from ..._languages import Language
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import EndEvent, EventSink, OutputEvent, StartEvent
@@ -64,7 +65,8 @@ class RemoteExecutor(Executor):
     ``limits`` and ``env``; ``token`` defaults to ``EXECBOX_TOKEN``;
     ``timeout_s`` bounds each request, ``start_timeout_s`` the opening of
     a session (its backend starting there); ``max_answer_bytes`` each
-    answer read (``Client``'s)."""
+    answer read (``Client``'s); ``gpus`` the NVIDIA GPUs its blocks get
+    there (within the server's ``--allow-gpus``)."""
 
     name = "remote"
 
@@ -82,6 +84,7 @@ class RemoteExecutor(Executor):
         max_answer_bytes: int | None = None,
         workspace: Workspace | str | None = None,
         limits: Limits | None = None,
+        gpus: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(workspace=workspace, limits=limits, **options)
@@ -102,6 +105,7 @@ class RemoteExecutor(Executor):
             "env": dict(env) if env else None,
             "ttl_s": ttl_s,
             "idle_ttl_s": idle_ttl_s,
+            "gpus": list(wanted) if (wanted := parse_gpus(gpus)) else None,  # allowed (or not) there
         }
         self._session: Any = None
         self._info: dict[str, Any] | None = None
