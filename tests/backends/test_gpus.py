@@ -156,8 +156,8 @@ def test_the_gpu_session_keeps_its_state_and_kills_what_each_cell_started(fake_h
         started = ex.run(
             CodeBlock(
                 "python",
-                "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-                "q = subprocess.Popen(['sh', '-c', '(sleep 301 &) ; sleep 302'])\nx += 1\nprint(x)",
+                "p = subprocess.Popen(['sleep', '3017'], start_new_session=True)\n"
+                "q = subprocess.Popen(['sh', '-c', '(sleep 3018 &) ; sleep 3019'])\nx += 1\nprint(x)",
             )
         )
         after = ex.run(CodeBlock("python", SLEEPERS + "print(x, sleepers())\nprint(os.getpid())"))
@@ -169,7 +169,7 @@ def test_the_gpu_session_keeps_its_state_and_kills_what_each_cell_started(fake_h
     assert after.stdout.splitlines() == ["42 []", first.stdout.strip()]
     assert health is not None and health["zygote_restarts"] == 0
     assert fresh.stdout == "False\n"
-    left = subprocess.run(["pgrep", "-f", "^sleep 30[012]$"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", "^sleep 301[789]$"], capture_output=True, text=True).stdout
     assert left == ""
 
 

@@ -21,6 +21,7 @@ from typing import Any, Self
 __all__ = ["POLL_S", "GpuMemory", "GpuMemoryWatch", "gpu_memory"]
 
 POLL_S = 0.05
+JOIN_S = 2.0  # the longest a block's end waits for its watch's last NVML call
 LIBRARY = "libnvidia-ml.so.1"
 MAX_PROCESSES = 1024
 NOT_AVAILABLE = (1 << 64) - 1  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
@@ -121,7 +122,8 @@ class GpuMemoryWatch:
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
-        self._thread.join()
+        # a driver call that never returns must not hold the block's result: the thread is left
+        self._thread.join(timeout=JOIN_S)
 
     def _watch(self) -> None:
         while not self._stop.wait(POLL_S):
