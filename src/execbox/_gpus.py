@@ -61,7 +61,7 @@ DRIVER_HINT = (
     "the GPUs), or drop gpus"
 )
 _NODE = re.compile(r"nvidia(\d+)")
-_UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z-]+")
+_UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,80}")  # MIG: also the older MIG-GPU-<uuid>/<gi>/<ci>
 _MAX_GPUS = 256
 
 
@@ -102,10 +102,6 @@ class GpuGrant:
     library_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH for driver folders the loader's cache misses
     bin_path: tuple[str, ...] = ()  # PATH for an nvidia-smi outside the jail's PATH
 
-    @property
-    def visible(self) -> str:
-        return ",".join(g.uuid or str(g.index) for g in self.gpus)
-
 
 def parse_gpus(value: object, where: str = "gpus") -> tuple[str, ...] | None:
     """``gpus`` as a tuple of "all", indices (as text) and UUIDs; None for no GPU."""
@@ -127,25 +123,33 @@ def parse_gpus(value: object, where: str = "gpus") -> tuple[str, ...] | None:
             f"{where} is None, 'all', an index, a UUID or a list of them, got {type(value).__name__}"
         )
     if not items or len(items) > _MAX_GPUS:
-        raise ConfigurationError(f"{where}: give 'all', or between 1 and {_MAX_GPUS} GPUs, got {value!r}")
+        raise ConfigurationError(
+            f"{where}: give 'all', or between 1 and {_MAX_GPUS} GPUs, got {_shown(value)}"
+        )
     out: list[str] = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, str)):
-            raise ConfigurationError(f"{where}: each GPU is an index or a UUID, got {item!r}")
+            raise ConfigurationError(f"{where}: each GPU is an index or a UUID, got {_shown(item)}")
         text = str(item).strip()
         if text == "all":
             if len(items) != 1:
-                raise ConfigurationError(f"{where}: 'all' stands alone, got {value!r}")
+                raise ConfigurationError(f"{where}: 'all' stands alone, got {_shown(value)}")
             return ("all",)
         if not (text.isdigit() and int(text) < 1 << 20) and not _UUID.fullmatch(text):
             raise ConfigurationError(
-                f"{where}: {text!r} is neither a GPU index (0, 1, ...) nor a UUID (GPU-..., as "
+                f"{where}: {_shown(text)} is neither a GPU index (0, 1, ...) nor a UUID (GPU-..., as "
                 "`nvidia-smi -L` shows it)"
             )
         text = str(int(text)) if text.isdigit() else text
         if text not in out:
             out.append(text)
     return tuple(out)
+
+
+def _shown(value: object) -> str:
+    """A value for an error message, bounded (it may come from a request)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def host_gpus(host: GpuHost | None = None) -> list[Gpu]:

@@ -230,8 +230,18 @@ def fake_nvml(tmp_path_factory):
     return folder
 
 
+def require_cgroups() -> None:
+    from execbox.backends.sandbox._cgroups import cgroup_support
+
+    support, why = cgroup_support()
+    require(
+        "a cgroup per block", support is not None, f"gpu_memory_mb reads a block's processes there: {why}"
+    )
+
+
 @pytest.mark.parametrize("mode", ["one-shot", "pool", "stateful"])
 def test_gpu_memory_past_the_limit_kills_the_block_and_names_the_limit(fake_nvml, mode):
+    require_cgroups()
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, str(root / "tests" / "fixtures" / "nvml" / "gpu_memory_run.py"), mode],
@@ -250,6 +260,7 @@ def test_gpu_memory_past_the_limit_kills_the_block_and_names_the_limit(fake_nvml
 
 
 def test_gpu_memory_limit_without_nvml_is_a_named_gap(fake_host, tmp_path):
+    require_cgroups()
     with pytest.warns(UserWarning, match=r"cannot enforce Limits gpu_memory_mb here: .*NVML"):
         ex = SandboxExecutor(gpus=0, limits=Limits(gpu_memory_mb=512), pool=False, workspace=tmp_path / "ws")
         ex.start()

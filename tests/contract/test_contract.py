@@ -291,7 +291,9 @@ def test_async_cancel_kills_the_block(executor):
 
     elapsed = asyncio.run(scenario())
     assert wait_dead(marked(marker)) == []
-    assert elapsed < 5
+    # the cancel ends the run, not the block's 300 s; a bound far from both, not a speed test
+    # (a Jupyter kernel is interrupted, given a grace, then replaced: seconds on a loaded machine)
+    assert elapsed < 60
     assert executor.run(py("print('still works')")).output == "still works\n"
 
 

@@ -17,6 +17,7 @@ for its own sends, so the floor goes without any change on the server.
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
 import socket
 import ssl
@@ -38,6 +39,7 @@ __all__ = ["GatewayKernel", "JupyterConnectionInfo", "WebSocketChannels"]
 
 HINT = "pip install 'execbox[jupyter]' (websocket-client)"
 REQUEST_TIMEOUT_S = 30.0
+MAX_ANSWER_BYTES = 16 << 20  # a REST answer (kernel specs, a kernel's model): far less
 READY_TIMEOUT_S = 60.0
 TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
@@ -80,7 +82,7 @@ class JupyterConnectionInfo:
         )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as answer:
-                raw = answer.read()
+                raw = answer.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:300].decode("utf-8", "replace")
             if exc.code in (401, 403):
@@ -97,7 +99,18 @@ class JupyterConnectionInfo:
                 f"no Jupyter server answers at {self.base_url} ({reason}): start one "
                 "(LocalJupyterServer(), or `jupyter kernelgateway`) or fix host/port",
             ) from exc
-        return json.loads(raw) if raw.strip() else None
+        except http.client.HTTPException as exc:  # something else listens there (a port taken meanwhile)
+            raise BackendUnavailableError(
+                "jupyter",
+                f"what answers at {self.base_url} is not an HTTP server ({type(exc).__name__}): "
+                "fix host/port",
+            ) from exc
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise ExecboxError(f"Jupyter server {method} {path}: an answer over {MAX_ANSWER_BYTES} bytes")
+        try:
+            return json.loads(raw) if raw.strip() else None
+        except ValueError as exc:
+            raise ExecboxError(f"Jupyter server {method} {path}: an answer that is not JSON ({exc})") from exc
 
 
 register_option_type("jupyter-connection", JupyterConnectionInfo)

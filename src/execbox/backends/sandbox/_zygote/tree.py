@@ -75,6 +75,7 @@ def kill_group_and(pid):
 
 
 def reap():
+    """Collect every child that has left (the zygote's units' inits, a subreaper's orphans)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

@@ -35,7 +35,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_file import run_python_file  # beside this file
 from session import serve_session  # beside this file
-from tree import become_subreaper, end_tree  # beside this file
+from tree import become_subreaper, end_tree, reap  # beside this file
 
 # a block's own modules of those names are not shadowed
 del sys.modules["run_file"], sys.modules["session"], sys.modules["tree"]
@@ -366,22 +366,11 @@ class Zygote:
 
     def serve(self):
         while True:
-            reap()
+            reap()  # units' inits that have left
             data, fds, _, _ = socket.recv_fds(self.control, 1 << 16, MAX_FDS)
             if not data:
                 return
             self.make_unit(fds)
-
-
-def reap():
-    """Collect units' inits that have left."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def main():
