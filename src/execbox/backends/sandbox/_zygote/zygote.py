@@ -35,7 +35,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_file import run_python_file  # beside this file
 from session import serve_session  # beside this file
-from tree import become_subreaper, end_tree, reap  # beside this file
+from tree import become_subreaper, end_tree, kill_descendants, reap  # beside this file
 
 # a block's own modules of those names are not shadowed
 del sys.modules["run_file"], sys.modules["session"], sys.modules["tree"]
@@ -282,8 +282,10 @@ def init_main(unit, code_sock, cgroup_fds, config):
     for fd in cgroup_fds:
         os.close(fd)
 
-    def leave(code):
-        if not own_namespace:
+    def leave(code, reaped=False):
+        if not own_namespace and reaped:  # its pid may be another's now: only what came back to us
+            kill_descendants()
+        elif not own_namespace:
             end_tree(pid)
         os._exit(code)
 
@@ -303,7 +305,7 @@ def init_main(unit, code_sock, cgroup_fds, config):
                 status.sendall(f"exit {code if code >= 0 else 128 - code}".encode())
             except OSError:
                 pass
-            leave(0)
+            leave(0, reaped=True)
         if status in ready:
             try:
                 message = status.recv(64)
