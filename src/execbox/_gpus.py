@@ -27,6 +27,7 @@ tests point ``GpuHost`` at a folder of device nodes they made.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ __all__ = [
     "Gpu",
     "GpuGrant",
     "GpuHost",
+    "check_gpu_backend",
     "describe",
     "grant",
     "host_gpus",
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 GPU_BACKENDS = ("sandbox", "docker")  # the backends that take gpus=
+
 SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 CAPS_DIR = "nvidia-caps"
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -144,6 +147,16 @@ def parse_gpus(value: object, where: str = "gpus") -> tuple[str, ...] | None:
         if text not in out:
             out.append(text)
     return tuple(out)
+
+
+def check_gpu_backend(backend: str, name: str = "gpus", fix: str = "") -> None:
+    """Refuse ``gpus`` on a backend that does not take them (``name``: how the
+    caller spelled it; ``fix``: what to do, after the reason)."""
+    if backend not in GPU_BACKENDS:
+        raise ConfigurationError(
+            f"{name} is for the {' and '.join(GPU_BACKENDS)} backends, not {backend!r}"
+            + (f": {fix}" if fix else "")
+        )
 
 
 def _shown(value: object) -> str:
@@ -285,15 +298,17 @@ def _driver_files(host: GpuHost) -> tuple[list[str], list[str], list[str]]:
     return readonly, libraries, bins
 
 
-def _loader_folders() -> list[str]:
-    """Folders of the driver's libraries in the loader's cache (``ldconfig -p``)."""
+@functools.cache
+def _loader_folders() -> tuple[str, ...]:
+    """Folders of the driver's libraries in the loader's cache (``ldconfig -p``),
+    read once per process: every GPU executor's start (and kernel's) asks."""
     ldconfig = shutil.which("ldconfig", path="/sbin:/usr/sbin:/usr/bin:/bin")
     if ldconfig is None:
-        return []
+        return ()
     try:
         done = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return []
+        return ()
     folders: list[str] = []
     for line in done.stdout.splitlines()[:100_000]:
         name, _, target = line.strip().partition(" => ")
@@ -301,7 +316,7 @@ def _loader_folders() -> list[str]:
             folder = os.path.dirname(os.path.realpath(target))
             if folder not in folders:
                 folders.append(folder)
-    return folders
+    return tuple(folders)
 
 
 def describe(gpus: Sequence[Gpu]) -> list[str]:

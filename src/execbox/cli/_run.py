@@ -11,7 +11,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, NoCodeBlocksError
 from .._extract import extract_code_blocks
-from .._gpus import GPU_BACKENDS
+from .._gpus import check_gpu_backend
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, OutputEvent
 from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
@@ -106,11 +106,7 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
         "workspace": args.workdir,
     }
     if args.gpus:
-        if args.backend not in GPU_BACKENDS:
-            raise ConfigurationError(
-                f"--gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {args.backend!r}: "
-                "drop --gpus or pick one of them with --backend"
-            )
+        check_gpu_backend(args.backend, "--gpus", "drop --gpus or pick one of them with --backend")
         options["gpus"] = args.gpus
     if args.package:
         from ..environments import Venv

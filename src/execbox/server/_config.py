@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
-from .._gpus import GPU_BACKENDS, parse_gpus
+from .._gpus import check_gpu_backend, parse_gpus
 from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
 
@@ -222,10 +222,7 @@ class ServerConfig:
             return None
         if self.allow_gpus is None:
             raise ConfigurationError("gpus is not allowed by this server (execbox serve --allow-gpus)")
-        if backend not in GPU_BACKENDS:
-            raise ConfigurationError(
-                f"gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {backend!r}"
-            )
+        check_gpu_backend(backend)
         if self.allow_gpus != ("all",):
             past = [g for g in wanted if g not in self.allow_gpus]
             if past:

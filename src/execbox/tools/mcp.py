@@ -35,7 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError
-from .._gpus import GPU_BACKENDS, parse_gpus
+from .._gpus import check_gpu_backend, parse_gpus
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._version import __version__
 from .._workspace import Workspace
@@ -132,10 +132,8 @@ def create_server(
         limits = Limits() if timeout_s is None else Limits(timeout_s=timeout_s)
         folder = Workspace(workspace) if workspace is not None else None
         wanted = parse_gpus(gpus)
-        if wanted is not None and backend_class.name not in GPU_BACKENDS:
-            raise ConfigurationError(
-                f"gpus is for the {' and '.join(GPU_BACKENDS)} backends, not {backend_class.name!r}"
-            )
+        if wanted is not None:
+            check_gpu_backend(backend_class.name)
         extra: dict[str, Any] = {"gpus": wanted} if wanted is not None else {}
 
         def factory() -> Executor:

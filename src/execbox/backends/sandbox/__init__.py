@@ -48,7 +48,7 @@ from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._cgroups import CgroupSupport, cgroup_support
-from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy
+from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy, no_watch
 from ._identity import Jailer, Lease, is_jail_id, lease
 from ._jail import (
     INSIDE_PATH,
@@ -342,7 +342,7 @@ class SandboxExecutor(HostExecutor):
             output_limit=self.limits.max_output_bytes,
             python=self._python,
             make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
-            gpu_watch=self._gpu_watch,
+            gpu_watch=self._gpu_watch or no_watch,
             **parts,
         )
 

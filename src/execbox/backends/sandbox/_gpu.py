@@ -41,9 +41,16 @@ __all__ = [
     "gpu_mechanism",
     "gpu_memory_watcher",
     "gpu_policy",
+    "no_watch",
 ]
 
 GpuWatcher = Callable[[BlockCgroup | None], AbstractContextManager[GpuMemoryWatch | None]]
+
+
+def no_watch(group: BlockCgroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
+    """The watcher of a block with no ``Limits.gpu_memory_mb`` to hold: none."""
+    return nullcontext(None)
+
 
 GPU_MEMORY_GAP = (
     "not limited for GPU blocks here: RLIMIT_AS, the stand-in without a memory cgroup, makes CUDA "

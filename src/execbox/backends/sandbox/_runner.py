@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 import shutil
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup, CgroupSupport
-from ._gpu import GpuWatcher
+from ._gpu import GpuWatcher, no_watch
 from ._identity import Jailer
 from ._jail import INSIDE_PATH, by_name
 from ._landlock_tier import LandlockTier
@@ -75,7 +74,7 @@ class JailRunner:
         netns: int | None = None,
         zygote: ZygotePool | None = None,
         landlock: LandlockTier | None = None,
-        gpu_watch: GpuWatcher | None = None,
+        gpu_watch: GpuWatcher = no_watch,
     ) -> None:
         self.policy = policy
         self.timeout_s = timeout_s
@@ -114,7 +113,7 @@ class JailRunner:
                 )
             else:
                 group = self.make_cgroup()
-                with self.gpu_watch(group) if self.gpu_watch is not None else nullcontext() as gpu:
+                with self.gpu_watch(group) as gpu:
                     outcome = (
                         self.landlock.run(
                             argv,

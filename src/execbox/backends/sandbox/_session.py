@@ -33,7 +33,6 @@ import socket
 import stat
 import time
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +43,7 @@ from ..._workspace import Workspace
 from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
 from .._result import Outcome, outcome_to_result
 from ._cgroups import BlockCgroup
-from ._gpu import GpuWatcher
+from ._gpu import GpuWatcher, no_watch
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
 from ._sockets import recv_fds_now, send_fds_now
@@ -88,7 +87,7 @@ class Answer:
 class Session:
     """One session: a unit of ``pool`` kept; ``run`` one block at a time."""
 
-    def __init__(self, pool: ZygotePool, owner: Lease | None, gpu_watch: GpuWatcher | None = None) -> None:
+    def __init__(self, pool: ZygotePool, owner: Lease | None, gpu_watch: GpuWatcher = no_watch) -> None:
         self.pool = pool
         self.owner = owner
         self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb in a GPU session (_gpu)
@@ -213,8 +212,7 @@ class Session:
             os.close(out_w)
             os.close(err_w)
             watched = _Block(self._code, self._status)
-            gpu_watch = self.gpu_watch(self._group) if self.gpu_watch is not None else nullcontext()
-            with gpu_watch as gpu:
+            with self.gpu_watch(self._group) as gpu:
                 capture, timed_out, cancelled = watch(
                     out_r,
                     err_r,

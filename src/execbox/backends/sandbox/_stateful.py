@@ -14,6 +14,7 @@ from typing import Any
 from ..._languages import PYTHON, Language, resolve_program
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome, missing_program
+from ._gpu import no_watch
 from ._pool import ZygotePool
 from ._session import Session, session_outcome
 
@@ -58,7 +59,7 @@ class StatefulBlocks:
         limits = ex.limits
         with self._lock:
             if self._session is None or self._session.pool is not pool:
-                self._session = Session(pool, ex._lease, ex._gpu_watch)
+                self._session = Session(pool, ex._lease, ex._gpu_watch or no_watch)
             before = ""
             how = self._session.gone()
             if how is not None:
