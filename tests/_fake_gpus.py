@@ -20,12 +20,13 @@ UUID0 = "GPU-11111111-2222-3333-4444-555555555555"
 
 
 @contextmanager
-def fake_gpu_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[GpuHost]:
+def fake_gpu_host() -> Iterator[GpuHost]:
     """/dev with two GPUs, nvidiactl, nvidia-uvm and a MIG capability, and
     the driver's /proc files for GPU 0 only; every executor reads it. Not
     under pytest's folder (0700): the jail's id must reach the nodes bwrap
-    binds, as it does /dev's."""
+    binds, as it does /dev's. The host's own GPUs are read again once it ends."""
     root = Path(tempfile.mkdtemp(prefix="execbox-gpus-"))
+    patch = pytest.MonkeyPatch()
     try:
         dev = root / "dev"
         (dev / "nvidia-caps").mkdir(parents=True)
@@ -45,7 +46,8 @@ def fake_gpu_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[GpuHost]:
         for folder in (root, dev, dev / "nvidia-caps"):
             folder.chmod(0o755)  # a leased jail id reaches the nodes bwrap binds
         host = GpuHost(dev=str(dev), driver=str(root / "driver"), search_path="/nonexistent")
-        monkeypatch.setattr(_gpus, "GpuHost", lambda: host)
+        patch.setattr(_gpus, "GpuHost", lambda: host)
         yield host
     finally:
+        patch.undo()
         shutil.rmtree(root, ignore_errors=True)

@@ -58,8 +58,8 @@ def test_bad_gpus_values_say_what_to_pass(value, says):
 
 
 @pytest.fixture
-def fake_host(monkeypatch):
-    with fake_gpu_host(monkeypatch) as host:
+def fake_host():
+    with fake_gpu_host() as host:
         yield host
 
 
@@ -100,7 +100,7 @@ def test_a_driver_outside_the_system_folders_is_bound_and_found(tmp_path, monkey
     smi_dir.mkdir(parents=True)
     (smi_dir / "nvidia-smi").write_text("#!/bin/sh\n")
     (smi_dir / "nvidia-smi").chmod(0o755)
-    monkeypatch.setattr(_gpus, "_loader_folders", lambda: ["/opt/driver/lib", "/usr/lib/x86_64-linux-gnu"])
+    monkeypatch.setattr(_gpus, "_loader_folders", lambda: ("/opt/driver/lib", "/usr/lib/x86_64-linux-gnu"))
     readonly, libraries, bins = _gpus._driver_files(GpuHost(search_path=str(smi_dir)))
     assert readonly == ["/opt/driver/lib", str(smi_dir)] and bins == [str(smi_dir)]
     assert libraries == []  # the loader's cache finds them

@@ -28,14 +28,14 @@ def py(code: str) -> CodeBlock:
 
 
 @pytest.fixture(params=["pid-namespace", "gpu"])
-def session(request, tmp_path, monkeypatch):
+def session(request, tmp_path):
     """A session in a unit with a PID namespace of its own, and a GPU
     session's (none: the driver refuses a nested one; ``tests/_fake_gpus``)."""
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     with ExitStack() as stack:
         gpus = None
         if request.param == "gpu":
-            stack.enter_context(fake_gpu_host(monkeypatch))
+            stack.enter_context(fake_gpu_host())
             gpus = "all"
         executor = SandboxExecutor(
             workspace=Workspace(tmp_path / "ws"), limits=Limits(timeout_s=4), stateful=True, gpus=gpus

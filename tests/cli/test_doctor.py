@@ -124,17 +124,18 @@ def test_doctor_where_no_user_namespace_can_be_made_names_the_sysctl_and_the_lan
     assert "sysctl user.max_user_namespaces" in refused["the namespaces tier starts"]["fix"], found
 
 
-def test_doctor_reports_the_gpus_the_driver_and_which_tiers_give_them(monkeypatch):
+def test_doctor_reports_the_gpus_the_driver_and_which_tiers_give_them():
+    from execbox._gpus import host_gpus
     from execbox.backends.sandbox._doctor import diagnose
     from tests._fake_gpus import UUID0, fake_gpu_host
 
-    with fake_gpu_host(monkeypatch):
+    with fake_gpu_host():
         gpus = diagnose(try_blocks=False).gpus
     assert gpus["found"][0].startswith(f"GPU 0: NVIDIA H200, {UUID0}") and len(gpus["found"]) == 2
     assert gpus["driver"] == "580.95.05"
     assert gpus["nodes"][:3] == ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]
     assert gpus["tiers"]["namespaces"].startswith("no: the namespaces tier does not start")  # not tried
     assert gpus["tiers"]["docker"].startswith("with the NVIDIA Container Toolkit")
-    if not any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev")):
+    if not host_gpus():  # the host's own, read again once the fake is gone
         none = diagnose(try_blocks=False).gpus
         assert none["found"] == [] and "install the NVIDIA driver" in none["fix"]
