@@ -1,6 +1,12 @@
 """The language table: aliases, file suffix, how each language runs, and its
 default policy. One table, read by the extractor and every backend.
 
+An interpreted language has ``command`` (the code file's path is appended);
+a compiled one has ``build`` (``_build`` compiles it once per source and
+toolchain, in the jail, then runs the program). ``version`` is the argv
+that prints the toolchain's version (part of the compile cache's key) and
+``package`` the Debian package that provides it.
+
 Policies:
 - ``execute``: written to a file and run;
 - ``save``: written to the workspace, not run (html, css, data files);
@@ -12,14 +18,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ._errors import ConfigurationError
 
 __all__ = [
     "LANGUAGES",
+    "LANGUAGE_ETC",
+    "Build",
     "Language",
     "Policy",
     "canonical_language",
@@ -37,20 +45,59 @@ PYTHON = "{python}"
 
 
 @dataclass(frozen=True)
+class Build:
+    """How a compiled language's block becomes a program. ``compile`` and
+    ``run`` are argv templates: ``{src}`` the source file, ``{dir}`` the
+    build folder (both absolute, the same inside a jail), ``{main}`` the
+    source's name without its suffix (Java: the public class, ``main_of``).
+    ``env`` is the compiler's extra environment (``{cache}``: the
+    executor's own cache folder of this language, kept between builds);
+    ``files`` are (name, text) written beside the source."""
+
+    compile: tuple[str, ...]
+    run: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    main: str = "main"
+    main_of: Callable[[str], str] | None = field(default=None, compare=False)
+    cache: bool = False  # whether ``{cache}`` is used (a folder the compiler may write)
+
+    def programs(self) -> tuple[str, ...]:
+        """The programs a build and a run need, by name."""
+        return tuple(dict.fromkeys(a[0] for a in (self.compile, self.run) if not a[0].startswith("{")))
+
+
+@dataclass(frozen=True)
 class Language:
     name: str
     aliases: tuple[str, ...]
     suffix: str
     policy: Policy
-    # argv prefix; the code file's path is appended. None: nothing runs it.
+    # argv prefix; the code file's path is appended. None: nothing runs it (or ``build`` does).
     command: tuple[str, ...] | None = None
     install_hint: str = ""
     # Other file suffixes of the language (``suffix`` is the one execbox writes).
     other_suffixes: tuple[str, ...] = ()
+    build: Build | None = None
+    version: tuple[str, ...] = ()  # argv printing the toolchain's version
+    package: str = ""  # the Debian package providing it
+    etc: tuple[str, ...] = ()  # /etc folders its toolchain reads (bound read-only in a jail)
 
     @property
     def program(self) -> str | None:
+        if self.build is not None:
+            return self.build.programs()[0]
         return self.command[0] if self.command else None
+
+    @property
+    def runnable(self) -> bool:
+        return self.command is not None or self.build is not None
+
+    def programs(self) -> tuple[str, ...]:
+        """Every program running a block needs (a compiled language: the compiler and the runtime)."""
+        if self.build is not None:
+            return self.build.programs()
+        return (self.command[0],) if self.command else ()
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -58,11 +105,42 @@ class Language:
         return (self.suffix, *self.other_suffixes)
 
 
+# TypeScript's compiler knows no Node.js names without @types/node, which Debian does not package.
+_NODE_GLOBALS = (
+    "declare var require: any, process: any, module: any, exports: any, Buffer: any;\n"
+    "declare var __dirname: string, __filename: string;\n"
+)
+_JAVA_PUBLIC = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
+
+
+def _java_class(code: str) -> str:
+    """The class javac wants the file named after (its public class), else ``Main``."""
+    found = _JAVA_PUBLIC.search(code)
+    return found.group(1) if found else "Main"
+
+
 LANGUAGES: tuple[Language, ...] = (
     Language(
-        "python", ("py", "python3", "py3", "pyw"), ".py", "execute", (PYTHON, "-u"), other_suffixes=(".pyw",)
+        "python",
+        ("py", "python3", "py3", "pyw"),
+        ".py",
+        "execute",
+        (PYTHON, "-u"),
+        other_suffixes=(".pyw",),
+        version=(PYTHON, "--version"),
+        package="python3",
     ),
-    Language("bash", (), ".sh", "execute", ("bash",), "apt-get install bash", other_suffixes=(".bash",)),
+    Language(
+        "bash",
+        (),
+        ".sh",
+        "execute",
+        ("bash",),
+        "apt-get install bash",
+        other_suffixes=(".bash",),
+        version=("bash", "--version"),
+        package="bash",
+    ),
     Language(
         "sh",
         ("shell", "console", "shellsession", "shell-session", "zsh"),
@@ -80,6 +158,8 @@ LANGUAGES: tuple[Language, ...] = (
         ("node",),
         "apt-get install nodejs",
         other_suffixes=(".mjs", ".cjs"),
+        version=("node", "--version"),
+        package="nodejs",
     ),
     Language(
         "pwsh",
@@ -88,6 +168,155 @@ LANGUAGES: tuple[Language, ...] = (
         "execute",
         ("pwsh", "-NoLogo", "-NoProfile", "-NonInteractive", "-File"),
         "install PowerShell (package powershell)",
+    ),
+    Language(
+        "c",
+        ("h",),
+        ".c",
+        "execute",
+        install_hint="apt-get install gcc",
+        build=Build(
+            ("gcc", "-O2", "-std=gnu17", "-pipe", "-o", "{dir}/main", "{src}", "-lm"), ("{dir}/main",)
+        ),
+        version=("gcc", "-dumpfullversion"),
+        package="gcc",
+    ),
+    Language(
+        "cpp",
+        ("c++", "cxx", "cc", "hpp"),
+        ".cpp",
+        "execute",
+        install_hint="apt-get install g++",
+        other_suffixes=(".cc", ".cxx"),
+        build=Build(("g++", "-O2", "-std=gnu++17", "-pipe", "-o", "{dir}/main", "{src}"), ("{dir}/main",)),
+        version=("g++", "-dumpfullversion"),
+        package="g++",
+    ),
+    Language(
+        "go",
+        ("golang",),
+        ".go",
+        "execute",
+        install_hint="apt-get install golang-go",
+        build=Build(
+            ("go", "build", "-o", "{dir}/main", "{src}"),
+            ("{dir}/main",),
+            # the executor's own build cache: never shared with another executor's blocks
+            env=(
+                ("GOCACHE", "{cache}/build"),
+                ("GOPATH", "{cache}/path"),
+                ("HOME", "/tmp"),
+                ("GO111MODULE", "off"),
+                ("GOTOOLCHAIN", "local"),
+                ("CGO_ENABLED", "0"),
+            ),
+            cache=True,
+        ),
+        version=("go", "version"),
+        package="golang-go",
+    ),
+    Language(
+        "rust",
+        ("rs",),
+        ".rs",
+        "execute",
+        install_hint="apt-get install rustc",
+        build=Build(("rustc", "-O", "--edition", "2021", "-o", "{dir}/main", "{src}"), ("{dir}/main",)),
+        version=("rustc", "--version"),
+        package="rustc",
+    ),
+    Language(
+        "java",
+        (),
+        ".java",
+        "execute",
+        install_hint="apt-get install default-jdk-headless",
+        build=Build(
+            ("javac", "-encoding", "UTF-8", "-d", "{dir}", "{src}"),
+            ("java", "-XX:+UseSerialGC", "-cp", "{dir}", "{main}"),
+            env=(("HOME", "/tmp"),),
+            main="Main",
+            main_of=lambda code: _java_class(code),
+        ),
+        version=("javac", "-version"),
+        package="default-jdk-headless",
+        etc=("/etc/java-17-openjdk", "/etc/java-21-openjdk"),
+    ),
+    Language(
+        "typescript",
+        ("ts", "tsx"),
+        ".ts",
+        "execute",
+        install_hint="apt-get install node-typescript",
+        build=Build(
+            (
+                "tsc",
+                "--target",
+                "es2020",
+                "--module",
+                "commonjs",
+                "--outDir",
+                "{dir}",
+                "{src}",
+                "{dir}/node.d.ts",
+            ),
+            ("node", "{dir}/main.js"),
+            files=(("node.d.ts", _NODE_GLOBALS),),
+        ),
+        version=("tsc", "--version"),
+        package="node-typescript",
+    ),
+    Language(
+        "ruby",
+        ("rb",),
+        ".rb",
+        "execute",
+        ("ruby",),
+        "apt-get install ruby",
+        version=("ruby", "--version"),
+        package="ruby",
+    ),
+    Language(
+        "php",
+        (),
+        ".php",
+        "execute",
+        ("php",),
+        "apt-get install php-cli",
+        version=("php", "--version"),
+        package="php-cli",
+        etc=("/etc/php",),
+    ),
+    Language(
+        "lua",
+        (),
+        ".lua",
+        "execute",
+        ("lua",),
+        "apt-get install lua5.4",
+        version=("lua", "-v"),
+        package="lua5.4",
+    ),
+    Language(
+        "perl",
+        ("pl",),
+        ".pl",
+        "execute",
+        ("perl",),
+        "apt-get install perl",
+        version=("perl", "-e", "print $^V"),
+        package="perl",
+    ),
+    Language(
+        "r",
+        ("rscript",),
+        ".R",
+        "execute",
+        ("Rscript",),
+        "apt-get install r-base-core",
+        version=("Rscript", "--version"),
+        package="r-base-core",
+        etc=("/etc/R",),
     ),
     Language("html", ("htm", "xhtml"), ".html", "save", other_suffixes=(".htm", ".xhtml")),
     Language("css", (), ".css", "save"),
@@ -140,7 +369,7 @@ def resolve_policies(overrides: Mapping[str, Policy | bool] | None) -> dict[str,
             raise ConfigurationError(
                 f"execution_policies[{name!r}] = {value!r}: use 'execute', 'save' or 'refuse'"
             )
-        if policy == "execute" and lang.command is None:
+        if policy == "execute" and not lang.runnable:
             raise ConfigurationError(
                 f"execution_policies[{name!r}] = 'execute', but nothing runs {lang.name}: "
                 "use 'save' or 'refuse'"
@@ -154,14 +383,19 @@ def resolve_program(program: str, path: str | None = None) -> str | None:
     return _which(program, path if path is not None else os.environ.get("PATH", ""))
 
 
-def runnable_languages(path: str) -> tuple[str, ...]:
-    """Languages whose program is found on ``path`` (python always: the
-    executor's environment provides it)."""
+def runnable_languages(path: str, *, compiled: bool = True) -> tuple[str, ...]:
+    """Languages whose programs are all found on ``path`` (python always:
+    the executor's environment provides it); ``compiled``: the compiled
+    ones too (a backend that builds them)."""
     return tuple(
         lang.name
         for lang in LANGUAGES
-        if lang.command and (lang.command[0] == PYTHON or resolve_program(lang.command[0], path))
+        if (lang.command or (compiled and lang.build))
+        and all(p == PYTHON or resolve_program(p, path) for p in lang.programs())
     )
+
+
+LANGUAGE_ETC: tuple[str, ...] = tuple(dict.fromkeys(p for lang in LANGUAGES for p in lang.etc))
 
 
 _which_cache: dict[tuple[str, str], str | None] = {}

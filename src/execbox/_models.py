@@ -28,7 +28,9 @@ DEFAULT_MAX_PROCESSES = 512
 DEFAULT_OPEN_FILES = 1024
 DEFAULT_FILE_SIZE_MB = 1024
 
-BlockStatus = Literal["ok", "failed", "timeout", "saved", "refused", "unsupported", "cancelled"]
+BlockStatus = Literal[
+    "ok", "failed", "timeout", "saved", "refused", "unsupported", "cancelled", "compile_error"
+]
 
 
 @dataclass(frozen=True)
@@ -38,15 +40,21 @@ class CodeBlock:
     ``language`` is as written (aliases such as ``py`` are resolved when it
     runs); ``filename`` is where to save it inside the workspace, if the model
     asked for one; ``language_inferred`` says the language was guessed
-    because the fence named none.
+    because the fence named none; ``stdin`` is the program's standard input
+    (None: an empty one).
     """
 
     language: str
     code: str
     filename: str | None = None
     language_inferred: bool = field(default=False, kw_only=True)
+    stdin: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
+        if self.stdin is not None and not isinstance(self.stdin, str):
+            raise ConfigurationError(
+                f"CodeBlock.stdin must be a str or None, not {type(self.stdin).__name__}"
+            )
         if not isinstance(self.code, str):
             raise ConfigurationError(f"CodeBlock.code must be a str, not {type(self.code).__name__}")
         if not isinstance(self.language, str):
@@ -75,6 +83,8 @@ class Limits:
       those past it are dropped and the output says so.
     - ``network``: True allows network, False forbids it, None takes the
       backend's default (off where the backend isolates).
+    - ``compile_timeout_s``: wall-clock seconds a compiled language's
+      compiler may take (its program then has ``timeout_s``).
     - ``gpu_memory_mb``: GPU memory the block's processes may hold, on the
       GPUs given with ``gpus=`` (the sandbox: read from NVML while the block
       runs; past it the block is killed and the result names this limit).
@@ -90,12 +100,13 @@ class Limits:
     network: bool | None = None
     cpus: float | None = None
     gpu_memory_mb: int | None = None
+    compile_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            raise ConfigurationError(
-                f"Limits.timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
-            )
+        for name in ("timeout_s", "compile_timeout_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+                raise ConfigurationError(f"Limits.{name} must be a positive number of seconds, got {value!r}")
         for name in ("memory_mb", "max_processes", "gpu_memory_mb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int) and value > 0):
@@ -177,6 +188,7 @@ class BlockResult:
     duration_s: float = 0.0
     timed_out: bool = False
     truncated: bool = False
+    peak_memory_mb: float | None = None  # where the backend measures it (a block's cgroup)
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

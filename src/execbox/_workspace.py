@@ -158,6 +158,26 @@ class Workspace:
         """Read one of execbox's own files (refusing links, FIFOs, devices)."""
         return read_under(self._root, _internal_parts(relative), relative)
 
+    def has_internal(self, relative: str) -> bool:
+        """Whether one of execbox's own files is there, a regular file (a
+        link or anything else at its name is not it)."""
+        *folders, name = _internal_parts(relative)
+        try:
+            parent = open_folders(self._root, folders, relative, create=False, repair=False)
+        except WorkspaceError:
+            return False
+        try:
+            return stat.S_ISREG(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+        finally:
+            os.close(parent)
+
+    def internal_folder(self, relative: str) -> int:
+        """A descriptor of one of execbox's own folders, made where missing
+        (what code planted on the way is removed, never followed)."""
+        return open_folders(self._root, _internal_parts(relative), relative, create=True, repair=True)
+
     def remove_internal(self, relative: str) -> None:
         """Remove one of execbox's own files if it is there (a link planted
         at its name is removed, never followed; a folder is left)."""

@@ -44,8 +44,9 @@ from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartE
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
+from ._build import compile_failure, plan_build, toolchain_version
 from ._executor_files import ExecutorFiles
-from ._process import Cancellation, OutputCallback
+from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
 
@@ -79,6 +80,10 @@ class Executor(ABC):
     """Runs code blocks. Use as a (async) context manager, or call ``close()``."""
 
     name: ClassVar[str] = "base"
+    # whether blocks may have stdin (``_execute_code``'s and ``_run_program``'s), and whether this
+    # backend builds compiled languages (``_compile``, ``_run_program``)
+    takes_stdin: ClassVar[bool] = False
+    compiles: ClassVar[bool] = False
     _environment: Environment | None = None
     _init_options: dict[str, Any]  # set by __new__
 
@@ -141,14 +146,42 @@ class Executor(ABC):
         code: str,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        stdin: str | None = None,
     ) -> Outcome:
         """Run a block the base class has just written to ``code_path`` (or
-        not, where ``_runs_from_text``), its text ``code``. A backend that
+        not, where ``_runs_from_text``), its text ``code`` (``stdin``: only
+        where ``takes_stdin``). A backend that
         sends the text rather than runs the file (a Jupyter kernel)
         overrides this and uses ``code``: reading the file
         back would read what a process left by an earlier block may have put
         there meanwhile (a link to a host file, a FIFO)."""
         return self._execute(language, code_path, cancel, on_output)
+
+    def _compile(
+        self, argv: list[str], *, folders: tuple[str, ...], env: dict[str, str], cancel: Cancellation
+    ) -> ProcessOutcome:
+        """Run a compiler (``compiles``): as blocks run, under
+        ``limits.compile_timeout_s``, the workspace-relative ``folders``
+        writable, ``env`` added to the blocks' environment."""
+        raise NotImplementedError(f"the {self.name} backend does not build compiled languages")
+
+    def _run_program(
+        self,
+        language: Language,
+        argv: list[str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> Outcome:
+        """Run a built program's ``argv`` as a block (``compiles``)."""
+        raise NotImplementedError(f"the {self.name} backend does not build compiled languages")
+
+    def _toolchain_path(self) -> tuple[str, str]:
+        """The PATH blocks see and the executor's Python, for ``_build.toolchain_version``."""
+        return os.environ.get("PATH", os.defpath), ""
+
+    def _give_build(self, folders: tuple[str, ...]) -> None:  # noqa: B027 (a hook, like _start)
+        """Let the compiler write ``folders`` (a jail's identity: handed to it)."""
 
     def _checked_environment(self, environment: Environment) -> Environment:
         """``environment`` if this backend can run it, else ``ConfigurationError``."""
@@ -360,6 +393,14 @@ class Executor(ABC):
             )
         common["language"] = lang.name
         policy = self.policies[lang.name]
+        if block.stdin is not None and not self.takes_stdin and policy == "execute":
+            return failed_block(
+                common,
+                lang.name,
+                "StdinUnsupported",
+                f"the {self.name} backend gives blocks no stdin: run it on the sandbox or local backend, "
+                "or drop CodeBlock(stdin=...)",
+            )
         if policy == "refuse":
             return failed_block(
                 common,
@@ -401,9 +442,17 @@ class Executor(ABC):
                 output="Cancelled before it ran.\n",
                 error=ErrorInfo("Cancelled", "cancelled before it ran"),
             )
+        elif lang.build is not None:
+            result = self._build_and_run(lang, code, common, cancel, on_output, block.stdin)
         else:
+            extra: dict[str, Any] = {} if block.stdin is None else {"stdin": block.stdin}
             outcome = self._execute_code(
-                lang, relative if not relative.startswith("-") else f"./{relative}", code, cancel, on_output
+                lang,
+                relative if not relative.startswith("-") else f"./{relative}",
+                code,
+                cancel,
+                on_output,
+                **extra,
             )
             result = outcome.to_block(common)
         if not self.keep_code_files and not block.filename and not unwritten:  # a named block's: kept
@@ -411,6 +460,51 @@ class Executor(ABC):
             written.remove(relative)
             result = dataclasses.replace(result, code_file=None)
         return result
+
+    def _build_and_run(
+        self,
+        lang: Language,
+        code: str,
+        common: dict[str, Any],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> BlockResult:
+        """A compiled block: built once (``_build``), then its program run."""
+        path, python = self._toolchain_path()
+        plan = plan_build(lang, code, str(self.workspace.path), toolchain_version(lang, path, python))
+        with self._build_lock(plan.key):
+            if not self.workspace.has_internal(plan.marker):
+                for folder in plan.writable:
+                    os.close(self.workspace.internal_folder(folder))
+                self._write_internal(plan.source, code)
+                for name, text in plan.files:
+                    self._write_internal(name, text)
+                self._give_build(plan.writable)
+                built = self._compile(plan.compile, folders=plan.writable, env=plan.env, cancel=cancel)
+                if built.cancelled and not built.timed_out:
+                    return Outcome(
+                        status="cancelled",
+                        exit_code=130,
+                        output="Cancelled while it compiled.\n",
+                        stdout="",
+                        stderr="",
+                        duration_s=built.duration_s,
+                        error=ErrorInfo("Cancelled", "cancelled while it compiled"),
+                    ).to_block(common)
+                if built.exit_code != 0:
+                    return compile_failure(common, lang.name, built, self.limits)
+                self._write_internal(plan.marker, "")
+        return self._run_program(lang, plan.run, cancel, on_output, stdin).to_block(common)
+
+    def _build_lock(self, key: str) -> threading.Lock:
+        """One lock per build: two runs of one source compile it once."""
+        with self._state_lock:
+            locks: dict[str, threading.Lock] = self.__dict__.setdefault("_build_locks", {})
+            if len(locks) > 1024:  # forget idle ones: a lock only matters while held
+                for name in [n for n, lock in locks.items() if not lock.locked()]:
+                    del locks[name]
+            return locks.setdefault(key, threading.Lock())
 
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))

@@ -42,7 +42,20 @@ class BlockRunner(Protocol):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         source: str | None = None,
+        stdin: bytes | None = None,
     ) -> ProcessOutcome: ...
+
+    def build(
+        self,
+        argv: list[str],
+        *,
+        folders: tuple[str, ...],
+        env: dict[str, str],
+        timeout_s: float,
+        cancel: Cancellation,
+    ) -> ProcessOutcome:
+        """Run a compiler as a block runs (``Executor._compile``)."""
+        ...
 
 
 class HostExecutor(HostPython, Executor):
@@ -51,6 +64,8 @@ class HostExecutor(HostPython, Executor):
 
     _environment: Environment  # always one (HostPython's), never Executor's None
     _runner: BlockRunner
+    takes_stdin = True
+    compiles = True
 
     def __init__(
         self,
@@ -149,9 +164,39 @@ class HostExecutor(HostPython, Executor):
         code: str,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        stdin: str | None = None,
     ) -> Outcome:
         source = code if self._runs_from_text(language, code) else None
-        return self._execute(language, code_path, cancel, on_output, source=source)
+        return self._execute(language, code_path, cancel, on_output, source=source, stdin=stdin)
+
+    def _compile(
+        self, argv: list[str], *, folders: tuple[str, ...], env: dict[str, str], cancel: Cancellation
+    ) -> ProcessOutcome:
+        return self._runner.build(
+            argv, folders=folders, env=env, timeout_s=self.limits.compile_timeout_s, cancel=cancel
+        )
+
+    def _run_program(
+        self,
+        language: Language,
+        argv: list[str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> Outcome:
+        if not os.path.isabs(argv[0]):  # a runtime by name (java, node)
+            resolved = resolve_program(argv[0], self._toolchain_path()[0])
+            if resolved is None:
+                return missing_program(argv[0], language.install_hint)
+            argv = [resolved, *argv[1:]]
+        outcome = self._runner.run(
+            argv, python_file=False, cancel=cancel, on_output=on_output, stdin=_encoded(stdin)
+        )
+        return outcome_to_result(language.name, outcome, self.limits)
+
+    def _toolchain_path(self) -> tuple[str, str]:
+        assert self._python is not None
+        return self._child_env["PATH"], self._python
 
     def _execute(
         self,
@@ -160,6 +205,7 @@ class HostExecutor(HostPython, Executor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         source: str | None = None,
+        stdin: str | None = None,
     ) -> Outcome:
         assert language.command is not None and self._python is not None
         program = language.command[0]
@@ -172,8 +218,13 @@ class HostExecutor(HostPython, Executor):
             cancel=cancel,
             on_output=on_output,
             source=source if program == PYTHON else None,
+            stdin=_encoded(stdin),
         )
         return outcome_to_result(language.name, outcome, self.limits)
+
+
+def _encoded(stdin: str | None) -> bytes | None:
+    return None if stdin is None else stdin.encode("utf-8", "surrogateescape")
 
 
 def child_environment(

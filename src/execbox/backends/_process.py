@@ -15,6 +15,7 @@ output pipes, a pidfd (the child's exit) and a cancellation pipe with one
 
 from __future__ import annotations
 
+import fcntl
 import os
 import resource
 import secrets
@@ -38,6 +39,7 @@ __all__ = [
     "kill_marked",
     "new_token",
     "run_process",
+    "stdin_file",
     "watch",
 ]
 
@@ -62,6 +64,26 @@ class ProcessOutcome:
     memory_exceeded_mb: int | None = None  # set when the kernel killed it at a memory limit
     address_space_mb: int | None = None  # the RLIMIT_AS that stood in for a memory limit, if one did
     gpu_memory_exceeded_mb: int | None = None  # set when execbox killed it at Limits.gpu_memory_mb
+    peak_memory_mb: float | None = None  # the block's cgroup's peak, where it had one
+
+
+def stdin_file(data: bytes) -> int:
+    """A sealed in-memory file holding ``data``, at its start: a block's
+    standard input. No path is involved (nothing a block could plant), no
+    writer thread (it is read like a file), and sealed, nothing can change
+    it once written."""
+    fd = os.memfd_create("execbox-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def run_process(
@@ -78,29 +100,36 @@ def run_process(
     preexec: Callable[[], None] | None = None,
     pass_fds: Sequence[int] = (),
     also_kill: Callable[[], None] | None = None,
+    stdin: bytes | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` and return its exit code and bounded output.
 
     ``token`` marks the run's processes (made up when not given; a wrapper
     that clears the environment, like bubblewrap, must pass it on itself).
     ``preexec`` runs in the child before the exec (keep it to system calls);
-    ``also_kill`` runs whenever the run's processes are killed.
+    ``also_kill`` runs whenever the run's processes are killed; ``stdin``
+    is its standard input (default: /dev/null).
     Exit codes: the child's own; 128+N for death by signal N; 124 on timeout.
     """
     token = token or new_token()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env={**env, TOKEN_VAR: token},
-        start_new_session=True,
-        close_fds=True,
-        pass_fds=tuple(pass_fds),
-        preexec_fn=_with_memory_limit(memory_mb, preexec),
-    )
+    given = stdin_file(stdin) if stdin is not None else None
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL if given is None else given,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**env, TOKEN_VAR: token},
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+            preexec_fn=_with_memory_limit(memory_mb, preexec),
+        )
+    finally:
+        if given is not None:
+            os.close(given)  # the child has its own
     assert proc.stdout is not None and proc.stderr is not None
     watched = _Child(proc, token, also_kill)
     try:

@@ -35,6 +35,7 @@ class Outcome:
     timed_out: bool = False
     truncated: bool = False
     displays: tuple[Display, ...] = field(default=())
+    peak_memory_mb: float | None = None
 
     def to_block(self, common: dict[str, Any]) -> BlockResult:
         return BlockResult(
@@ -49,6 +50,7 @@ class Outcome:
             duration_s=self.duration_s,
             timed_out=self.timed_out,
             truncated=self.truncated,
+            peak_memory_mb=self.peak_memory_mb,
         )
 
 
@@ -63,7 +65,11 @@ def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) ->
     cap = outcome.capture
     output, stdout, stderr = cap.combined.text(), cap.stdout.text(), cap.stderr.text()
     common: dict[str, Any] = dict(
-        stdout=stdout, stderr=stderr, duration_s=outcome.duration_s, truncated=cap.truncated
+        stdout=stdout,
+        stderr=stderr,
+        duration_s=outcome.duration_s,
+        truncated=cap.truncated,
+        peak_memory_mb=outcome.peak_memory_mb,
     )
     if outcome.cancelled and not outcome.timed_out:
         note = "Cancelled: the block and every process it started were killed."

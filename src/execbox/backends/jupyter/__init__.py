@@ -316,6 +316,7 @@ class JupyterExecutor(HostPython, Executor):
         code: str,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        stdin: str | None = None,  # never given: a kernel takes no stdin (takes_stdin)
     ) -> Outcome:
         # ``code``, not the file read back: a thread left by an earlier cell may
         # have swapped the file for a link to a host file, or a FIFO, meanwhile

@@ -102,6 +102,7 @@ class Unjailed:
         cancel: Cancellation,
         on_output: OutputCallback | None,
         source: str | None = None,  # never given: the local backend runs the file
+        stdin: bytes | None = None,
     ) -> ProcessOutcome:
         executor = self.executor
         return run_process(
@@ -113,4 +114,25 @@ class Unjailed:
             memory_mb=executor.limits.memory_mb,
             cancel=cancel,
             on_output=on_output,
+            stdin=stdin,
+        )
+
+    def build(
+        self,
+        argv: list[str],
+        *,
+        folders: tuple[str, ...],
+        env: dict[str, str],
+        timeout_s: float,
+        cancel: Cancellation,
+    ) -> ProcessOutcome:
+        executor = self.executor
+        return run_process(
+            argv,
+            cwd=str(executor.workspace.path),
+            env={**executor._child_env, **env},
+            timeout_s=timeout_s,
+            output_limit=executor.limits.max_output_bytes,
+            memory_mb=executor.limits.memory_mb,
+            cancel=cancel,
         )

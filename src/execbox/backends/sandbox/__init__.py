@@ -444,11 +444,12 @@ class SandboxExecutor(HostExecutor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         source: str | None = None,
+        stdin: str | None = None,
     ) -> Outcome:
         if not code_path.startswith(INTERNAL_DIR + "/"):
             # a named block's folders, made by execbox (root), are the jail's to write in
             self.give_to_blocks([code_path])
-        return super()._execute(language, code_path, cancel, on_output, source=source)
+        return super()._execute(language, code_path, cancel, on_output, source=source, stdin=stdin)
 
     def _runs_from_text(self, language: Language, code: str) -> bool:
         # the pool's code process (and a session) takes a Python block's text in its request
@@ -466,12 +467,39 @@ class SandboxExecutor(HostExecutor):
         code: str,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        stdin: str | None = None,
     ) -> Outcome:
         if self._stateful is None or self._zygote is None:
-            return super()._execute_code(language, code_path, code, cancel, on_output)
+            return super()._execute_code(language, code_path, code, cancel, on_output, stdin)
         if not code_path.startswith(INTERNAL_DIR + "/"):
             self.give_to_blocks([code_path])
-        return self._stateful.run(self._zygote, language, code_path, code, cancel, on_output)
+        return self._stateful.run(self._zygote, language, code_path, code, cancel, on_output, stdin=stdin)
+
+    def _run_program(
+        self,
+        language: Language,
+        argv: list[str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> Outcome:
+        if self._stateful is None or self._zygote is None:
+            return super()._run_program(language, argv, cancel, on_output, stdin)
+        return self._stateful.run_argv(self._zygote, language, argv, cancel, on_output, stdin=stdin)
+
+    def _toolchain_path(self) -> tuple[str, str]:
+        assert self._python is not None
+        return dict(self._policy.env).get("PATH", INSIDE_PATH), self._python
+
+    def _give_build(self, folders: tuple[str, ...]) -> None:
+        if self._lease is None:
+            return
+        for folder in folders:  # the folder itself only: those above it stay execbox's
+            fd = self.workspace.internal_folder(folder)
+            try:
+                os.fchown(fd, self._lease.uid, self._lease.gid)
+            finally:
+                os.close(fd)
 
     def _rlimits(self) -> dict[str, int]:
         """What a process gets before it enters the jail (one-shot: bwrap's;

@@ -158,6 +158,18 @@ class BlockCgroup:
             pass
         return False
 
+    def peak_memory_mb(self) -> float | None:
+        """The most memory the group's processes held at once (None where
+        the kernel does not say: cgroup v2 before Linux 5.19)."""
+        mem = self.by_controller.get("memory")
+        if mem is None:
+            return None
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            return round(int((mem / name).read_text()) / (1 << 20), 1)
+        except (OSError, ValueError):
+            return None
+
     def remove(self) -> None:
         """Kill what is left and remove the group, in the background (the
         last processes of a block may take a few ms to be gone)."""

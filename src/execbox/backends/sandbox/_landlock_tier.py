@@ -102,11 +102,12 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import execbox.backends.sandbox._landlock as ll
 
 from ..._errors import BackendUnavailableError, WeakerIsolationWarning
+from ..._languages import LANGUAGE_ETC
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe, reachable
@@ -198,7 +199,8 @@ class LandlockTier:
             self.limits.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
         self.rules: list[tuple[str, int]] = [(p, SYSTEM_RIGHTS) for p in SYSTEM_DIRS if not os.path.islink(p)]
         self.rules += [(p, SYSTEM_RIGHTS) for p in readonly]
-        self.rules += [(p, ll.READ) for p in (*ETC_FILES, *(NETWORK_FILES if network else ()), "/proc")]
+        etc = (*ETC_FILES, *LANGUAGE_ETC, *(NETWORK_FILES if network else ()))
+        self.rules += [(p, ll.READ) for p in (*etc, "/proc")]
         self.rules += [(p, DEVICE_RIGHTS) for p in DEVICES_RW] + [(p, ll.READ_FILE) for p in DEVICES_RO]
         self.rules += [(p, DEVICE_RIGHTS) for p, _ in policy.devices]  # a GPU's: CUDA talks by ioctl
         self.rules += [(host, SYSTEM_RIGHTS) for host, _ in policy.extra_readonly]  # the driver's folders
@@ -251,7 +253,12 @@ class LandlockTier:
         output_limit: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: bytes | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> ProcessOutcome:
+        """Run ``argv`` under the tier's rules (the workspace is writable
+        whole here, a build folder too), ``extra_env`` added to its
+        environment."""
         tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
         shm = tempfile.mkdtemp(prefix="execbox-shm-", dir=self.tmp_base) if self.shm else None
         ruleset = -1
@@ -270,6 +277,7 @@ class LandlockTier:
             )
             fds = group.open_procs() if group is not None else []
             env = {**self.env, **{k: tmp for k in ("HOME", "TMPDIR") if self.env.get(k, "/tmp") == "/tmp"}}
+            env.update(extra_env or {})
             token = new_token()
             try:
                 return run_process(
@@ -283,6 +291,7 @@ class LandlockTier:
                     token=token,
                     preexec=self._enter(ruleset, fds, status_w, shm),
                     also_kill=self._killer(group),
+                    stdin=stdin,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 os.close(status_w)

@@ -19,7 +19,7 @@ namespaces (``_landlock_tier`` says what it cannot). What the block sees:
 - a private /tmp and /dev/shm of ``tmp_bytes`` each;
 - the workspace as the only writable host path, ``writable`` (host,
   inside) pairs beside it, ``sealed`` workspace folders read-only over
-  themselves;
+  themselves, ``unsealed`` ones within them writable again (a build);
 - no network unless ``network`` (``joined_netns``: the jail starts in an
   empty network namespace made once per executor, ``_jail.empty_netns``);
 - ``env`` and nothing else of the host's environment (``--clearenv``);
@@ -39,6 +39,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..._languages import LANGUAGE_ETC
 from ._seccomp import ZYGOTE_ALLOWED, filter_program
 
 __all__ = [
@@ -101,6 +102,7 @@ class JailPolicy:
     extra_readonly: tuple[tuple[str, str], ...] = ()
     writable: tuple[tuple[str, str], ...] = ()
     sealed: tuple[str, ...] = ()
+    unsealed: tuple[str, ...] = ()
     devices: tuple[tuple[str, str], ...] = ()
     network: bool = False
     joined_netns: bool = False
@@ -148,7 +150,7 @@ class JailPolicy:
                 args += ["--symlink", host.read_link(path), path]
             elif host.is_dir(path):
                 args += ["--ro-bind", path, path]
-        for path in (*ETC_FILES, *(NETWORK_FILES if self.network else ())):
+        for path in (*ETC_FILES, *LANGUAGE_ETC, *(NETWORK_FILES if self.network else ())):
             args += ["--ro-bind-try", path, path]
         # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
         size = str(self.tmp_bytes)
@@ -172,6 +174,8 @@ class JailPolicy:
         args += ["--bind", source(self.workspace), self.workspace]
         for relative in self.sealed:
             args += ["--ro-bind", f"{source(self.workspace)}/{relative}", f"{self.workspace}/{relative}"]
+        for relative in self.unsealed:  # a compiler's build folder, inside a sealed one
+            args += ["--bind", f"{source(self.workspace)}/{relative}", f"{self.workspace}/{relative}"]
         args += ["--chdir", self.workspace, "--remount-ro", "/"]
         for key, value in self.env:
             args += ["--setenv", key, value]

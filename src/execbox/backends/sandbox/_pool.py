@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
-from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
 from ._cgroups import BlockCgroup
 from ._identity import Lease, give_pipe
 from ._jail import spawn_kept
@@ -363,11 +363,15 @@ class ZygotePool:
         output_limit: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: bytes | None = None,
     ) -> tuple[ProcessOutcome, BlockCgroup | None]:
         """Run one block in a ready unit: its outcome (as ``run_process``
-        gives it) and its cgroup, which the caller removes."""
+        gives it) and its cgroup, which the caller removes. ``stdin``: the
+        block's standard input (a sealed memfd sent with the request;
+        default /dev/null)."""
         started = time.monotonic()
         data = json.dumps(request).encode()
+        given = stdin_file(stdin) if stdin is not None else None
         with self._lock:
             self._running += 1  # from now on, this block's unit counts towards the pool's size
         try:
@@ -378,8 +382,11 @@ class ZygotePool:
                 output_limit=output_limit,
                 cancel=cancel,
                 on_output=on_output,
+                stdin=given,
             )
         finally:
+            if given is not None:
+                os.close(given)
             with self._lock:
                 self._running -= 1
                 # Only now: making the replacement (a fork, namespaces) would
@@ -395,6 +402,7 @@ class ZygotePool:
         output_limit: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: int | None,
     ) -> tuple[ProcessOutcome, BlockCgroup | None]:
         for attempt in range(1, UNSTARTED_TRIES + 1):
             outcome, group, ran = self._run_once(
@@ -404,6 +412,7 @@ class ZygotePool:
                 output_limit=output_limit,
                 cancel=cancel,
                 on_output=on_output,
+                stdin=stdin,
             )
             if ran or attempt == UNSTARTED_TRIES:
                 return outcome, group
@@ -421,6 +430,7 @@ class ZygotePool:
         output_limit: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: int | None,
     ) -> tuple[ProcessOutcome, BlockCgroup | None, bool]:
         """One try: (outcome, cgroup, whether the block started)."""
         while True:
@@ -432,7 +442,9 @@ class ZygotePool:
                 give_pipe(fd, self.owner)
             try:
                 # A unit reads its one message at once: a full socket is a unit gone wrong
-                send_fds_now(code, data, [theirs.fileno(), out_w, err_w])
+                send_fds_now(
+                    code, data, [theirs.fileno(), out_w, err_w, *([stdin] if stdin is not None else [])]
+                )
                 send_fds_now(unit, b"go", [theirs.fileno()])
                 break
             except OSError:  # that unit died while waiting: take another

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
@@ -96,11 +97,54 @@ class JailRunner:
         cancel: Cancellation,
         on_output: OutputCallback | None,
         source: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ProcessOutcome:
+        return self._run(
+            argv, python_file=python_file, cancel=cancel, on_output=on_output, source=source, stdin=stdin
+        )
+
+    def build(
+        self,
+        argv: list[str],
+        *,
+        folders: tuple[str, ...],
+        env: dict[str, str],
+        timeout_s: float,
+        cancel: Cancellation,
+    ) -> ProcessOutcome:
+        """Run a compiler: in a jail of its own (never a pool unit, whose
+        mounts are fixed), under the blocks' limits but ``timeout_s``, with
+        the workspace-relative ``folders`` writable inside the sealed
+        .execbox/ (the build's, the language's cache) and ``env`` added."""
+        policy = replace(self.policy, unsealed=folders, env=(*self.policy.env, *env.items()))
+        return self._run(
+            argv,
+            python_file=False,
+            cancel=cancel,
+            on_output=None,
+            policy=policy,
+            timeout_s=timeout_s,
+            env=env,
+        )
+
+    def _run(
+        self,
+        argv: list[str],
+        *,
+        python_file: bool,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
+        stdin: bytes | None = None,
+        policy: JailPolicy | None = None,
+        timeout_s: float | None = None,
+        env: dict[str, str] | None = None,
     ) -> ProcessOutcome:
         group: BlockCgroup | None = None
-        timeout_s, output_limit = self.timeout_s, self.output_limit
+        output_limit = self.output_limit
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         try:
-            if self.zygote is not None:
+            if self.zygote is not None and policy is None:
                 request: dict[str, Any] = {"argv": argv, "inproc": python_file}  # env, cwd: the zygote's
                 if source is not None and python_file:  # run from its text: its file is not read
                     request["code"] = source
@@ -110,6 +154,7 @@ class JailRunner:
                     output_limit=output_limit,
                     cancel=cancel,
                     on_output=on_output,
+                    stdin=stdin,
                 )
             else:
                 group = self.make_cgroup()
@@ -122,9 +167,13 @@ class JailRunner:
                             output_limit=output_limit,
                             cancel=cancel,
                             on_output=on_output,
+                            stdin=stdin,
+                            extra_env=env,
                         )
                         if self.landlock is not None
-                        else self._one_shot(argv, group, cancel, on_output)
+                        else self._one_shot(
+                            argv, group, cancel, on_output, policy or self.policy, timeout_s, stdin
+                        )
                     )
                 if gpu is not None and gpu.exceeded:
                     outcome.gpu_memory_exceeded_mb = gpu.limit_mb
@@ -133,6 +182,8 @@ class JailRunner:
                 outcome.memory_exceeded_mb = memory_mb
             if "AS" in dict(self.policy.rlimits):  # no memory cgroup: the address space stood in
                 outcome.address_space_mb = memory_mb
+            if group is not None:
+                outcome.peak_memory_mb = group.peak_memory_mb()
             return outcome
         finally:
             if group is not None:
@@ -144,21 +195,24 @@ class JailRunner:
         group: BlockCgroup | None,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        policy: JailPolicy,
+        timeout_s: float,
+        stdin: bytes | None,
     ) -> ProcessOutcome:
         token = new_token()
         # RLIMIT_NPROC inside the jail's user namespace (the pool sets it in each unit):
         # the jail's init and the block's processes count there
-        processes = self.policy.max_processes
+        processes = policy.max_processes
         nproc = (
             [found, f"--nproc={processes + 1}", "--"]
             if processes is not None and (found := prlimit())
             else []
         )
         if argv and argv[0] == self.python:  # by its bare name: no host folder in the jail's argvs
-            argv = [by_name(argv[0], dict(self.policy.env).get("PATH", "")), *argv[1:]]
+            argv = [by_name(argv[0], dict(policy.env).get("PATH", "")), *argv[1:]]
         launch = prepare(
             self.bwrap,
-            self.policy,
+            policy,
             [*nproc, *argv],
             jailer=self.jailer,
             group=group,
@@ -168,9 +222,9 @@ class JailRunner:
         try:
             return run_process(
                 launch.argv,
-                cwd=self.policy.workspace,
+                cwd=policy.workspace,
                 env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
-                timeout_s=self.timeout_s,
+                timeout_s=timeout_s,
                 output_limit=self.output_limit,
                 cancel=cancel,
                 on_output=on_output,
@@ -178,6 +232,7 @@ class JailRunner:
                 preexec=launch.preexec,
                 pass_fds=launch.pass_fds,
                 also_kill=group.kill if group is not None else None,
+                stdin=stdin,
             )
         finally:
             launch.close()

@@ -40,7 +40,7 @@ from ..._errors import WorkspaceError
 from ..._models import Display, ErrorInfo, Limits
 from ..._run_events import EventSink
 from ..._workspace import Workspace
-from .._process import Cancellation, OutputCallback, ProcessOutcome, watch
+from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
 from .._result import Outcome, outcome_to_result
 from ._cgroups import BlockCgroup
 from ._gpu import GpuWatcher, no_watch
@@ -154,10 +154,12 @@ class Session:
         memory_mb: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: bytes | None = None,
     ) -> Answer:
         """Run one block (the session opened first if need be). A session
         that cannot take the block (an earlier one holds every descriptor it
-        may open) is replaced, and the block runs in the fresh one."""
+        may open) is replaced, and the block runs in the fresh one.
+        ``stdin``: the block's standard input, a sealed memfd sent with it."""
         answer = self._run(
             request,
             timeout_s=timeout_s,
@@ -165,6 +167,7 @@ class Session:
             memory_mb=memory_mb,
             cancel=cancel,
             on_output=on_output,
+            stdin=stdin,
         )
         if answer.note not in (FULL, NOMEM):
             return answer
@@ -175,6 +178,7 @@ class Session:
             memory_mb=memory_mb,
             cancel=cancel,
             on_output=on_output,
+            stdin=stdin,
         )
         again.note = again.note or answer.note
         return again
@@ -188,6 +192,7 @@ class Session:
         memory_mb: int,
         cancel: Cancellation | None,
         on_output: OutputCallback | None,
+        stdin: bytes | None,
     ) -> Answer:
         if self._code is None:
             self.open()
@@ -195,6 +200,7 @@ class Session:
         started = time.monotonic()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        given = stdin_file(stdin) if stdin is not None else None
         try:
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
@@ -206,11 +212,14 @@ class Session:
                 request = {k: v for k, v in request.items() if k != "code"}
             data = json.dumps(request).encode()
             try:
-                send_fds_now(self._code, data, [out_w, err_w])
+                send_fds_now(self._code, data, [out_w, err_w, *([given] if given is not None else [])])
             except OSError:
                 pass  # it died meanwhile (EOF follows), or takes nothing (the block's timeout ends it)
             os.close(out_w)
             os.close(err_w)
+            if given is not None:
+                os.close(given)
+                given = None
             watched = _Block(self._code, self._status)
             with self.gpu_watch(self._group) as gpu:
                 capture, timed_out, cancelled = watch(
@@ -225,6 +234,8 @@ class Session:
         finally:
             os.close(out_r)
             os.close(err_r)
+            if given is not None:
+                os.close(given)
         note = ""
         if watched.interrupted_at is not None and not watched.answered:
             watched.wait_answer(watched.interrupted_at + INTERRUPT_GRACE_S)

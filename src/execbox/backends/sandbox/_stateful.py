@@ -44,6 +44,8 @@ class StatefulBlocks:
         code: str,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        *,
+        stdin: str | None = None,
     ) -> Outcome:
         ex = self.executor
         path = os.path.join(str(ex.workspace.path), code_path)
@@ -56,6 +58,39 @@ class StatefulBlocks:
             if resolved is None:
                 return missing_program(program, language.install_hint)
             request = {"argv": [resolved, *language.command[1:], path]}
+        prefix = os.path.basename(code_path).rsplit(".", 1)[0]
+        return self._send(pool, language, request, prefix, cancel, on_output, stdin)
+
+    def run_argv(
+        self,
+        pool: ZygotePool,
+        language: Language,
+        argv: list[str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        *,
+        stdin: str | None = None,
+    ) -> Outcome:
+        """A built program (``_build``), by its argv."""
+        ex = self.executor
+        if not os.path.isabs(argv[0]):
+            resolved = resolve_program(argv[0], ex._toolchain_path()[0])
+            if resolved is None:
+                return missing_program(argv[0], language.install_hint)
+            argv = [resolved, *argv[1:]]
+        return self._send(pool, language, {"argv": argv}, "program", cancel, on_output, stdin)
+
+    def _send(
+        self,
+        pool: ZygotePool,
+        language: Language,
+        request: dict[str, Any],
+        prefix: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> Outcome:
+        ex = self.executor
         limits = ex.limits
         with self._lock:
             if self._session is None or self._session.pool is not pool:
@@ -75,8 +110,8 @@ class StatefulBlocks:
                 memory_mb=ex.memory_mb,
                 cancel=cancel,
                 on_output=on_output,
+                stdin=None if stdin is None else stdin.encode("utf-8", "surrogateescape"),
             )
         if "AS" in ex._rlimits():  # no memory cgroup: the address space stood in
             answer.process.address_space_mb = ex.memory_mb
-        prefix = os.path.basename(code_path).rsplit(".", 1)[0]
         return session_outcome(language.name, answer, limits, ex.workspace, prefix, on_output, before=before)

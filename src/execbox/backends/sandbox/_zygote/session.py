@@ -116,6 +116,14 @@ class Session:
         os.dup2(err, 2)
         os.close(out)
         os.close(err)
+        given = fds[2:3]  # the block's stdin: a sealed memfd of the host's
+        for fd in given:
+            os.dup2(fd, 0)
+            os.close(fd)
+        for fd in fds[3:]:
+            os.close(fd)
+        if given:  # a fresh reader: nothing an earlier block's read left buffered
+            sys.stdin = open(0, closefd=False, errors="surrogateescape")  # noqa: SIM115
         self.hold()
         for name, fd in (("stdout", 1), ("stderr", 2)):
             stream = getattr(sys, name)
@@ -141,6 +149,11 @@ class Session:
             flush()
             os.dup2(self.null, 1)  # the host sees the block's output end
             os.dup2(self.null, 2)
+            if given:  # the next block reads an empty stdin again
+                empty = os.open("/dev/null", os.O_RDONLY)
+                os.dup2(empty, 0)
+                os.close(empty)
+                sys.stdin = open(0, closefd=False)  # noqa: SIM115
             sweep(self.own_namespace)
         return code
 

@@ -227,11 +227,16 @@ def code_main(sock, cgroup_fds, config):
     if data == b"session":  # a stateful session: blocks come one by one on this socket (session.py)
         serve_session(sock, failed, config["pid_namespace"])
     sock.close()
-    status_fd, out_fd, err_fd = fds
+    status_fd, out_fd, err_fd = fds[:3]
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    for given in fds[3:4]:  # the block's stdin: a sealed memfd of the host's
+        os.dup2(given, 0)
+        os.close(given)
+    for extra in fds[4:]:
+        os.close(extra)
     os.set_inheritable(status_fd, False)
     try:  # before any of the block runs: a unit that dies before this never ran it
         os.write(status_fd, b"started")
