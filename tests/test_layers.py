@@ -46,6 +46,7 @@ LAYERS: list[frozenset[str]] = [
             "_version",
             "_cache",
             "_gpus",
+            "_judge",
         }
     ),  # the data and the rules
 ]

@@ -27,6 +27,7 @@ from ._errors import (
     WorkspaceError,
 )
 from ._extract import extract_code_blocks, extract_from_messages, infer_language
+from ._judge import Case, CaseResult, JudgeResult
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
 from ._run_events import (
@@ -65,6 +66,8 @@ __all__ = [
     "BlockResult",
     "BlockStartEvent",
     "Capabilities",
+    "Case",
+    "CaseResult",
     "Client",
     "ClusterBusyError",
     "CodeBlock",
@@ -84,6 +87,7 @@ __all__ = [
     "ExecutorClosedError",
     "FileInfo",
     "ImageMissingError",
+    "JudgeResult",
     "JupyterConnectionInfo",
     "JupyterExecutor",
     "Language",

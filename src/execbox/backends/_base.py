@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Self
 from .._codec import VERSION, encode_options
 from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
+from .._judge import Case, JudgeResult
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
@@ -46,6 +47,7 @@ from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
 from ._build import compile_failure, plan_build, toolchain_version
 from ._executor_files import ExecutorFiles
+from ._judging import judge
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
@@ -332,6 +334,32 @@ class Executor(ABC):
     def astream(self, blocks: CodeBlock | Sequence[CodeBlock]) -> AsyncIterator[RunEvent]:
         """``stream`` for asyncio (``async for event in executor.astream(...)``)."""
         return astream_events(self, as_blocks(blocks))
+
+    def judge(
+        self,
+        code: str,
+        language: str,
+        cases: Sequence[Case | Mapping[str, Any]],
+        *,
+        compare: str = "lines",
+        tolerance: float = 1e-6,
+        stop_on_failure: bool = True,
+    ) -> JudgeResult:
+        """Run ``code`` against test cases (``execbox.Case`` or dicts
+        ``{stdin, expected_stdout | checker}``) under this executor's limits,
+        building a compiled language once: a verdict per case and overall.
+        ``compare``: "lines" (trailing spaces ignored), "exact", "whitespace"
+        or "float" (within ``tolerance``); ``stop_on_failure`` skips the cases
+        after the first that fails (``execbox._judge`` says more)."""
+        return judge(
+            self, code, language, cases, compare=compare, tolerance=tolerance, stop_on_failure=stop_on_failure
+        )
+
+    async def ajudge(
+        self, code: str, language: str, cases: Sequence[Case | Mapping[str, Any]], **options: Any
+    ) -> JudgeResult:
+        """``judge`` for asyncio."""
+        return await asyncio.to_thread(self.judge, code, language, cases, **options)
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
         with self._state_lock:  # before start: a restart from now on cancels this run
