@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
-from . import _chat, _doctor, _explore, _images, _languages, _mcp, _papers, _playground, _run, _serve
+from . import _chat, _doctor, _explore, _images, _judge, _languages, _mcp, _papers, _playground, _run, _serve
 
 __all__ = ["build_parser", "main"]
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _run.register(commands)
     _languages.register(commands)
+    _judge.register(commands)
     _doctor.register(commands)
     _images.register(commands)
     _chat.register(commands)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from .._languages import LANGUAGES, PYTHON, resolve_program
 
@@ -15,14 +16,19 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for lang in LANGUAGES:
-        if lang.command is None:
+        programs = lang.programs()
+        missing = [p for p in programs if p != PYTHON and resolve_program(p) is None]
+        if not programs:
             runner = "-"
-        elif lang.command[0] == PYTHON:
+        elif programs[0] == PYTHON:
             runner = "the environment's python"
+        elif missing:
+            runner = f"not installed: {', '.join(missing)} ({lang.install_hint})"
         else:
-            runner = resolve_program(lang.command[0]) or f"not installed ({lang.install_hint})"
+            built = "compiled by " if lang.build is not None else ""
+            runner = built + ", ".join(str(resolve_program(p)) for p in programs)
         rows.append(
             {
                 "language": lang.name,
@@ -30,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
                 "policy": lang.policy,
                 "suffix": lang.suffix,
                 "runner": runner,
+                "compiled": lang.build is not None,
+                "package": lang.package,
             }
         )
     if args.json:

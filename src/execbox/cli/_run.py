@@ -31,6 +31,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     source.add_argument(
         "file", nargs="?", metavar="FILE", help="a file with the code; - reads standard input"
     )
+    exe.add_argument("--stdin", default=None, metavar="FILE", help="a file given to the program as its stdin")
     _common(exe)
     exe.set_defaults(handler=run_code)
 
@@ -95,7 +96,8 @@ def run_reply(args: argparse.Namespace) -> int:
 
 def run_code(args: argparse.Namespace) -> int:
     code = args.code if args.code is not None else _read(args.file)
-    return _execute(args, [CodeBlock(args.language, code)], raw=True)
+    stdin = None if args.stdin is None else _read(args.stdin)
+    return _execute(args, [CodeBlock(args.language, code, stdin=stdin)], raw=True)
 
 
 def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = False) -> int:
