@@ -83,6 +83,8 @@ def code_body(code: str | None, language: str, blocks: Sequence[BlockLike] | Non
             item = {"code": block.code, "language": block.language}
             if block.filename is not None:
                 item["filename"] = block.filename
+            if block.stdin is not None:
+                item["stdin"] = block.stdin
         elif isinstance(block, Mapping) and isinstance(block.get("code"), str):
             item = {"language": language, **block}
         else:

@@ -26,9 +26,11 @@ from ._errors import ApiError, error_response
 from ._guard import RequestGuard
 from ._openapi import openapi
 from ._routes_files import ROUTES as FILE_ROUTES
+from ._routes_judge import JUDGE_ROUTES
 from ._routes_page import PUBLIC_PATHS
 from ._routes_page import ROUTES as PAGE_ROUTES
 from ._routes_run import ROUTES as RUN_ROUTES
+from ._routes_run_code import RUN_CODE_ROUTES
 from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._state import ServerState
 from ._worker import SessionRouter, Worker
@@ -111,6 +113,8 @@ def create_app(config: ServerConfig, worker: Worker | None = None) -> ASGIApp:
         routes=[
             Route("/openapi.json", document, methods=["GET"]),
             *RUN_ROUTES,
+            *JUDGE_ROUTES,
+            *RUN_CODE_ROUTES,
             *SESSION_ROUTES,
             *FILE_ROUTES,
             *PAGE_ROUTES,

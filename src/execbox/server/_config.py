@@ -184,7 +184,7 @@ class ServerConfig:
         """The limits of a request: its ``limits`` object over the defaults,
         refused above the maxima."""
         if asked is None:
-            return self.default_limits
+            return self._held(self.default_limits)
         if not isinstance(asked, dict):
             raise ConfigurationError('limits must be an object such as {"timeout_s": 5}')
         fields = set(Limits.__dataclass_fields__)
@@ -199,6 +199,12 @@ class ServerConfig:
             (name, value, most, flag)
             for name, value, most, flag in (
                 ("timeout_s", limits.timeout_s, self.max_timeout_s, "--max-timeout"),
+                (
+                    "compile_timeout_s",
+                    asked.get("compile_timeout_s", 0),  # unasked: the default, held to the maximum below
+                    self.max_timeout_s,
+                    "--max-timeout",
+                ),
                 ("memory_mb", limits.memory_mb or 0, self.max_memory_mb, "ServerConfig.max_memory_mb"),
                 (
                     "max_output_bytes",
@@ -213,6 +219,12 @@ class ServerConfig:
             raise ConfigurationError(f"limits.{name} {value} is over this server's maximum {most} ({flag})")
         if limits.network and not self.allow_network:
             raise ConfigurationError("limits.network true is not allowed by this server (--allow-network)")
+        return self._held(limits)
+
+    def _held(self, limits: Limits) -> Limits:
+        """The default compile timeout held to ``max_timeout_s``."""
+        if limits.compile_timeout_s > self.max_timeout_s:
+            return limits.replace(compile_timeout_s=self.max_timeout_s)
         return limits
 
     def gpus(self, asked: Any, backend: str) -> tuple[str, ...] | None:

@@ -32,6 +32,7 @@ from .._models import Limits
 from .._workspace import INTERNAL_DIR
 from ..backends import Executor, create_executor
 from ..backends._base import CODE_DIR
+from ..backends._build import BUILD_DIR
 
 __all__ = ["REUSED_BACKENDS", "ExecutorPool"]
 
@@ -117,13 +118,13 @@ def _already_empty(executor: Executor) -> bool:
         with os.scandir(root) as entries:
             if any(entry.name != INTERNAL_DIR for entry in entries):
                 return False
-        return not os.path.lexists(root / CODE_DIR)
+        return not (os.path.lexists(root / CODE_DIR) or os.path.lexists(root / BUILD_DIR))
     except OSError:
         return False
 
 
 def _emptied(executor: Executor) -> bool:
-    """Empty the workspace but for execbox's folder (whose code files go):
+    """Empty the workspace but for execbox's folder (whose code files and builds go):
     True when nothing is left. ``rmtree`` works from descriptors and never
     follows a link a block left."""
     root = executor.workspace.path
@@ -135,9 +136,10 @@ def _emptied(executor: Executor) -> bool:
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
-        code = root / CODE_DIR
-        if code.is_dir() and not code.is_symlink():
-            shutil.rmtree(code)
+        for ours in (CODE_DIR, BUILD_DIR):  # a build is never another request's (a tenant's)
+            folder = root / ours
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder)
         return [e.name for e in os.scandir(root)] in ([], [INTERNAL_DIR])
     except OSError:
         return False

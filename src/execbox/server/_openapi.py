@@ -7,6 +7,7 @@ from typing import Any
 
 from .._version import __version__
 from ._openapi_schemas import BATCH_LINE, INFO, SCHEMAS, STREAM_TEXT, STREAMS, ref
+from ._routes_run_code import RUN_CODE_SCHEMAS
 
 __all__ = ["openapi"]
 
@@ -79,7 +80,7 @@ def _document() -> dict[str, Any]:
             ),
         },
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **RUN_CODE_SCHEMAS},
             "responses": {"Error": _json(ref("Error"), "An error (see error.code)")},
             "securitySchemes": {
                 "bearer": {
@@ -182,6 +183,20 @@ def _document() -> dict[str, Any]:
                     body=ref("RunRequest"),
                 )
             },
+            "/run_code": {
+                "post": _op(
+                    "SandboxFusion's /run_code: run one program (its clients work by pointing their URL "
+                    "here); a language not run here answers status SandboxError",
+                    {
+                        "200": _json(ref("RunCodeResponse")),
+                        "400": ERROR,
+                        "413": ERROR,
+                        "429": BUSY,
+                        "503": ERROR,
+                    },
+                    body=ref("RunCodeRequest"),
+                )
+            },
             "/v1/batch": {
                 "post": _op(
                     "Run many requests; NDJSON, one line per request as it finishes (with index)",
@@ -203,6 +218,13 @@ def _document() -> dict[str, Any]:
                             "max_concurrency": {"type": "integer", "minimum": 1},
                         },
                     },
+                )
+            },
+            "/v1/judge": {
+                "post": _op(
+                    "Judge a program against test cases: a verdict per case and overall",
+                    {"200": _json(ref("JudgeResult")), "400": ERROR, "413": ERROR, "429": BUSY},
+                    body=ref("JudgeRequest"),
                 )
             },
             "/v1/sessions": {

@@ -19,6 +19,7 @@ BLOCK = {
         "code": {"type": "string"},
         "language": {"type": "string"},
         "filename": {"type": "string"},
+        "stdin": {"type": "string", "description": "the program's standard input"},
     },
 }
 FILES = {
@@ -63,11 +64,13 @@ LIMITS = {
         "network": {"type": ["boolean", "null"]},
         "cpus": {"type": ["number", "null"]},
         "gpu_memory_mb": {"type": ["integer", "null"]},
+        "compile_timeout_s": {"type": "number"},
     },
 }
 CODE = {
     "language": {"type": "string", "default": "python"},
     "code": {"type": "string"},
+    "stdin": {"type": "string", "description": "the program's standard input (with code)"},
     "blocks": {"type": "array", "items": BLOCK},
 }
 
@@ -86,6 +89,49 @@ SCHEMAS: dict[str, Any] = {
                     "reason": {"enum": ["ttl", "idle", "deleted"]},
                 },
             }
+        },
+    },
+    "JudgeRequest": {
+        "type": "object",
+        "required": ["code", "language", "cases"],
+        "properties": {
+            "code": {"type": "string"},
+            "language": {"type": "string"},
+            "cases": {
+                "type": "array",
+                "maxItems": 1000,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "stdin": {"type": "string"},
+                        "expected_stdout": {"type": "string"},
+                        "checker": {
+                            "type": "object",
+                            "required": ["code"],
+                            "properties": {"code": {"type": "string"}, "language": {"type": "string"}},
+                        },
+                        "name": {"type": "string"},
+                    },
+                },
+            },
+            "compare": {"enum": ["lines", "exact", "whitespace", "float"], "default": "lines"},
+            "tolerance": {"type": "number", "default": 1e-6},
+            "stop_on_failure": {"type": "boolean", "default": True},
+            "limits": LIMITS,
+            "backend": {"type": "string"},
+        },
+    },
+    "JudgeResult": {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string"},
+            "language": {"type": "string"},
+            "passed": {"type": "integer"},
+            "total": {"type": "integer"},
+            "duration_s": {"type": "number"},
+            "backend": {"type": "string"},
+            "compile_output": {"type": "string"},
+            "cases": {"type": "array", "items": {"type": "object"}},
         },
     },
     "RunRequest": {

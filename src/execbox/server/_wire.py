@@ -221,10 +221,11 @@ def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
-    """``code`` (with ``language``, default python) or ``blocks``: a list of
-    ``{code, language?, filename?}``."""
+    """``code`` (with ``language``, default python, and ``stdin``) or
+    ``blocks``: a list of ``{code, language?, filename?, stdin?}``."""
     language = field_of(data, "language", str, "python")
     code = field_of(data, "code", str)
+    stdin = field_of(data, "stdin", str)
     blocks = field_of(data, "blocks", list)
     if (code is None) == (blocks is None):
         raise ApiError(
@@ -233,7 +234,7 @@ def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
             "give either 'code' (a string) or 'blocks' (a list of {code, language?, filename?})",
         )
     if code is not None:
-        return [CodeBlock(language, code)]
+        return [CodeBlock(language, code, stdin=stdin)]
     if not blocks:
         raise ApiError(400, "bad_request", "'blocks' is empty: give at least one {code, language?}")
     made = []
@@ -246,7 +247,12 @@ def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
         if text is None:
             raise ApiError(400, "bad_request", f"blocks[{index}] has no 'code'")
         made.append(
-            CodeBlock(field_of(block, "language", str, language), text, field_of(block, "filename", str))
+            CodeBlock(
+                field_of(block, "language", str, language),
+                text,
+                field_of(block, "filename", str),
+                stdin=field_of(block, "stdin", str),
+            )
         )
     return made
 
