@@ -23,6 +23,16 @@ install_system_packages() {
     command -v node >/dev/null 2>&1 || need+=(nodejs)
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
+    # test: the toolchains of the language table (src/execbox/_languages.py), Debian's own, in
+    # /usr/bin where the sandbox's jail finds them (a rustup rustc under ~/.cargo is not one)
+    if [ "${1:-}" = test ]; then
+        local program package
+        for pair in gcc:gcc g++:g++ go:golang-go rustc:rustc javac:default-jdk-headless tsc:node-typescript \
+            ruby:ruby php:php-cli lua:lua5.4 perl:perl Rscript:r-base-core; do
+            program=${pair%%:*} package=${pair#*:}
+            [ -x "/usr/bin/$program" ] || need+=("$package")
+        done
+    fi
     # bench: llm-sandbox falls back to /usr/bin/python3 in a checkout under /tmp (benchmarks/subjects.py)
     [ "${1:-}" = bench ] && { /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy); }
     [ ${#need[@]} -eq 0 ] && return 0
