@@ -38,6 +38,7 @@ LAYERS: list[frozenset[str]] = [
             "_run_events",
             "_extract",
             "_languages",
+            "_language_model",
             "_workspace",
             "_codec",
             "_errors",

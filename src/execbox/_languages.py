@@ -18,15 +18,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
 
 from ._errors import ConfigurationError
+from ._language_model import POLICIES, PYTHON, Build, Language, Policy
 
 __all__ = [
     "LANGUAGES",
     "LANGUAGE_ETC",
+    "POLICIES",
+    "PYTHON",
     "Build",
     "Language",
     "Policy",
@@ -36,74 +37,6 @@ __all__ = [
     "runnable_languages",
     "silence_pip",
 ]
-
-Policy = Literal["execute", "save", "refuse"]
-POLICIES: tuple[str, ...] = ("execute", "save", "refuse")
-
-# The interpreter of the executor's Python environment stands in for this.
-PYTHON = "{python}"
-
-
-@dataclass(frozen=True)
-class Build:
-    """How a compiled language's block becomes a program. ``compile`` and
-    ``run`` are argv templates: ``{src}`` the source file, ``{dir}`` the
-    build folder (both absolute, the same inside a jail), ``{main}`` the
-    source's name without its suffix (Java: the public class, ``main_of``).
-    ``env`` is the compiler's extra environment (``{cache}``: the
-    executor's own cache folder of this language, kept between builds);
-    ``files`` are (name, text) written beside the source."""
-
-    compile: tuple[str, ...]
-    run: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    files: tuple[tuple[str, str], ...] = ()
-    main: str = "main"
-    main_of: Callable[[str], str] | None = field(default=None, compare=False)
-    cache: bool = False  # whether ``{cache}`` is used (a folder the compiler may write)
-
-    def programs(self) -> tuple[str, ...]:
-        """The programs a build and a run need, by name."""
-        return tuple(dict.fromkeys(a[0] for a in (self.compile, self.run) if not a[0].startswith("{")))
-
-
-@dataclass(frozen=True)
-class Language:
-    name: str
-    aliases: tuple[str, ...]
-    suffix: str
-    policy: Policy
-    # argv prefix; the code file's path is appended. None: nothing runs it (or ``build`` does).
-    command: tuple[str, ...] | None = None
-    install_hint: str = ""
-    # Other file suffixes of the language (``suffix`` is the one execbox writes).
-    other_suffixes: tuple[str, ...] = ()
-    build: Build | None = None
-    version: tuple[str, ...] = ()  # argv printing the toolchain's version
-    package: str = ""  # the Debian package providing it
-    etc: tuple[str, ...] = ()  # /etc folders its toolchain reads (bound read-only in a jail)
-
-    @property
-    def program(self) -> str | None:
-        if self.build is not None:
-            return self.build.programs()[0]
-        return self.command[0] if self.command else None
-
-    @property
-    def runnable(self) -> bool:
-        return self.command is not None or self.build is not None
-
-    def programs(self) -> tuple[str, ...]:
-        """Every program running a block needs (a compiled language: the compiler and the runtime)."""
-        if self.build is not None:
-            return self.build.programs()
-        return (self.command[0],) if self.command else ()
-
-    @property
-    def suffixes(self) -> tuple[str, ...]:
-        """Every suffix a file of this language may have."""
-        return (self.suffix, *self.other_suffixes)
-
 
 # TypeScript's compiler knows no Node.js names without @types/node, which Debian does not package.
 _NODE_GLOBALS = (

@@ -45,7 +45,7 @@ from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartE
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
-from ._build import compile_failure, plan_build, toolchain_version
+from ._build import build_and_run
 from ._executor_files import ExecutorFiles
 from ._judging import judge
 from ._process import Cancellation, OutputCallback, ProcessOutcome
@@ -471,7 +471,7 @@ class Executor(ABC):
                 error=ErrorInfo("Cancelled", "cancelled before it ran"),
             )
         elif lang.build is not None:
-            result = self._build_and_run(lang, code, common, cancel, on_output, block.stdin)
+            result = build_and_run(self, lang, code, common, cancel, on_output, block.stdin)
         else:
             extra: dict[str, Any] = {} if block.stdin is None else {"stdin": block.stdin}
             outcome = self._execute_code(
@@ -489,51 +489,6 @@ class Executor(ABC):
             result = dataclasses.replace(result, code_file=None)
         return result
 
-    def _build_and_run(
-        self,
-        lang: Language,
-        code: str,
-        common: dict[str, Any],
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        stdin: str | None,
-    ) -> BlockResult:
-        """A compiled block: built once (``_build``), then its program run."""
-        path, python = self._toolchain_path()
-        plan = plan_build(lang, code, str(self.workspace.path), toolchain_version(lang, path, python))
-        with self._build_lock(plan.key):
-            if not self.workspace.has_internal(plan.marker):
-                for folder in plan.writable:
-                    os.close(self.workspace.internal_folder(folder))
-                self._write_internal(plan.source, code)
-                for name, text in plan.files:
-                    self._write_internal(name, text)
-                self._give_build(plan.writable)
-                built = self._compile(plan.compile, folders=plan.writable, env=plan.env, cancel=cancel)
-                if built.cancelled and not built.timed_out:
-                    return Outcome(
-                        status="cancelled",
-                        exit_code=130,
-                        output="Cancelled while it compiled.\n",
-                        stdout="",
-                        stderr="",
-                        duration_s=built.duration_s,
-                        error=ErrorInfo("Cancelled", "cancelled while it compiled"),
-                    ).to_block(common)
-                if built.exit_code != 0:
-                    return compile_failure(common, lang.name, built, self.limits)
-                self._write_internal(plan.marker, "")
-        return self._run_program(lang, plan.run, cancel, on_output, stdin).to_block(common)
-
-    def _build_lock(self, key: str) -> threading.Lock:
-        """One lock per build: two runs of one source compile it once."""
-        with self._state_lock:
-            locks: dict[str, threading.Lock] = self.__dict__.setdefault("_build_locks", {})
-            if len(locks) > 1024:  # forget idle ones: a lock only matters while held
-                for name in [n for n, lock in locks.items() if not lock.locked()]:
-                    del locks[name]
-            return locks.setdefault(key, threading.Lock())
-
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))
 
@@ -547,6 +502,11 @@ class Executor(ABC):
     def _unsupported(self, given: str, lang: Language | None) -> str:
         runs = ", ".join(self.capabilities.languages)
         saves = ", ".join(n for n, p in self.policies.items() if p == "save")
+        if lang is not None and lang.build is not None and not self.compiles:
+            return (
+                f"{lang.name} is compiled, and the {self.name} backend does not build compiled languages: "
+                f"run it on the sandbox (or local) backend. This {self.name} executor runs: {runs}"
+            )
         if lang is not None:
             hint = f" ({lang.install_hint})" if lang.install_hint else ""
             return (

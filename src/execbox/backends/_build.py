@@ -25,14 +25,18 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._languages import PYTHON, Language, resolve_program
 from .._models import BlockResult, ErrorInfo, Limits, one_line
 from .._workspace import INTERNAL_DIR
-from ._process import ProcessOutcome, run_process
+from ._process import Cancellation, OutputCallback, ProcessOutcome, run_process
+from ._result import Outcome
 
-__all__ = ["BUILD_DIR", "BuildPlan", "compile_failure", "plan_build", "toolchain_version"]
+if TYPE_CHECKING:
+    from ._base import Executor
+
+__all__ = ["BUILD_DIR", "BuildPlan", "build_and_run", "compile_failure", "plan_build", "toolchain_version"]
 
 BUILD_DIR = f"{INTERNAL_DIR}/build"
 BUILT = ".built"  # the host's mark: the compiler succeeded in this folder
@@ -90,6 +94,58 @@ def plan_build(language: Language, code: str, root: str, version: str) -> BuildP
     )
 
 
+def build_and_run(
+    executor: Executor,
+    lang: Language,
+    code: str,
+    common: dict[str, Any],
+    cancel: Cancellation,
+    on_output: OutputCallback | None,
+    stdin: str | None,
+) -> BlockResult:
+    """A compiled block: built once (the module docstring), then its
+    program run; through the executor's hooks (``_compile``,
+    ``_run_program``, ``_give_build``, ``_toolchain_path``)."""
+    path, python = executor._toolchain_path()
+    plan = plan_build(lang, code, str(executor.workspace.path), toolchain_version(lang, path, python))
+    workspace = executor.workspace
+    with _build_lock(executor, plan.key):
+        if not workspace.has_internal(plan.marker):
+            for folder in plan.writable:
+                os.close(workspace.internal_folder(folder))
+            for name, text in ((plan.source, code), *plan.files):
+                workspace.write_internal(name, text.encode("utf-8", "surrogatepass"))
+            executor._give_build(plan.writable)
+            built = executor._compile(plan.compile, folders=plan.writable, env=plan.env, cancel=cancel)
+            if built.cancelled and not built.timed_out:
+                return Outcome(
+                    status="cancelled",
+                    exit_code=130,
+                    output="Cancelled while it compiled.\n",
+                    stdout="",
+                    stderr="",
+                    duration_s=built.duration_s,
+                    error=ErrorInfo("Cancelled", "cancelled while it compiled"),
+                ).to_block(common)
+            if built.exit_code != 0:
+                return compile_failure(common, lang.name, built, executor.limits)
+            workspace.write_internal(plan.marker, b"")
+    return executor._run_program(lang, plan.run, cancel, on_output, stdin).to_block(common)
+
+
+_locks_guard = threading.Lock()
+
+
+def _build_lock(executor: Executor, key: str) -> threading.Lock:
+    """One lock per build of an executor: two runs of one source compile it once."""
+    with _locks_guard:
+        locks: dict[str, threading.Lock] = executor.__dict__.setdefault("_build_locks", {})
+        if len(locks) > 1024:  # forget idle ones: a lock only matters while held
+            for name in [n for n, lock in locks.items() if not lock.locked()]:
+                del locks[name]
+        return locks.setdefault(key, threading.Lock())
+
+
 _versions: dict[tuple[str, ...], str] = {}
 _versions_lock = threading.Lock()
 
@@ -142,8 +198,6 @@ def compile_failure(
             "CompileMemoryLimit",
             f"the {language} compiler ran out of memory (Limits.memory_mb={outcome.memory_exceeded_mb})",
         )
-    elif outcome.cancelled:
-        error = ErrorInfo("Cancelled", "cancelled while it compiled")
     else:
         first = next((line for line in (stderr or output).splitlines() if line.strip()), "")
         error = ErrorInfo("CompileError", one_line(first)[:500] or f"exit status {outcome.exit_code}")
