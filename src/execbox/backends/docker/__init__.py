@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import secrets
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -57,6 +58,9 @@ from ._exec import ContainerGone, exec_output, kill_leftovers, memory_kills, run
 from ._link import AgentLink, AgentOutcome, AgentStalled, NoAgent, run_block
 
 __all__ = ["DockerExecutor"]
+
+# a block's stdin, written by the host where the container sees it read-only (.execbox/)
+STDIN_DIR = f"{INTERNAL_DIR}/stdin"
 
 # What a block's environment always has in the container.
 BASE_ENV = {
@@ -99,6 +103,7 @@ class DockerExecutor(Executor):
     """
 
     name = "docker"
+    takes_stdin = True  # a file of the host's in the read-only .execbox/ (STDIN_DIR)
 
     def __init__(
         self,
@@ -373,8 +378,32 @@ class DockerExecutor(Executor):
 
     # -- running ----------------------------------------------------------------
 
+    def _execute_code(
+        self,
+        language: Language,
+        code_path: str,
+        code: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None = None,
+    ) -> Outcome:
+        if stdin is None:
+            return self._execute(language, code_path, cancel, on_output)
+        # a file of execbox's, written by the host, never followed; read-only in the container
+        given = f"{STDIN_DIR}/{secrets.token_hex(8)}"
+        self.workspace.write_internal(given, stdin.encode("utf-8", "surrogateescape"))
+        try:
+            return self._execute(language, code_path, cancel, on_output, f"{WORKDIR}/{given}")
+        finally:
+            self.workspace.remove_internal(given)
+
     def _execute(
-        self, language: Language, code_path: str, cancel: Cancellation, on_output: OutputCallback | None
+        self,
+        language: Language,
+        code_path: str,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin_path: str | None = None,
     ) -> Outcome:
         assert language.command is not None
         program = "python3" if language.command[0] == PYTHON else language.command[0]
@@ -390,7 +419,7 @@ class DockerExecutor(Executor):
         assert container_id is not None
         for attempt in (1, 2):
             try:
-                outcome = self._run(container_id, argv, in_agent, cancel, on_output)
+                outcome = self._run(container_id, argv, in_agent, cancel, on_output, stdin_path)
             except ContainerGone as gone:
                 if attempt == 2 and isinstance(gone, AgentStalled):
                     raise StallError(
@@ -451,6 +480,7 @@ class DockerExecutor(Executor):
         python_file: str | None,
         cancel: Cancellation,
         on_output: OutputCallback | None,
+        stdin_path: str | None = None,
     ) -> Any:
         with self._container_lock:
             link = self._link if self._container_id == container_id else None
@@ -459,6 +489,7 @@ class DockerExecutor(Executor):
                 link,
                 argv=argv,
                 python_file=python_file,
+                stdin_path=stdin_path,
                 workdir=WORKDIR,
                 timeout_s=self.limits.timeout_s,
                 output_limit=self.limits.max_output_bytes,
@@ -466,6 +497,8 @@ class DockerExecutor(Executor):
                 on_output=on_output,
                 kill_container=lambda: self._drop_container(container_id),
             )
+        if stdin_path is not None:  # no agent in this image: the shell gives the program its stdin
+            argv = ["sh", "-c", 'exec "$@" < "$0"', stdin_path, *argv]
         return run_exec(
             self._client,
             container_id,

@@ -389,6 +389,7 @@ def run_block(
     python_file: str | None,
     workdir: str,
     timeout_s: float,
+    stdin_path: str | None = None,
     output_limit: int,
     cancel: Cancellation | None,
     on_output: OutputCallback | None,
@@ -411,6 +412,8 @@ def run_block(
                 "workdir": workdir,
                 "deadline_s": timeout_s + DEADLINE_GRACE_S,
             }
+            if stdin_path is not None:  # opened by the block's process, as the block user
+                request["stdin"] = stdin_path
             try:
                 link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
             except AgentStalled:

@@ -42,6 +42,7 @@ import grp
 import os
 import pwd
 import signal
+import sys
 
 __all__ = [
     "BlockUser",
@@ -188,6 +189,11 @@ def run_child(request, stdio, user, prctl, run_python_file):
             pass
         os.chdir(request["workdir"])
         os.environ[TOKEN_VAR] = request["token"]
+        if request.get("stdin"):  # a file the host wrote in the read-only .execbox/, as the block user
+            given = os.open(request["stdin"], os.O_RDONLY | os.O_NOFOLLOW)
+            os.dup2(given, 0)
+            os.close(given)
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 (fd 0 is the block's for good)
         if request.get("python"):
             code = run_python_file(request["python"], [request["python"]])
         else:
