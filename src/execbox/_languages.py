@@ -166,7 +166,17 @@ LANGUAGES: tuple[Language, ...] = (
         install_hint="apt-get install default-jdk-headless",
         build=Build(
             ("javac", "-encoding", "UTF-8", "-d", "{dir}", "{src}"),
-            ("java", "-XX:+UseSerialGC", "-cp", "{dir}", "{main}"),
+            # a small code cache and class space: the JVM starts under a 1 GiB RLIMIT_AS too
+            # (the stand-in for a memory cgroup), where by default it reserves more than that
+            (
+                "java",
+                "-XX:+UseSerialGC",
+                "-XX:ReservedCodeCacheSize=32m",
+                "-XX:CompressedClassSpaceSize=64m",
+                "-cp",
+                "{dir}",
+                "{main}",
+            ),
             env=(("HOME", "/tmp"),),
             main="Main",
             main_of=lambda code: _java_class(code),

@@ -133,6 +133,6 @@ class Unjailed:
             env={**executor._child_env, **env},
             timeout_s=timeout_s,
             output_limit=executor.limits.max_output_bytes,
-            memory_mb=executor.limits.memory_mb,
+            # no RLIMIT_AS for a compiler: javac's JVM and tsc's Node.js reserve far more than they use
             cancel=cancel,
         )

@@ -255,10 +255,12 @@ class LandlockTier:
         on_output: OutputCallback | None,
         stdin: bytes | None = None,
         extra_env: Mapping[str, str] | None = None,
+        address_limit: bool = True,
     ) -> ProcessOutcome:
         """Run ``argv`` under the tier's rules (the workspace is writable
         whole here, a build folder too), ``extra_env`` added to its
-        environment."""
+        environment; ``address_limit=False``: without RLIMIT_AS (a
+        compiler: a JVM or Node.js reserves far more than it uses)."""
         tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
         shm = tempfile.mkdtemp(prefix="execbox-shm-", dir=self.tmp_base) if self.shm else None
         ruleset = -1
@@ -289,7 +291,7 @@ class LandlockTier:
                     cancel=cancel,
                     on_output=on_output,
                     token=token,
-                    preexec=self._enter(ruleset, fds, status_w, shm),
+                    preexec=self._enter(ruleset, fds, status_w, shm, address_limit),
                     also_kill=self._killer(group),
                     stdin=stdin,
                 )
@@ -310,8 +312,12 @@ class LandlockTier:
             if shm is not None:
                 _remove_tree(shm)
 
-    def _enter(self, ruleset: int, procs: Sequence[int], status: int, shm: str | None) -> Callable[[], None]:
+    def _enter(
+        self, ruleset: int, procs: Sequence[int], status: int, shm: str | None, address_limit: bool = True
+    ) -> Callable[[], None]:
         limits, lease, reach, fprog = self.limits, self.lease, self.reach, self.fprog
+        if not address_limit:
+            limits = [(which, value) for which, value in limits if which != resource.RLIMIT_AS]
         shm_source, shm_target = (os.fsencode(shm), self.shm) if shm and self.shm else (None, None)
         keyctl, capset = self.numbers["keyctl"], self.numbers["capset"]
         cap_header, cap_data, last_cap = self.cap_header, self.cap_data, self.last_cap

@@ -116,7 +116,14 @@ class JailRunner:
         mounts are fixed), under the blocks' limits but ``timeout_s``, with
         the workspace-relative ``folders`` writable inside the sealed
         .execbox/ (the build's, the language's cache) and ``env`` added."""
-        policy = replace(self.policy, unsealed=folders, env=(*self.policy.env, *env.items()))
+        policy = replace(
+            self.policy,
+            unsealed=folders,
+            env=(*self.policy.env, *env.items()),
+            # no RLIMIT_AS standing in for a memory cgroup: javac's JVM and tsc's Node.js reserve
+            # far more address space than they use, and would not start under it
+            rlimits=tuple((name, value) for name, value in self.policy.rlimits if name != "AS"),
+        )
         return self._run(
             argv,
             python_file=False,
@@ -169,6 +176,7 @@ class JailRunner:
                             on_output=on_output,
                             stdin=stdin,
                             extra_env=env,
+                            address_limit=policy is None,
                         )
                         if self.landlock is not None
                         else self._one_shot(
@@ -180,7 +188,7 @@ class JailRunner:
             memory_mb = self.policy.memory_mb or 0
             if group is not None and outcome.exit_code != 0 and group.oom_killed():
                 outcome.memory_exceeded_mb = memory_mb
-            if "AS" in dict(self.policy.rlimits):  # no memory cgroup: the address space stood in
+            if "AS" in dict((policy or self.policy).rlimits):  # no memory cgroup: the address space stood in
                 outcome.address_space_mb = memory_mb
             if group is not None:
                 outcome.peak_memory_mb = group.peak_memory_mb()
