@@ -57,3 +57,23 @@ def test_judge_on_the_local_backend():
         assert crash.verdict == "runtime_error" and crash.cases[0].exit_code == 3
         with pytest.raises(ConfigurationError, match="cobol"):
             ex.judge("x", "cobol", [{}])
+
+
+def test_a_cancelled_ajudge_stops_its_case_and_the_executor_goes_on(tmp_path):
+    import asyncio
+
+    async def main() -> str:
+        async with LocalExecutor(workspace=tmp_path, limits=Limits(timeout_s=60)) as ex:
+            task = asyncio.create_task(
+                ex.ajudge(
+                    "import time, pathlib; pathlib.Path('began').touch(); time.sleep(60)", "python", [{}, {}]
+                )
+            )
+            while not (tmp_path / "began").exists():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return (await ex.ajudge("print(1)", "python", [{"expected_stdout": "1"}])).verdict
+
+    assert asyncio.run(asyncio.wait_for(main(), 30)) == "accepted"

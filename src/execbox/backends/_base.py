@@ -47,7 +47,7 @@ from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
 from ._build import build_and_run
 from ._executor_files import ExecutorFiles
-from ._judging import judge
+from ._judging import ajudge, judge
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
@@ -356,10 +356,19 @@ class Executor(ABC):
         )
 
     async def ajudge(
-        self, code: str, language: str, cases: Sequence[Case | Mapping[str, Any]], **options: Any
+        self,
+        code: str,
+        language: str,
+        cases: Sequence[Case | Mapping[str, Any]],
+        *,
+        compare: str = "lines",
+        tolerance: float = 1e-6,
+        stop_on_failure: bool = True,
     ) -> JudgeResult:
-        """``judge`` for asyncio."""
-        return await asyncio.to_thread(self.judge, code, language, cases, **options)
+        """``judge`` for asyncio: cancelling the task kills the case that runs."""
+        return await ajudge(
+            self, code, language, cases, compare=compare, tolerance=tolerance, stop_on_failure=stop_on_failure
+        )
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
         with self._state_lock:  # before start: a restart from now on cancels this run

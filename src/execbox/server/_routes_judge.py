@@ -63,7 +63,7 @@ async def judge(request: Request) -> Response:
             raise from_execbox(exc) from None
         finished = False
         try:
-            result = await asyncio.to_thread(executor.judge, code, language, cases, **options)
+            result = await executor.ajudge(code, language, cases, **options)  # a client gone: the case killed
             finished = True
         except ConfigurationError as exc:  # a language this backend cannot run, stdin it cannot give
             finished = True
