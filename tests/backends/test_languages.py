@@ -204,6 +204,10 @@ def test_compile_error(executor, language):
     assert block.error is not None and block.error.name == "CompileError"
     assert block.exit_code != 0
     assert UNDECLARED in result.output  # the compiler's own message
+    # naming the source as the program's own file, not by the host's build folder
+    assert BUILD_DIR not in result.output and str(executor.workspace.path) not in result.output
+    value = block.error.value  # the compiler's first error, not a heading such as Go's "# command-..."
+    assert not value.startswith("#") and ("error" in value.lower() or UNDECLARED in value), value
 
 
 @pytest.mark.parametrize("language", RUNNABLE)

@@ -127,8 +127,9 @@ def build_and_run(
                     duration_s=built.duration_s,
                     error=ErrorInfo("Cancelled", "cancelled while it compiled"),
                 ).to_block(common)
-            if built.exit_code != 0:
-                return compile_failure(common, lang.name, built, executor.limits)
+            if built.exit_code != 0:  # its messages name the source as main.c, not by the host's path
+                where = (f"{os.path.join(str(workspace.path), plan.folder)}/", f"{plan.folder}/")
+                return compile_failure(common, lang.name, built, executor.limits, strip=where)
             workspace.write_internal(plan.marker, b"")
     return executor._run_program(lang, plan.run, cancel, on_output, stdin).to_block(common)
 
@@ -182,11 +183,19 @@ def toolchain_version(language: Language, path: str, python: str) -> str:
 
 
 def compile_failure(
-    common: Mapping[str, Any], language: str, outcome: ProcessOutcome, limits: Limits
+    common: Mapping[str, Any],
+    language: str,
+    outcome: ProcessOutcome,
+    limits: Limits,
+    strip: tuple[str, ...] = (),
 ) -> BlockResult:
-    """A failed compile as the block's result (``status="compile_error"``)."""
+    """A failed compile as the block's result (``status="compile_error"``;
+    ``strip``: prefixes taken out of the compiler's words, the build folder's)."""
     cap = outcome.capture
-    output, stderr = cap.combined.text(), cap.stderr.text()
+    texts = [cap.combined.text(), cap.stdout.text(), cap.stderr.text()]
+    for prefix in strip:
+        texts = [text.replace(prefix, "") for text in texts]
+    output, stdout, stderr = texts
     if outcome.timed_out:
         error = ErrorInfo(
             "CompileTimeout",
@@ -199,7 +208,9 @@ def compile_failure(
             f"the {language} compiler ran out of memory (Limits.memory_mb={outcome.memory_exceeded_mb})",
         )
     else:
-        first = next((line for line in (stderr or output).splitlines() if line.strip()), "")
+        # the compiler's first error, not its headings (Go's "# command-line-arguments")
+        lines = [line for line in (stderr or output).splitlines() if line.strip() and line[0] != "#"]
+        first = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
         error = ErrorInfo("CompileError", one_line(first)[:500] or f"exit status {outcome.exit_code}")
     note = f"[execbox: {error.value}]\n" if error.name != "CompileError" else ""
     if output and not output.endswith("\n") and note:
@@ -209,7 +220,7 @@ def compile_failure(
         status="compile_error",
         exit_code=outcome.exit_code or 1,
         output=output + note,
-        stdout=cap.stdout.text(),
+        stdout=stdout,
         stderr=stderr,
         error=error,
         duration_s=outcome.duration_s,
