@@ -75,6 +75,10 @@ def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
     else:
         assert "RLIMIT_AS" in found["limits"]["memory_mb"] and "cpus" in found["gaps"], found
     assert "RLIMIT_NPROC in the block's own user namespace" in found["limits"]["max_processes"], found
+    languages = found["languages"]  # what the jail finds of the language table, and what to install
+    assert "python" in languages["available"] and "sh" in languages["available"], languages
+    for name, fix in languages["missing"].items():
+        assert name not in languages["available"] and "not found" in fix and "install" in fix, languages
     pool = found["pool"]  # the warm pool's health after doctor's own blocks
     assert pool["units_made"] >= 16 and pool["size"] == 4, pool
     assert pool["units_asked"] + pool["units_ready"] <= pool["size"], pool

@@ -6,7 +6,9 @@ import argparse
 import json
 from typing import Any
 
+from .._languages import LANGUAGES, PYTHON, resolve_program
 from ..backends.sandbox._doctor import diagnose
+from ..backends.sandbox._jail import INSIDE_PATH
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,8 +21,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     diagnosis = diagnose()
+    languages = _languages()
     if args.json:
-        print(json.dumps(diagnosis.to_json(), indent=2))
+        print(json.dumps({**diagnosis.to_json(), "languages": languages}, indent=2))
         return 0 if diagnosis.tier != "none" else 1
     who = f"{diagnosis.user} ({'root' if diagnosis.root else 'not root'})"
     print(f"execbox doctor, as {who}")
@@ -57,7 +60,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"  memory of GPU blocks: {gpus['memory']}")
     elif gpus:
         print(f"\nGPUs: none ({gpus['fix']})")
+    print(f"\nlanguages a block runs here: {', '.join(languages['available'])}")
+    for name, fix in languages["missing"].items():
+        print(f"  [--] {name}: {fix}")
     if diagnosis.tier == "none":
         print("\nthe sandbox cannot start here: apply a fix above, or run unisolated with --backend local")
         return 1
     return 0
+
+
+def _languages() -> dict[str, Any]:
+    """The languages whose toolchain the jail finds (it binds the host's
+    system folders), and for each of the rest what to install."""
+    available, missing = [], {}
+    for lang in LANGUAGES:
+        programs = lang.programs()
+        if not programs:
+            continue
+        absent = [p for p in programs if p != PYTHON and resolve_program(p, INSIDE_PATH) is None]
+        if absent:
+            missing[lang.name] = f"{', '.join(absent)} not found: {lang.install_hint}"
+        else:
+            available.append(lang.name)
+    return {"available": available, "missing": missing}
