@@ -214,6 +214,33 @@ def test_a_run_result_of_the_wrong_types_is_a_bad_answer_naming_the_field(server
 
 
 @pytest.mark.parametrize(
+    "answer, named",
+    [
+        ({"language": "c"}, "'verdict'"),
+        ({"verdict": "accepted", "language": "c", "passed": "all"}, "'passed' must be an integer"),
+        ({"verdict": "accepted", "language": "c", "cases": "none"}, "'cases' must be a list"),
+        ({"verdict": "accepted", "language": "c", "cases": [{"index": 0}]}, "case 0"),
+        (
+            {"verdict": "accepted", "language": "c", "cases": [{"index": 0, "verdict": "ok", "time_s": -1}]},
+            "'time_s'",
+        ),
+        (
+            {
+                "verdict": "ok",
+                "language": "c",
+                "cases": [{"index": 0, "verdict": "ok", "peak_memory_mb": "9"}],
+            },
+            "'peak_memory_mb'",
+        ),
+    ],
+)
+def test_a_judge_answer_of_the_wrong_shape_is_a_bad_answer_naming_the_field(server, answer, named):
+    server.route("POST", "/v1/judge", lambda r: r.json(answer))
+    error = refused(lambda: client(server).judge("x", "c", [{}]), "bad_answer")
+    assert named in error.message
+
+
+@pytest.mark.parametrize(
     "field, value",
     [
         ("duration_s", -1),

@@ -59,6 +59,23 @@ def test_run_with_files_in_and_fetched_back(api):
     assert RunResult.from_dict(result.to_dict()) == result  # the wire shape both ways
 
 
+def test_judge_on_the_server_and_stdin_in_a_run(api):
+    result = api.judge(
+        "a, b = map(int, input().split())\nprint(a + b)",
+        "python",
+        [{"stdin": "1 2", "expected_stdout": "3", "name": "small"}, {"stdin": "2 2", "expected_stdout": "5"}],
+        stop_on_failure=False,
+        limits={"timeout_s": 10},
+    )
+    assert result.verdict == "wrong_answer" and (result.passed, result.total) == (1, 2)
+    assert [c.verdict for c in result.cases] == ["accepted", "wrong_answer"] and result.cases[
+        0
+    ].name == "small"
+    assert "expected '5', got '4'" in result.cases[1].message
+    ran = api.run(blocks=[CodeBlock("python", "print(input()[::-1])", stdin="olleh")])
+    assert ran.stdout == "hello\n", ran.output
+
+
 def test_run_blocks_and_limits(api):
     result = api.run(blocks=[CodeBlock("python", "print('one')"), {"language": "sh", "code": "echo two"}])
     assert result.stdout == "one\ntwo\n" and [b.language for b in result.blocks] == ["python", "sh"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._errors import ServiceError
 
-__all__ = ["check_event", "check_id", "check_result", "parse_json"]
+__all__ = ["check_event", "check_id", "check_judged", "check_result", "parse_json"]
 
 # A session's or an execution's id as the server makes them ("s_" + hex):
 # an id goes into the URLs of later requests, so that nothing else may.
@@ -113,6 +113,28 @@ _BLOCK = {
     "status": (str, "a string"),
     "language_inferred": (bool, "true or false"),
     "code_file": (_text_or_none, "null or a path"),
+    "peak_memory_mb": (lambda v: v is None or _seconds(v), "null or a number of MB, 0 or more"),
+}
+# A judge's answer (/v1/judge) and each of its cases.
+_JUDGED = {
+    "verdict": (str, "a string"),
+    "language": (str, "a string"),
+    "passed": (_int, "an integer"),
+    "total": (_int, "an integer"),
+    "duration_s": (_seconds, "a number of seconds, 0 or more"),
+    "backend": (str, "a string"),
+    "compile_output": (str, "a string"),
+}
+_CASE = {
+    "index": (_int, "an integer"),
+    "name": (str, "a string"),
+    "verdict": (str, "a string"),
+    "time_s": (_seconds, "a number of seconds, 0 or more"),
+    "peak_memory_mb": (lambda v: v is None or _seconds(v), "null or a number of MB, 0 or more"),
+    "exit_code": (lambda v: v is None or _int(v), "null or an integer"),
+    "stdout": (str, "a string"),
+    "stderr": (str, "a string"),
+    "message": (str, "a string"),
 }
 
 _EVENTS: dict[str, dict[str, tuple[Any, str]]] = {
@@ -178,3 +200,14 @@ def check_event(kind: str, data: Any, what: str) -> None:
     _check(data, _EVENTS.get(kind, {}), what)
     if kind == "end" and data.get("result") is not None:
         check_result(data["result"], f"{what}, its result")
+
+
+def check_judged(data: Any, what: str) -> Any:
+    """A judge's answer, checked field by field, its cases too."""
+    _check(data, _JUDGED, what, required=("verdict", "language"))
+    cases = data.get("cases", [])
+    if not isinstance(cases, list):
+        raise bad_answer(what, f"its 'cases' must be a list, not {cases!r:.80}")
+    for index, case in enumerate(cases):
+        _check(case, _CASE, f"{what}, case {index}", required=("index", "verdict"))
+    return data

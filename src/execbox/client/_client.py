@@ -8,8 +8,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from .._errors import ConfigurationError, ServiceError
+from .._judge import CaseResult, JudgeResult
 from .._models import Limits
-from ._answers import bad_answer, parse_json
+from ._answers import bad_answer, check_judged, parse_json
 from ._http import MAX_ANSWER_BYTES, Transport
 from ._result import RunResult
 from ._session import Session
@@ -128,6 +129,48 @@ class Client:
             gpus=gpus,
         )
         return RunResult.from_dict(self._transport.json("POST", "/v1/run", json=body, slow=True))
+
+    def judge(
+        self,
+        code: str,
+        language: str,
+        cases: Sequence[Mapping[str, Any]],
+        *,
+        compare: str = "lines",
+        tolerance: float = 1e-6,
+        stop_on_failure: bool = True,
+        limits: Limits | Mapping[str, Any] | None = None,
+        backend: str | None = None,
+    ) -> JudgeResult:
+        """``Executor.judge`` on the server (``POST /v1/judge``): ``code``
+        against ``cases`` (``{stdin, expected_stdout | checker, name}``
+        dicts), built once, a verdict each."""
+        body: dict[str, Any] = {
+            "code": code,
+            "language": language,
+            "cases": [dict(case) for case in cases],
+            "compare": compare,
+            "tolerance": tolerance,
+            "stop_on_failure": stop_on_failure,
+        }
+        if limits is not None:
+            body["limits"] = limits_body(limits)
+        if backend is not None:
+            body["backend"] = backend
+        data = check_judged(self._transport.json("POST", "/v1/judge", json=body, slow=True), "/v1/judge")
+        known = set(CaseResult.__dataclass_fields__)
+        return JudgeResult(
+            verdict=data["verdict"],
+            language=data["language"],
+            cases=tuple(
+                CaseResult(**{k: v for k, v in c.items() if k in known}) for c in data.get("cases", [])
+            ),
+            compile_output=data.get("compile_output", ""),
+            passed=data.get("passed", 0),
+            total=data.get("total", 0),
+            duration_s=data.get("duration_s", 0.0),
+            backend=data.get("backend", ""),
+        )
 
     def batch(
         self, requests: Sequence[str | Mapping[str, Any]], *, max_concurrency: int | None = None
