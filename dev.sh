@@ -95,6 +95,7 @@ setup_docker() {
         ""                               # the base: Debian + Python
         "--package matplotlib"           # DockerPython(pip_packages=["matplotlib"])
         "--jupyter --package matplotlib" # DockerJupyterServer(packages=["matplotlib"])
+        "--languages all"                # every toolchain of the language table, from Debian
     )
     for args in "${images[@]}"; do
         # shellcheck disable=SC2086

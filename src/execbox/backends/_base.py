@@ -45,7 +45,7 @@ from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartE
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment, Progress
 from ._blocks import aggregate, as_blocks, failed_block
-from ._build import build_and_run
+from ._build import build_and_run, toolchain_version
 from ._executor_files import ExecutorFiles
 from ._judging import ajudge, judge
 from ._process import Cancellation, OutputCallback, ProcessOutcome
@@ -181,6 +181,16 @@ class Executor(ABC):
     def _toolchain_path(self) -> tuple[str, str]:
         """The PATH blocks see and the executor's Python, for ``_build.toolchain_version``."""
         return os.environ.get("PATH", os.defpath), ""
+
+    def _toolchain_version(self, language: Language) -> str:
+        """What the compile cache's key takes of the toolchain: its version
+        as the host's toolchain prints it (a container's: its image)."""
+        path, python = self._toolchain_path()
+        return toolchain_version(language, path, python)
+
+    def _build_root(self) -> str:
+        """The workspace's path where the compiler runs (a container's: its own)."""
+        return str(self.workspace.path)
 
     def _give_build(self, folders: tuple[str, ...]) -> None:  # noqa: B027 (a hook, like _start)
         """Let the compiler write ``folders`` (a jail's identity: handed to it)."""

@@ -105,9 +105,9 @@ def build_and_run(
 ) -> BlockResult:
     """A compiled block: built once (the module docstring), then its
     program run; through the executor's hooks (``_compile``,
-    ``_run_program``, ``_give_build``, ``_toolchain_path``)."""
-    path, python = executor._toolchain_path()
-    plan = plan_build(lang, code, str(executor.workspace.path), toolchain_version(lang, path, python))
+    ``_run_program``, ``_give_build``, ``_toolchain_version``, ``_build_root``)."""
+    root = executor._build_root()
+    plan = plan_build(lang, code, root, executor._toolchain_version(lang))
     workspace = executor.workspace
     with _build_lock(executor, plan.key):
         if not workspace.has_internal(plan.marker):
@@ -128,7 +128,7 @@ def build_and_run(
                     error=ErrorInfo("Cancelled", "cancelled while it compiled"),
                 ).to_block(common)
             if built.exit_code != 0:  # its messages name the source as main.c, not by the host's path
-                where = (f"{os.path.join(str(workspace.path), plan.folder)}/", f"{plan.folder}/")
+                where = (f"{os.path.join(root, plan.folder)}/", f"{plan.folder}/")
                 return compile_failure(common, lang.name, built, executor.limits, strip=where)
             workspace.write_internal(plan.marker, b"")
     return executor._run_program(lang, plan.run, cancel, on_output, stdin).to_block(common)

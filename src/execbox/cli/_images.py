@@ -40,6 +40,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the Kernel Gateway image of DockerJupyterServer (plus any --package)",
     )
+    build.add_argument(
+        "--languages",
+        metavar="LANGS",
+        help="a base image with these languages' toolchains, from Debian (c,cpp,go,... or all)",
+    )
     build.add_argument("--rebuild", action="store_true", help="build even if the tag exists")
     build.set_defaults(handler=run_build)
 
@@ -65,7 +70,8 @@ def run_build(args: argparse.Namespace) -> int:
         )
     else:
         spec = None
-    tag = build_image(spec, progress=show, rebuild=args.rebuild)
+    languages = [name.strip() for name in (args.languages or "").split(",") if name.strip()]
+    tag = build_image(spec, progress=show, rebuild=args.rebuild, languages=languages)
     print(tag)
     return 0
 

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,7 @@ from .._errors import ConfigurationError, EnvironmentSetupError
 from ._rootfs import build_base
 from ._spec import LABEL_KIND, LABEL_SPEC, ImageSpec, base_tag
 
-__all__ = ["ImageInfo", "build_image", "list_images"]
+__all__ = ["ImageInfo", "build_image", "language_packages", "list_images"]
 
 Progress = Callable[[str], None]
 VENV = "/opt/execbox/venv"
@@ -48,15 +48,49 @@ class ImageInfo:
     created: str
 
 
+def language_packages(languages: Sequence[str]) -> tuple[str, ...]:
+    """The Debian packages of the toolchains of ``languages`` (names of the
+    language table, or ``all``), beyond the base image's Python and shells."""
+    from .._languages import LANGUAGES, find_language
+
+    names = [lang.name for lang in LANGUAGES if lang.package] if list(languages) == ["all"] else languages
+    packages = []
+    for name in names:
+        lang = find_language(name)
+        if lang is None or not lang.runnable:
+            known = ", ".join(sorted(lang.name for lang in LANGUAGES if lang.runnable))
+            raise ConfigurationError(
+                f"--languages names {name!r}, which is not a language execbox runs: {known}"
+            )
+        if not lang.package:
+            raise ConfigurationError(
+                f"{lang.name} has no Debian package to build into an image ({lang.install_hint})"
+            )
+        if lang.package not in ("python3", "bash", "dash"):  # the base has them
+            packages.append(lang.package)
+    return tuple(sorted(set(packages)))
+
+
 def build_image(
-    spec: ImageSpec | None = None, *, progress: Progress | None = None, rebuild: bool = False
+    spec: ImageSpec | None = None,
+    *,
+    progress: Progress | None = None,
+    rebuild: bool = False,
+    languages: Sequence[str] = (),
 ) -> str:
     """Build the image of ``spec`` (``None``: the base image) unless it
-    exists; return its tag."""
+    exists; return its tag. ``languages``: the base image is debootstrapped
+    with their toolchains too, from Debian's packages (``spec`` must then
+    be None; it is the image to run those languages in)."""
     show = progress or (lambda _step: None)
     client = docker_client()
-    with _lock(base_tag()):
-        base = build_base(client, show, rebuild=rebuild and spec is None)
+    debian = language_packages(languages) if languages else ()
+    if debian and spec is not None:
+        raise ConfigurationError(
+            "build the languages' image on its own: it is a base (give --languages alone)"
+        )
+    with _lock(base_tag(debian)):
+        base = build_base(client, show, rebuild=rebuild and spec is None, debian=debian)
     if spec is None:
         return base
     with _lock(spec.tag):

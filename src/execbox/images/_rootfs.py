@@ -17,7 +17,7 @@ from typing import Any
 
 from .._cache import cache_dir
 from .._errors import EnvironmentSetupError
-from ._spec import BASE_ALIAS, BASE_RECIPE, LABEL_KIND, LABEL_SPEC, base_tag
+from ._spec import BASE_ALIAS, LABEL_KIND, LABEL_SPEC, base_recipe, base_tag
 
 __all__ = ["build_base"]
 
@@ -26,13 +26,20 @@ DEBOOTSTRAP_TIMEOUT_S = 1800
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = False) -> str:
-    """Build the base image unless its tag exists; return the tag."""
+def build_base(
+    client: Any, progress: Callable[[str], None], *, rebuild: bool = False, debian: tuple[str, ...] = ()
+) -> str:
+    """Build the base image unless its tag exists; return the tag.
+    ``debian``: Debian packages debootstrap includes too (their
+    dependencies resolved from the same mirror); that image is not the
+    ``execbox/base:latest`` alias."""
     from .._docker_engine import engine_errors, image_exists
 
-    tag = base_tag()
+    tag = base_tag(debian)
+    recipe = base_recipe(debian)
     if not rebuild and image_exists(client, tag):
-        _alias(client, tag)
+        if not debian:
+            _alias(client, tag)
         return tag
     debootstrap = shutil.which("debootstrap") or (
         "/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None
@@ -50,14 +57,14 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         rootfs = os.path.join(tmp, "rootfs")
         progress(
-            f"debootstrap {BASE_RECIPE['suite']} ({BASE_RECIPE['variant']}, "
-            f"{', '.join(BASE_RECIPE['include'])}) from {mirror}"
+            f"debootstrap {recipe['suite']} ({recipe['variant']}, "
+            f"{', '.join(recipe['include'])}) from {mirror}"
         )
         argv = [
             debootstrap,
-            f"--variant={BASE_RECIPE['variant']}",
-            f"--include={','.join(BASE_RECIPE['include'])}",
-            BASE_RECIPE["suite"],
+            f"--variant={recipe['variant']}",
+            f"--include={','.join(recipe['include'])}",
+            recipe["suite"],
             rootfs,
             mirror,
         ]
@@ -72,7 +79,7 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
             f"ENV PATH={PATH}",
             "ENV LANG=C.UTF-8",
             f"LABEL {LABEL_KIND}=base",
-            f"LABEL {LABEL_SPEC}={json.dumps(json.dumps(BASE_RECIPE, sort_keys=True))}",
+            f"LABEL {LABEL_SPEC}={json.dumps(json.dumps(recipe, sort_keys=True))}",
             'CMD ["/bin/bash"]',
         ]
         tar = subprocess.Popen(["tar", "-C", rootfs, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
@@ -90,6 +97,9 @@ def build_base(client: Any, progress: Callable[[str], None], *, rebuild: bool = 
             tar.wait()
         if tar.returncode != 0:
             raise EnvironmentSetupError(f"tar of the root file system failed (exit {tar.returncode})")
+    if debian:
+        progress(f"built {tag}")
+        return tag
     _alias(client, tag)
     progress(f"built {tag} (also tagged {BASE_ALIAS})")
     return tag

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._errors import ConfigurationError
 
-__all__ = ["BASE_ALIAS", "BASE_RECIPE", "LABEL_KIND", "LABEL_SPEC", "ImageSpec", "base_tag"]
+__all__ = ["BASE_ALIAS", "BASE_RECIPE", "LABEL_KIND", "LABEL_SPEC", "ImageSpec", "base_recipe", "base_tag"]
 
 # The base image: a Debian root file system made by debootstrap (no registry
 # needed), with Python, pip and venv. Changing the recipe changes the tag.
@@ -38,9 +38,17 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def base_tag() -> str:
-    """The content-addressed tag of the base image."""
-    return f"{BASE_REPOSITORY}:{_digest(BASE_RECIPE)}"
+def base_recipe(debian: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The base's recipe with ``debian`` packages included too (a language's
+    toolchain: ``execbox images build --languages``)."""
+    if not debian:
+        return BASE_RECIPE
+    return {**BASE_RECIPE, "include": [*BASE_RECIPE["include"], *sorted(set(debian))]}
+
+
+def base_tag(debian: tuple[str, ...] = ()) -> str:
+    """The content-addressed tag of the base image (with ``debian`` packages)."""
+    return f"{BASE_REPOSITORY}:{_digest(base_recipe(debian))}"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, Progress
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
-from .._process import Cancellation, OutputCallback
+from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome, outcome_to_result
 from ._container import (
     WORKDIR,
@@ -77,7 +77,10 @@ BASE_ENV = {
 _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
 _agentless: set[tuple[str, ...]] = set()  # by DockerExecutor._agent_key
-_PROBE = "for p in python3 bash sh node pwsh; do command -v $p >/dev/null 2>&1 && echo $p; done; true"
+_PROBE = (
+    "for p in python3 bash sh node pwsh gcc g++ go rustc javac java tsc ruby php lua perl Rscript; "
+    "do command -v $p >/dev/null 2>&1 && echo $p; done; true"
+)
 
 
 class DockerExecutor(Executor):
@@ -103,6 +106,7 @@ class DockerExecutor(Executor):
     """
 
     name = "docker"
+    compiles = True  # where the image has the toolchain (execbox images build --languages)
     takes_stdin = True  # a file of the host's in the read-only .execbox/ (STDIN_DIR)
 
     def __init__(
@@ -209,7 +213,7 @@ class DockerExecutor(Executor):
         languages = tuple(
             lang.name
             for lang in LANGUAGES
-            if lang.command and ("python3" if lang.command[0] == PYTHON else lang.command[0]) in found
+            if lang.runnable and all(("python3" if p == PYTHON else p) in found for p in lang.programs())
         )
         return Capabilities(
             backend=self.name,
@@ -328,16 +332,60 @@ class DockerExecutor(Executor):
             return self._client.containers.run(**settings)
 
     def _make_matplotlib_folder(self) -> None:
-        """MPLCONFIGDIR, made and handed over by descriptor: a block may
-        have left a link where .execbox or the folder belongs (then killed
-        the container so that this runs again): the link is removed, never
-        followed. Best effort: matplotlib does without it."""
-        parts = (INTERNAL_DIR, "matplotlib")
+        """The folders blocks write in .execbox/ (``WRITABLE_INTERNAL``:
+        MPLCONFIGDIR, the builds), made and handed over by descriptor: a
+        block may have left a link where .execbox or the folder belongs
+        (then killed the container so that this runs again): the link is
+        removed, never followed. Best effort: a block does without them."""
+        for folder in WRITABLE_INTERNAL:
+            parts = (INTERNAL_DIR, folder)
+            try:
+                os.close(open_folders(self.workspace.path, parts, "/".join(parts), create=True, repair=True))
+            except (WorkspaceError, OSError):
+                continue
+            hand_over(str(self.workspace.path), self.user, [os.path.join(*parts)])
+
+    # -- compiled languages (_build): the compiler runs in the container ----------
+
+    def _build_root(self) -> str:
+        return WORKDIR
+
+    def _toolchain_version(self, language: Language) -> str:
+        return self._image or ""  # the image holds the toolchain: a new image, new builds
+
+    def _give_build(self, folders: tuple[str, ...]) -> None:
+        hand_over(str(self.workspace.path), self.user, list(folders))
+
+    def _compile(
+        self, argv: list[str], *, folders: tuple[str, ...], env: dict[str, str], cancel: Cancellation
+    ) -> ProcessOutcome:
+        outcome, _, _ = self._attempts(
+            argv, None, cancel, None, None, env=env, timeout_s=self.limits.compile_timeout_s
+        )
+        return outcome
+
+    def _run_program(
+        self,
+        language: Language,
+        argv: list[str],
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin: str | None,
+    ) -> Outcome:
+        if stdin is None:
+            return self._execute_argv(language, argv, None, cancel, on_output)
+        given = self._write_stdin(stdin)
         try:
-            os.close(open_folders(self.workspace.path, parts, "/".join(parts), create=True, repair=True))
-        except (WorkspaceError, OSError):
-            return
-        hand_over(str(self.workspace.path), self.user, [os.path.join(*parts)])
+            return self._execute_argv(language, argv, None, cancel, on_output, f"{WORKDIR}/{given}")
+        finally:
+            self.workspace.remove_internal(given)
+
+    def _write_stdin(self, stdin: str) -> str:
+        """A block's stdin as a file of execbox's, written by the host (never
+        following a link), read-only in the container: its workspace path."""
+        given = f"{STDIN_DIR}/{secrets.token_hex(8)}"
+        self.workspace.write_internal(given, stdin.encode("utf-8", "surrogateescape"))
+        return given
 
     def _stop(self) -> None:
         container_id, self._container_id = self._container_id, None
@@ -389,9 +437,7 @@ class DockerExecutor(Executor):
     ) -> Outcome:
         if stdin is None:
             return self._execute(language, code_path, cancel, on_output)
-        # a file of execbox's, written by the host, never followed; read-only in the container
-        given = f"{STDIN_DIR}/{secrets.token_hex(8)}"
-        self.workspace.write_internal(given, stdin.encode("utf-8", "surrogateescape"))
+        given = self._write_stdin(stdin)
         try:
             return self._execute(language, code_path, cancel, on_output, f"{WORKDIR}/{given}")
         finally:
@@ -411,6 +457,46 @@ class DockerExecutor(Executor):
         # the agent's interpreter runs as `python3 -u`: a Python file runs in it
         in_agent = code_path if language.command == (PYTHON, "-u") else None
         hand_over(str(self.workspace.path), self.user, [os.path.normpath(code_path)])
+        return self._execute_argv(language, argv, in_agent, cancel, on_output, stdin_path)
+
+    def _execute_argv(
+        self,
+        language: Language,
+        argv: list[str],
+        in_agent: str | None,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin_path: str | None = None,
+    ) -> Outcome:
+        outcome, container_id, note = self._attempts(argv, in_agent, cancel, on_output, stdin_path)
+        result = outcome_to_result(language.name, outcome, self.limits)
+        if isinstance(outcome, AgentOutcome) and outcome.malformed:
+            result = self._container_died(
+                container_id,
+                result,
+                (
+                    f"{outcome.malformed}: its stream cannot be trusted, so the block's end is not "
+                    "taken from it; the container was killed, and a new one starts with the next block"
+                ),
+            )
+        elif outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
+            result = self._after_kill(language, outcome, result, container_id)
+        if note:
+            result.output = note + result.output
+        return result
+
+    def _attempts(
+        self,
+        argv: list[str],
+        in_agent: str | None,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        stdin_path: str | None,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[Any, str, str]:
+        """Run ``argv`` in the container, in a new one if it had stopped:
+        (its outcome, the container's id, a note for the output)."""
         note = ""
         with self._container_lock:
             if self._container_id is None:
@@ -419,7 +505,9 @@ class DockerExecutor(Executor):
         assert container_id is not None
         for attempt in (1, 2):
             try:
-                outcome = self._run(container_id, argv, in_agent, cancel, on_output, stdin_path)
+                outcome = self._run(
+                    container_id, argv, in_agent, cancel, on_output, stdin_path, env=env, timeout_s=timeout_s
+                )
             except ContainerGone as gone:
                 if attempt == 2 and isinstance(gone, AgentStalled):
                     raise StallError(
@@ -446,21 +534,7 @@ class DockerExecutor(Executor):
                     container_id = self._replace_container(container_id)
                 continue
             break
-        result = outcome_to_result(language.name, outcome, self.limits)
-        if isinstance(outcome, AgentOutcome) and outcome.malformed:
-            result = self._container_died(
-                container_id,
-                result,
-                (
-                    f"{outcome.malformed}: its stream cannot be trusted, so the block's end is not "
-                    "taken from it; the container was killed, and a new one starts with the next block"
-                ),
-            )
-        elif outcome.exit_code == 137 and not outcome.timed_out and not outcome.cancelled:
-            result = self._after_kill(language, outcome, result, container_id)
-        if note:
-            result.output = note + result.output
-        return result
+        return outcome, container_id, note
 
     def _replace_container(self, gone_id: str) -> str:
         with self._container_lock:
@@ -481,7 +555,11 @@ class DockerExecutor(Executor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin_path: str | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
+        timeout_s = self.limits.timeout_s if timeout_s is None else timeout_s
         with self._container_lock:
             link = self._link if self._container_id == container_id else None
         if link is not None:
@@ -490,8 +568,9 @@ class DockerExecutor(Executor):
                 argv=argv,
                 python_file=python_file,
                 stdin_path=stdin_path,
+                env=env,
                 workdir=WORKDIR,
-                timeout_s=self.limits.timeout_s,
+                timeout_s=timeout_s,
                 output_limit=self.limits.max_output_bytes,
                 cancel=cancel,
                 on_output=on_output,
@@ -503,9 +582,9 @@ class DockerExecutor(Executor):
             self._client,
             container_id,
             argv,
-            env={},
+            env=env or {},
             workdir=WORKDIR,
-            timeout_s=self.limits.timeout_s,
+            timeout_s=timeout_s,
             output_limit=self.limits.max_output_bytes,
             cancel=cancel,
             on_output=on_output,

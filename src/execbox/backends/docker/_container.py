@@ -72,8 +72,9 @@ OVERHEAD_PROCESSES = 3
 AGENT_OVERHEAD_PROCESSES = 2
 # .execbox/ is read-only for blocks (no block can leave a set-ID program among
 # their code files, so runs need not walk them: one more a block), but for
-# these folders in it (matplotlib's cache, MPLCONFIGDIR)
-WRITABLE_INTERNAL = ("matplotlib",)
+# these folders in it (matplotlib's cache, MPLCONFIGDIR; the builds of compiled
+# languages, _build: written by their compiler, in the container)
+WRITABLE_INTERNAL = ("matplotlib", "build")
 
 
 def container_user() -> str:

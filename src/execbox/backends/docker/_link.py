@@ -390,6 +390,7 @@ def run_block(
     workdir: str,
     timeout_s: float,
     stdin_path: str | None = None,
+    env: dict[str, str] | None = None,
     output_limit: int,
     cancel: Cancellation | None,
     on_output: OutputCallback | None,
@@ -405,7 +406,7 @@ def run_block(
     with FdWaiter() as waiter:
         block = link.open_block(waiter, output)
         try:
-            request = {
+            request: dict[str, Any] = {
                 "argv": argv,
                 "python": python_file,
                 "token": new_token(),
@@ -414,6 +415,8 @@ def run_block(
             }
             if stdin_path is not None:  # opened by the block's process, as the block user
                 request["stdin"] = stdin_path
+            if env:  # a compiler's (a language's build cache)
+                request["env"] = env
             try:
                 link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
             except AgentStalled:

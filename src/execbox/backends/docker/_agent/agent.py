@@ -72,7 +72,11 @@ from scratch import empty_scratch, oom_kills, processes
 for _name in ("blockuser", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
     del sys.modules[_name]
 
-PROGRAMS = ("python3", "bash", "sh", "node", "pwsh")
+# the programs of the language table (execbox/_languages.py) an image may have
+PROGRAMS = (
+    "python3", "bash", "sh", "node", "pwsh", "gcc", "g++", "go", "rustc", "javac", "java", "tsc",
+    "ruby", "php", "lua", "perl", "Rscript",
+)  # fmt: skip
 DRAIN_S = 2.0
 RECHECK_S = 0.002
 # Blocks started less than YOUTH_S ago and not ended, at most: a burst of

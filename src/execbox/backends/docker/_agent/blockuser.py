@@ -188,6 +188,7 @@ def run_child(request, stdio, user, prctl, run_python_file):
         except OSError:
             pass
         os.chdir(request["workdir"])
+        os.environ.update(request.get("env") or {})
         os.environ[TOKEN_VAR] = request["token"]
         if request.get("stdin"):  # a file the host wrote in the read-only .execbox/, as the block user
             given = os.open(request["stdin"], os.O_RDONLY | os.O_NOFOLLOW)
