@@ -43,7 +43,8 @@ _NODE_GLOBALS = (
     "declare var require: any, process: any, module: any, exports: any, Buffer: any;\n"
     "declare var __dirname: string, __filename: string;\n"
 )
-_JAVA_PUBLIC = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
+# a name short enough to be a file's (a longer one is no class javac takes from a file anyway)
+_JAVA_PUBLIC = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]{0,199})\b", re.M)
 
 
 def _java_class(code: str) -> str:

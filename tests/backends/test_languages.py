@@ -354,3 +354,12 @@ def test_java_public_class_not_named_main(executor):
     assert result.stdout == "42\n", result.output
     folders = [p for p in _builds(Path(executor.workspace.path)) if (p / "Sum.java").exists()]
     assert folders and all((p / "Sum.class").exists() and (p / ".built").exists() for p in folders)
+
+
+def test_a_java_class_name_no_file_can_hold_is_a_compile_error(executor):
+    """A hostile public class name (5,000 letters): the block's result, never an exception."""
+    need_language("java", executor)
+    code = "public class %s { public static void main(String[] a){} }" % ("A" * 5000)
+    block = executor.run(CodeBlock("java", code)).blocks[0]
+    assert block.status == "compile_error" and block.error is not None, block.output
+    assert "Main.java" in block.output  # the file was named Main: javac says the class must be elsewhere

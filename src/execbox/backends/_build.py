@@ -27,9 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._errors import WorkspaceError
 from .._languages import PYTHON, Language, resolve_program
 from .._models import BlockResult, ErrorInfo, Limits, one_line
 from .._workspace import INTERNAL_DIR
+from ._blocks import failed_block
 from ._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from ._result import Outcome
 
@@ -111,10 +113,15 @@ def build_and_run(
     workspace = executor.workspace
     with _build_lock(executor, plan.key):
         if not workspace.has_internal(plan.marker):
-            for folder in plan.writable:
-                os.close(workspace.internal_folder(folder))
-            for name, text in ((plan.source, code), *plan.files):
-                workspace.write_internal(name, text.encode("utf-8", "surrogatepass"))
+            try:
+                for folder in plan.writable:
+                    os.close(workspace.internal_folder(folder))
+                for name, text in ((plan.source, code), *plan.files):
+                    workspace.write_internal(name, text.encode("utf-8", "surrogatepass"))
+            except WorkspaceError as exc:  # a link or FIFO left in the way and not removable, a full disk
+                return failed_block(
+                    common, lang.name, "CannotSave", f"cannot save the block to build it: {exc}"
+                )
             executor._give_build(plan.writable)
             built = executor._compile(plan.compile, folders=plan.writable, env=plan.env, cancel=cancel)
             if built.cancelled and not built.timed_out:
