@@ -15,13 +15,14 @@ container is killed before the workspace is touched on ``close()``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import secrets
 import threading
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..._docker_engine import docker_client, engine_errors, ensure_image, is_gone, kill_container
@@ -372,20 +373,23 @@ class DockerExecutor(Executor):
         on_output: OutputCallback | None,
         stdin: str | None,
     ) -> Outcome:
-        if stdin is None:
-            return self._execute_argv(language, argv, None, cancel, on_output)
-        given = self._write_stdin(stdin)
-        try:
-            return self._execute_argv(language, argv, None, cancel, on_output, f"{WORKDIR}/{given}")
-        finally:
-            self.workspace.remove_internal(given)
+        with self._stdin_file(stdin) as path:
+            return self._execute_argv(language, argv, None, cancel, on_output, path)
 
-    def _write_stdin(self, stdin: str) -> str:
+    @contextlib.contextmanager
+    def _stdin_file(self, stdin: str | None) -> Iterator[str | None]:
         """A block's stdin as a file of execbox's, written by the host (never
-        following a link), read-only in the container: its workspace path."""
+        following a link), read-only in the container: its path there while
+        the block runs, removed after (None: no stdin)."""
+        if stdin is None:
+            yield None
+            return
         given = f"{STDIN_DIR}/{secrets.token_hex(8)}"
         self.workspace.write_internal(given, stdin.encode("utf-8", "surrogateescape"))
-        return given
+        try:
+            yield f"{WORKDIR}/{given}"
+        finally:
+            self.workspace.remove_internal(given)
 
     def _stop(self) -> None:
         container_id, self._container_id = self._container_id, None
@@ -435,13 +439,8 @@ class DockerExecutor(Executor):
         on_output: OutputCallback | None,
         stdin: str | None = None,
     ) -> Outcome:
-        if stdin is None:
-            return self._execute(language, code_path, cancel, on_output)
-        given = self._write_stdin(stdin)
-        try:
-            return self._execute(language, code_path, cancel, on_output, f"{WORKDIR}/{given}")
-        finally:
-            self.workspace.remove_internal(given)
+        with self._stdin_file(stdin) as path:
+            return self._execute(language, code_path, cancel, on_output, path)
 
     def _execute(
         self,
