@@ -47,16 +47,30 @@ install_system_packages() {
 }
 
 setup_venv() {
-    # The real interpreter, not a launcher shim, so the venv links to it directly.
-    local python stamp
+    # $1: "run" installs execbox alone (its core and the sandbox need only
+    # rich; ~30 MB), "dev" (the default) every extra the tests and
+    # benchmarks use (~1 GB: Jupyter, Docker, Ray, AG2, AutoGen,
+    # playwright...). A dev venv serves run too; a run venv grows into a
+    # dev one in place. The real interpreter, not a launcher shim, so the
+    # venv links to it directly.
+    local what=${1:-dev} python hash
     python=$(python3 -c 'import sys; print(sys.executable)')
-    stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
-    [ -f "$stamp" ] && return 0
-    say "setting up .venv with $python"
-    rm -rf .venv
-    "$python" -m venv .venv
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
-    touch "$stamp"
+    hash=$(sha256sum < pyproject.toml | cut -c1-16)
+    [ -f ".venv/.installed-dev-$hash" ] && return 0
+    [ "$what" = run ] && [ -f ".venv/.installed-run-$hash" ] && return 0
+    if [ ! -f ".venv/.installed-run-$hash" ]; then
+        say "creating .venv with $python"
+        rm -rf .venv
+        "$python" -m venv .venv
+    fi
+    if [ "$what" = run ]; then
+        say "installing execbox (core and sandbox: rich) into .venv"
+        .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+    else
+        say "installing execbox with every development extra into .venv (~1 GB, a few minutes)"
+        .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    fi
+    touch ".venv/.installed-$what-$hash"
 }
 
 TESTER=execbox-tester
@@ -157,7 +171,8 @@ job=${1:-}
 shift || true
 case "$job" in
     run)
-        install_system_packages; setup_venv
+        install_system_packages; setup_venv run
+        say "running examples/reply.md on the default backend (.venv/bin/execbox run examples/reply.md)"
         exec .venv/bin/execbox run examples/reply.md "$@" ;;
     test)
         if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)

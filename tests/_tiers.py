@@ -41,6 +41,7 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "backends/test_soak_sandbox.py": ("slow", "alone"),
     "backends/test_soak_jupyter.py": ("slow", "alone"),
     "backends/test_sandbox_pool_load.py": ("slow",),
+    "test_dev_run.py": ("slow",),  # a fresh venv from the package index
     "server/test_soak.py": ("slow", "alone"),
     "backends/test_jupyter.py": ("wide",),
     "backends/test_jupyter_gateway.py": ("wide",),

@@ -12,7 +12,7 @@ from fake_llm import FakeModel
 
 from execbox import extract_code_blocks
 from tests.conftest import require_docker
-from tests.server._http import running_server
+from tests.server._http import running_server, shared_server
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -113,3 +113,25 @@ def test_readme_links_and_images_exist():
     local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
     assert "docs/bench/latency.png" in local
     assert [t for t in local if not (ROOT / t).is_file()] == []
+
+
+def test_the_ray_example_says_how_to_get_a_cluster():
+    """``address="auto"`` fails without a cluster: the README starts one
+    first on loopback, and names ``address=None``, which needs no step."""
+    section = README[README.index("### Ray (a cluster)") :]
+    section = section[: section.index("\n### ", 1)]
+    [start] = [b for b in extract_code_blocks(section) if b.language in ("sh", "bash")]
+    assert start.code.split()[:3] == ["ray", "start", "--head"]
+    assert "--node-ip-address 127.0.0.1" in start.code  # Ray binds loopback here
+    assert section.index("ray start") < section.index('create_executor("ray"')
+    assert "`address=None`" in section
+
+
+def test_the_service_section_says_jupyter_sessions_need_the_flag():
+    """The README's words and the server agree: a plain ``execbox serve``
+    refuses a Jupyter session, naming ``--backends``, as the README says."""
+    assert "execbox serve --backends jupyter" in README
+    with shared_server("--backend", "sandbox").client() as client:
+        refused = client.post("/v1/sessions", json={"backend": "jupyter"})
+    assert refused.status_code == 400
+    assert "--backends" in refused.json()["error"]["message"]
