@@ -14,11 +14,16 @@ its JSON schema read from the signature and the docstring.
     tool.openai_schema()        # {"type": "function", "function": {"name": "add", ...}}
     tool.call('{"a": 2, "b": 3}')   # "5"
 
-Type hints map to JSON schema (str, int, float, bool, list[...], dict,
-``X | None``, ``Literal[...]``, a pydantic model); a parameter without a
-default is required. Arguments a model gets wrong (not JSON, missing,
-unknown, a function that raises) come back as the call's text, so the
-model can correct itself; they never raise into the agent.
+Where pydantic 2 is installed (the ``agents`` extra brings it), the schema
+is pydantic's, each model of the parameters in the root's ``$defs``, and
+the arguments are checked and converted before the call
+(``_pydantic_args``): a model arrives as the model, ``"3"`` for an ``int``
+as 3 (lax mode), null where ``X | None``. Without it, type hints map to
+JSON schema here (str, int, float, bool, list[...], dict, ``X | None`` as
+nullable, ``Literal[...]``) and values are passed as sent. A parameter
+without a default is required. Arguments a model gets wrong (not JSON,
+missing, unknown, of the wrong type, a function that raises) come back as
+the call's text, naming what to fix; they never raise into the agent.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ class FunctionTool:
             )
         summary, helps = _docstring(inspect.getdoc(function) or "")
         self.description = description or summary or f"Call {self.name}."
-        self._schema = json_schema_of(function, helps)
+        self._checked = _checked_arguments(function, helps)
+        self._schema = self._checked.schema if self._checked else _hand_schema(function, helps)
         self.workspace_path: str | None = None  # set on the workspace's file tools
 
     def __repr__(self) -> str:
@@ -133,7 +139,25 @@ class FunctionTool:
                 f"Error: {self.name} was called with {'; '.join(parts)}. "
                 f"Its arguments: {', '.join(known) or 'none'}."
             )
-        return dict(arguments)
+        if self._checked is None:
+            return dict(arguments)
+        converted = self._checked.validate(arguments)
+        if isinstance(converted, list):
+            return (
+                f"Error: {self.name} was called with arguments that do not fit: {'; '.join(converted)}. "
+                f"Fix them and call {self.name} again."
+            )
+        return converted
+
+
+def _checked_arguments(function: Callable[..., Any], helps: Mapping[str, str]) -> Any:
+    """The pydantic ``Arguments`` of the function (its schema, the check and
+    conversion of what a model sends), or None without pydantic 2."""
+    try:
+        from ._pydantic_args import Arguments
+    except ImportError:
+        return None
+    return Arguments(function, helps)
 
 
 async def _awaited(value: Any) -> Any:
@@ -159,7 +183,14 @@ def tool_text(value: Any) -> str:
 
 
 def json_schema_of(function: Callable[..., Any], helps: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The JSON schema of a function's keyword arguments."""
+    """The JSON schema of a function's keyword arguments: pydantic's, where
+    pydantic 2 is installed, else written from the type hints here."""
+    checked = _checked_arguments(function, helps or {})
+    return checked.schema if checked else _hand_schema(function, helps)
+
+
+def _hand_schema(function: Callable[..., Any], helps: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The schema without pydantic, from the type hints the module's docstring lists."""
     signature = inspect.signature(function)
     try:
         hints = typing.get_type_hints(function)
@@ -178,7 +209,24 @@ def json_schema_of(function: Callable[..., Any], helps: Mapping[str, str] | None
         elif parameter.default is None or isinstance(parameter.default, (str, int, float, bool)):
             schema["default"] = parameter.default
         properties[name] = schema
-    return {"type": "object", "properties": properties, "required": required}
+    found: dict[str, Any] = {}
+    for schema in properties.values():
+        _hoist(schema, found)
+    return {"type": "object", "properties": properties, "required": required, **found}
+
+
+def _hoist(schema: Any, found: dict[str, Any]) -> None:
+    """Move the ``$defs`` (``definitions``) of a model's schema within a
+    parameter's into ``found``, for the root, where their ``$ref`` points."""
+    if not isinstance(schema, dict):
+        return
+    for key in ("$defs", "definitions"):
+        if isinstance(schema.get(key), dict):
+            found.setdefault(key, {}).update(schema.pop(key))
+    for key in ("items", "anyOf", "additionalProperties"):
+        value = schema.get(key)
+        for inner in value if isinstance(value, list) else [value]:
+            _hoist(inner, found)
 
 
 def _type_schema(hint: Any) -> dict[str, Any]:
@@ -195,10 +243,12 @@ def _type_schema(hint: Any) -> dict[str, Any]:
     if origin is typing.Literal:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _type_schema(inner[0])
-        return {"anyOf": [_type_schema(a) for a in inner]}
+        schemas = [_type_schema(a) for a in args if a is not type(None)]
+        if {} in schemas:
+            return {}  # any value, null too
+        if len(schemas) < len(args):
+            schemas.append({"type": "null"})  # X | None: null is a value
+        return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     if origin in (list, tuple, set, frozenset) or origin is typing.get_origin(list[int]):
         item = _type_schema(args[0]) if args and args[0] is not Ellipsis else {}
         return {"type": "array", "items": item} if item else {"type": "array"}
