@@ -13,7 +13,11 @@ import pytest
 from tests.conftest import REQUIRE_ALL
 from tests.server._http import Server, running_server
 
-MISSING = [name for name in ("starlette", "uvicorn", "httpx_sse") if importlib.util.find_spec(name) is None]
+MISSING = [
+    name
+    for name in ("starlette", "uvicorn", "pydantic", "httpx_sse")
+    if importlib.util.find_spec(name) is None
+]
 if MISSING and not REQUIRE_ALL:  # skipped, as a missing component is (under EXECBOX_REQUIRE=all: fails)
     collect_ignore_glob = ["test_*.py"]
 

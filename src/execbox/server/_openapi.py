@@ -1,15 +1,42 @@
-"""The OpenAPI 3.1 document served at ``/openapi.json``, written by hand
-(a test checks that it names every route of the app and only those)."""
+"""The OpenAPI 3.1 document served at ``/openapi.json``: its paths written
+here (a test checks that it names every route of the app and only those),
+its request and answer bodies generated from the typed models that the
+routes validate with (``_bodies``, ``_answer_models``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._version import __version__
-from ._openapi_schemas import BATCH_LINE, INFO, SCHEMAS, STREAM_TEXT, STREAMS, ref
-from ._routes_run_code import RUN_CODE_SCHEMAS
+from pydantic import BaseModel
 
-__all__ = ["openapi"]
+from .._version import __version__
+from ._bodies import (
+    BatchRequest,
+    ExecutionRequest,
+    ExtractRequest,
+    JudgeRequest,
+    RunCodeRequest,
+    RunRequest,
+    SessionRequest,
+)
+from ._openapi_schemas import BATCH_LINE, STREAM_TEXT, STREAMS, ref, schemas
+
+__all__ = ["BODIES", "openapi"]
+
+# (path, method) -> the model its JSON body is validated with
+BODIES: dict[tuple[str, str], type[BaseModel]] = {
+    ("/v1/extract", "post"): ExtractRequest,
+    ("/v1/run", "post"): RunRequest,
+    ("/run_code", "post"): RunCodeRequest,
+    ("/v1/batch", "post"): BatchRequest,
+    ("/v1/judge", "post"): JudgeRequest,
+    ("/v1/sessions", "post"): SessionRequest,
+    ("/v1/sessions/{sid}/executions", "post"): ExecutionRequest,
+}
+
+
+def body_of(path: str, method: str = "post") -> dict[str, str]:
+    return ref(BODIES[path, method].__name__)
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -80,7 +107,7 @@ def _document() -> dict[str, Any]:
             ),
         },
         "components": {
-            "schemas": {**SCHEMAS, **RUN_CODE_SCHEMAS},
+            "schemas": schemas(),
             "responses": {"Error": _json(ref("Error"), "An error (see error.code)")},
             "securitySchemes": {
                 "bearer": {
@@ -135,30 +162,11 @@ def _document() -> dict[str, Any]:
                     "The closed fenced code blocks of a model's reply, in order "
                     "(execbox.extract_code_blocks)",
                     {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["blocks"],
-                                "properties": {
-                                    "blocks": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "language": {"type": "string"},
-                                                "code": {"type": "string"},
-                                                "filename": {"type": ["string", "null"]},
-                                                "language_inferred": {"type": "boolean"},
-                                            },
-                                        },
-                                    }
-                                },
-                            }
-                        ),
+                        "200": _json(ref("Extracted")),
                         "400": ERROR,
                         "413": ERROR,
                     },
-                    body={"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+                    body=body_of("/v1/extract"),
                 )
             },
             "/v1/info": {
@@ -167,7 +175,7 @@ def _document() -> dict[str, Any]:
                     "executor held (use: idle, running or session) that has a warm pool, its "
                     "health (units_ready, units_asked, units_made, refills_failed, "
                     "zygote_restarts, stalls...); [] when none has one",
-                    {"200": _json(INFO)},
+                    {"200": _json(ref("Info"))},
                 )
             },
             "/v1/run": {
@@ -180,7 +188,7 @@ def _document() -> dict[str, Any]:
                         "429": BUSY,
                         "503": ERROR,
                     },
-                    body=ref("RunRequest"),
+                    body=body_of("/v1/run"),
                 )
             },
             "/run_code": {
@@ -194,7 +202,7 @@ def _document() -> dict[str, Any]:
                         "429": BUSY,
                         "503": ERROR,
                     },
-                    body=ref("RunCodeRequest"),
+                    body=body_of("/run_code"),
                 )
             },
             "/v1/batch": {
@@ -210,28 +218,21 @@ def _document() -> dict[str, Any]:
                         "413": ERROR,
                         "429": BUSY,
                     },
-                    body={
-                        "type": "object",
-                        "required": ["requests"],
-                        "properties": {
-                            "requests": {"type": "array", "items": ref("RunRequest")},
-                            "max_concurrency": {"type": "integer", "minimum": 1},
-                        },
-                    },
+                    body=body_of("/v1/batch"),
                 )
             },
             "/v1/judge": {
                 "post": _op(
                     "Judge a program against test cases: a verdict per case and overall",
                     {"200": _json(ref("JudgeResult")), "400": ERROR, "413": ERROR, "429": BUSY},
-                    body=ref("JudgeRequest"),
+                    body=body_of("/v1/judge"),
                 )
             },
             "/v1/sessions": {
                 "post": _op(
                     "Open a session",
                     {"201": session_ok, "400": ERROR, "413": ERROR, "429": BUSY, "503": ERROR},
-                    body=ref("SessionRequest"),
+                    body=body_of("/v1/sessions"),
                     body_required=False,
                 )
             },
@@ -265,7 +266,7 @@ def _document() -> dict[str, Any]:
                         "503": ERROR,
                         **SESSION_ERRORS,
                     },
-                    body=ref("ExecutionRequest"),
+                    body=body_of("/v1/sessions/{sid}/executions"),
                     params=[
                         SID,
                         {

@@ -18,43 +18,32 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._errors import ConfigurationError, ExecboxError
-from .._judge import COMPARE_MODES, as_cases
+from .._judge import as_cases
+from ._bodies import MAX_CASES, JudgeRequest, checked
 from ._errors import ApiError, from_execbox
 from ._state import state_of
-from ._wire import backend_of, field_of, gpus_of, limits_of, read_json
+from ._wire import backend_of, gpus_of, limits_of, read_json
 
 __all__ = ["JUDGE_ROUTES", "MAX_CASES"]
-
-MAX_CASES = 1000
 
 
 async def judge(request: Request) -> Response:
     state = state_of(request)
     config = state.config
-    data = await read_json(request, config.max_upload_bytes)
-    if not isinstance(data, dict):
-        raise ApiError(400, "bad_request", "a judge request must be a JSON object")
-    code = field_of(data, "code", str)
-    language = field_of(data, "language", str)
-    if code is None or language is None:
-        raise ApiError(400, "bad_request", "give 'code' and 'language' (and 'cases')")
-    raw = field_of(data, "cases", list) or []
-    if len(raw) > MAX_CASES:
-        raise ApiError(400, "bad_request", f"'cases' has {len(raw)} cases: at most {MAX_CASES} a request")
+    body = checked(JudgeRequest, await read_json(request, config.max_upload_bytes))
+    code, language = body.code, body.language
     options: dict[str, Any] = {
-        "compare": field_of(data, "compare", str, "lines"),
-        "tolerance": field_of(data, "tolerance", (int, float), 1e-6),
-        "stop_on_failure": field_of(data, "stop_on_failure", bool, True),
+        "compare": body.compare or "lines",
+        "tolerance": 1e-6 if body.tolerance is None else body.tolerance,
+        "stop_on_failure": True if body.stop_on_failure is None else body.stop_on_failure,
     }
-    if options["compare"] not in COMPARE_MODES:
-        raise ApiError(400, "bad_request", f"'compare' must be one of {', '.join(COMPARE_MODES)}")
-    try:
-        cases = as_cases(raw)
+    try:  # a case's fields are checked by the model; what they mean together (a checker or an output) here
+        cases = as_cases([case.model_dump(exclude_none=True) for case in body.cases])
     except ConfigurationError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
-    limits = limits_of(data, config)
-    backend = backend_of(data, config)
-    gpus = gpus_of(data, config, backend)
+    limits = limits_of(body.limits, config)
+    backend = backend_of(body.backend, config)
+    gpus = gpus_of(body.gpus, config, backend)
     await state.load.enter()
     try:
         try:

@@ -20,9 +20,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from .._extract import extract_code_blocks
+from ._bodies import ExtractRequest, checked
 from ._errors import ApiError
 from ._state import state_of
-from ._wire import field_of, read_json
+from ._wire import read_json
 
 __all__ = ["PUBLIC_PATHS", "ROUTES"]
 
@@ -56,11 +57,8 @@ async def static(request: Request) -> Response:
 async def extract(request: Request) -> Response:
     """``{text}`` → ``{blocks: [{language, code, filename}]}``: the closed
     fenced blocks of a model's reply, in order."""
-    data = await read_json(request, state_of(request).config.max_upload_bytes)
-    text = field_of(data, "text", str)
-    if text is None:
-        raise ApiError(400, "bad_request", "'text' (the model's reply) is required")
-    blocks = extract_code_blocks(text)
+    body = checked(ExtractRequest, await read_json(request, state_of(request).config.max_upload_bytes))
+    blocks = extract_code_blocks(body.text)
     return JSONResponse(
         {
             "blocks": [

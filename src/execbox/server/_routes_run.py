@@ -14,9 +14,10 @@ from starlette.routing import Route
 
 from .._errors import ExecboxError, WorkspaceError
 from .._version import __version__
+from ._bodies import BatchRequest, checked
 from ._errors import ApiError, from_execbox
 from ._state import ServerState, state_of
-from ._wire import RunRequest, encode_file, field_of, read_file, read_json, run_request
+from ._wire import RunJob, encode_file, read_file, read_json, run_request
 
 __all__ = ["ROUTES"]
 
@@ -75,7 +76,7 @@ async def run(request: Request) -> Response:
         state.load.release()
 
 
-async def _run_one(state: ServerState, todo: RunRequest) -> dict[str, Any]:
+async def _run_one(state: ServerState, todo: RunJob) -> dict[str, Any]:
     """Run one request on a checked-out executor: its files in, the result
     (and ``file_contents`` of ``fetch_files``) out."""
     try:
@@ -120,13 +121,11 @@ def _fetch(workspace: Any, paths: list[str], limit: int) -> dict[str, Any]:
 
 async def batch(request: Request) -> Response:
     state = state_of(request)
-    body = await read_json(request, state.config.max_upload_bytes)
-    items = field_of(body, "requests", list)
-    if not items:
+    body = checked(BatchRequest, await read_json(request, state.config.max_upload_bytes))
+    items = body.requests  # each checked in its turn (a bad one answers its own line)
+    if not isinstance(items, list) or not items:
         raise ApiError(400, "bad_request", "'requests' must be a non-empty list of run requests")
-    width = field_of(body, "max_concurrency", int, state.config.max_concurrency)
-    if width < 1:
-        raise ApiError(400, "bad_request", "'max_concurrency' must be at least 1")
+    width = state.config.max_concurrency if body.max_concurrency is None else body.max_concurrency
     await state.load.enter()  # the first request's slot: 429 when the server and its line are full
     return StreamingResponse(_batch_lines(state, items, width), media_type="application/x-ndjson")
 

@@ -29,41 +29,20 @@ from starlette.routing import Route
 from .._errors import ConfigurationError
 from .._languages import find_language
 from .._models import CodeBlock
+from ._bodies import DEFAULT_TIMEOUT_S, SANDBOX_FUSION_LANGUAGES, RunCodeRequest, checked
 from ._config import ServerConfig
 from ._errors import ApiError
 from ._routes_run import _run_one
 from ._state import state_of
-from ._wire import RunRequest, field_of, file_path, read_json
+from ._wire import RunJob, file_path, read_json
 
-__all__ = ["RUN_CODE_ROUTES", "RUN_CODE_SCHEMAS", "SANDBOX_FUSION_LANGUAGES"]
-
-# SandboxFusion's language names that execbox runs: the name execbox knows it by.
-SANDBOX_FUSION_LANGUAGES = {
-    "python": "python",
-    "cpp": "cpp",
-    "go": "go",
-    "java": "java",
-    "nodejs": "javascript",
-    "typescript": "typescript",
-    "rust": "rust",
-    "bash": "bash",
-    "php": "php",
-    "lua": "lua",
-    "R": "r",
-    "perl": "perl",
-    "ruby": "ruby",
-}
-DEFAULT_TIMEOUT_S = 10.0  # SandboxFusion's default compile_timeout and run_timeout
+__all__ = ["RUN_CODE_ROUTES", "SANDBOX_FUSION_LANGUAGES"]
 
 
 async def run_code(request: Request) -> Response:
     state = state_of(request)
-    body = await read_json(request, state.config.max_upload_bytes)
-    name = field_of(body, "language", str)
-    if name is None:
-        raise ApiError(
-            400, "bad_request", f"'language' is required: one of {', '.join(SANDBOX_FUSION_LANGUAGES)}"
-        )
+    body = checked(RunCodeRequest, await read_json(request, state.config.max_upload_bytes))
+    name = body.language
     language = SANDBOX_FUSION_LANGUAGES.get(name)
     todo = _request(body, state.config, language or name)
     if language is None:  # SandboxFusion's runner is not found: its SandboxError
@@ -77,16 +56,17 @@ async def run_code(request: Request) -> Response:
     return JSONResponse(_answer_of(result, language))
 
 
-def _request(body: dict[str, Any], config: ServerConfig, language: str) -> RunRequest:
+def _request(body: RunCodeRequest, config: ServerConfig, language: str) -> RunJob:
     """The request as one block in ``language`` on the default backend,
     checked (400 with what is wrong, in SandboxFusion's field names)."""
-    code = field_of(body, "code", str)
-    if code is None:
-        raise ApiError(400, "bad_request", "'code' (a string: the program) is required")
-    stdin = field_of(body, "stdin", str)
     asked: dict[str, Any] = {}
-    for name, limit in (("run_timeout", "timeout_s"), ("compile_timeout", "compile_timeout_s")):
-        seconds = field_of(body, name, (int, float), min(DEFAULT_TIMEOUT_S, config.max_timeout_s))
+    for name, limit, given in (
+        ("run_timeout", "timeout_s", body.run_timeout),
+        ("compile_timeout", "compile_timeout_s", body.compile_timeout),
+    ):
+        seconds = min(DEFAULT_TIMEOUT_S, config.max_timeout_s)
+        if given is not None and name in body.model_fields_set:
+            seconds = given
         if not seconds > 0:
             raise ApiError(400, "invalid_limits", f"{name!r} must be a positive number of seconds")
         if seconds > config.max_timeout_s:
@@ -97,7 +77,7 @@ def _request(body: dict[str, Any], config: ServerConfig, language: str) -> RunRe
                 "(execbox serve --max-timeout)",
             )
         asked[limit] = seconds
-    memory = field_of(body, "memory_limit_MB", int, -1)
+    memory = -1 if body.memory_limit_MB is None else body.memory_limit_MB
     if memory > 0:  # -1 (SandboxFusion's default) or 0: the server's default
         if memory > config.max_memory_mb:
             raise ApiError(
@@ -110,22 +90,18 @@ def _request(body: dict[str, Any], config: ServerConfig, language: str) -> RunRe
         limits = config.limits(asked)
     except ConfigurationError as exc:
         raise ApiError(400, "invalid_limits", str(exc)) from None
-    fetch = field_of(body, "fetch_files", list) or []
-    if not all(isinstance(path, str) for path in fetch):
-        raise ApiError(400, "bad_request", "'fetch_files' must be a list of workspace paths")
-    block = CodeBlock(language, code, stdin=stdin)
-    return RunRequest(config.backend, [block], limits, _files(body), fetch)
+    block = CodeBlock(language, body.code, stdin=body.stdin)
+    return RunJob(config.backend, [block], limits, _files(body.files), body.fetch_files or [])
 
 
-def _files(body: dict[str, Any]) -> dict[str, bytes]:
+def _files(files: dict[str, str | None] | None) -> dict[str, bytes]:
     """``files``: ``{path: base64}``; a null content is skipped, as SandboxFusion skips it."""
-    files = field_of(body, "files", dict) or {}
     decoded = {}
-    for path, content in files.items():
+    for path, content in (files or {}).items():
         if content is None:
             continue
         file_path(path, f"files[{path!r}]")
-        if not path or not isinstance(content, str):
+        if not path:
             raise ApiError(400, "bad_request", f"files[{path!r}] must be a path and its base64 content")
         try:
             decoded[path] = base64.b64decode(content, validate=True)
@@ -208,51 +184,5 @@ def _base64(found: dict[str, str]) -> str:
         return found["content"]
     return base64.b64encode(found["content"].encode("utf-8")).decode("ascii")
 
-
-_COMMAND = {
-    "type": ["object", "null"],
-    "required": ["status"],
-    "properties": {
-        "status": {"enum": ["Finished", "Error", "TimeLimitExceeded"]},
-        "execution_time": {"type": ["number", "null"]},
-        "return_code": {"type": ["integer", "null"]},
-        "stdout": {"type": ["string", "null"]},
-        "stderr": {"type": ["string", "null"]},
-    },
-}
-RUN_CODE_SCHEMAS: dict[str, Any] = {
-    "RunCodeRequest": {
-        "type": "object",
-        "description": "SandboxFusion's /run_code request",
-        "required": ["code", "language"],
-        "properties": {
-            "code": {"type": "string"},
-            "language": {"type": "string", "examples": list(SANDBOX_FUSION_LANGUAGES)},
-            "stdin": {"type": ["string", "null"]},
-            "compile_timeout": {"type": "number", "default": DEFAULT_TIMEOUT_S},
-            "run_timeout": {"type": "number", "default": DEFAULT_TIMEOUT_S},
-            "memory_limit_MB": {"type": "integer", "default": -1},
-            "files": {
-                "type": "object",
-                "description": "workspace path -> base64 content (null: skipped)",
-                "additionalProperties": {"type": ["string", "null"]},
-            },
-            "fetch_files": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-    "RunCodeResponse": {
-        "type": "object",
-        "description": "SandboxFusion's /run_code answer",
-        "required": ["status", "message", "compile_result", "run_result", "executor_pod_name", "files"],
-        "properties": {
-            "status": {"enum": ["Success", "Failed", "SandboxError"]},
-            "message": {"type": "string"},
-            "compile_result": _COMMAND,
-            "run_result": _COMMAND,
-            "executor_pod_name": {"type": ["string", "null"]},
-            "files": {"type": "object", "additionalProperties": {"type": "string"}},
-        },
-    },
-}
 
 RUN_CODE_ROUTES = [Route("/run_code", run_code, methods=["POST"])]

@@ -16,21 +16,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import ExecboxError
+from ._bodies import ExecutionRequest, SessionRequest, checked
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
 from ._sessions import KEY_HEADER, Session, new_key
 from ._state import ServerState, state_of
-from ._wire import (
-    SSE_KEEPALIVE,
-    backend_of,
-    blocks_of,
-    decode_files,
-    field_of,
-    gpus_of,
-    limits_of,
-    read_json,
-    sse,
-)
+from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, gpus_of, limits_of, read_json, sse
 
 __all__ = ["ROUTES", "session_of"]
 
@@ -40,8 +31,8 @@ def session_of(request: Request) -> Session:
     return state_of(request).sessions.get(request.path_params["sid"], request.headers.get(KEY_HEADER))
 
 
-def _seconds(data: dict[str, Any], name: str, default: float, most: float) -> float:
-    value = field_of(data, name, (int, float), default)
+def _seconds(value: float | None, name: str, default: float, most: float) -> float:
+    value = default if value is None else value
     if not 0 < value <= most:
         raise ApiError(
             400,
@@ -54,14 +45,14 @@ def _seconds(data: dict[str, Any], name: str, default: float, most: float) -> fl
 async def create(request: Request) -> Response:
     state = state_of(request)
     config = state.config
-    data = await read_json(request, config.max_upload_bytes)
-    backend = backend_of(data, config)
-    limits = limits_of(data, config)
-    ttl_s = _seconds(data, "ttl_s", config.session_ttl_s, config.max_session_ttl_s)
-    idle_ttl_s = _seconds(data, "idle_ttl_s", min(config.session_idle_ttl_s, ttl_s), config.max_session_ttl_s)
-    env = field_of(data, "env", dict) or {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise ApiError(400, "bad_request", "'env' must map names to string values")
+    body = checked(SessionRequest, await read_json(request, config.max_upload_bytes))
+    backend = backend_of(body.backend, config)
+    limits = limits_of(body.limits, config)
+    ttl_s = _seconds(body.ttl_s, "ttl_s", config.session_ttl_s, config.max_session_ttl_s)
+    idle_ttl_s = _seconds(
+        body.idle_ttl_s, "idle_ttl_s", min(config.session_idle_ttl_s, ttl_s), config.max_session_ttl_s
+    )
+    env = body.env or {}
     for name, value in env.items():
         if not name or "=" in name or "\0" in name or "\0" in value:
             raise ApiError(
@@ -69,15 +60,16 @@ async def create(request: Request) -> Response:
                 "bad_request",
                 f"env name {name!r}: a name must be non-empty without '=' or NUL, a value without NUL",
             )
-    files = decode_files(data)
+    files = decode_files(body.files)
     options: dict[str, Any] = {}
-    if "keep_code_files" in data:
-        options["keep_code_files"] = field_of(data, "keep_code_files", bool, True)
-    if "execution_policies" in data:
-        options["execution_policies"] = field_of(data, "execution_policies", dict, {})
+    given = body.model_fields_set  # asked for, if null: the defaults the server gave before
+    if "keep_code_files" in given:
+        options["keep_code_files"] = True if body.keep_code_files is None else body.keep_code_files
+    if "execution_policies" in given:
+        options["execution_policies"] = body.execution_policies or {}
     if env:
         options["env"] = env
-    gpus = gpus_of(data, config, backend)
+    gpus = gpus_of(body.gpus, config, backend)
     if gpus is not None:
         options["gpus"] = gpus
     state.sessions.reserve()
@@ -174,8 +166,7 @@ async def execute(request: Request) -> Response:
     ``?queue=1`` wait for the running one, counted as queued)."""
     state = state_of(request)
     session = session_of(request)
-    data = await read_json(request, state.config.max_upload_bytes)
-    blocks = blocks_of(data)
+    blocks = blocks_of(checked(ExecutionRequest, await read_json(request, state.config.max_upload_bytes)))
     queue = request.query_params.get("queue", "0") not in ("0", "false", "")
     await _claim(state, session, queue)
     execution = Execution(session.id, session.executor, blocks)

@@ -18,18 +18,20 @@ from starlette.requests import Request
 from .._errors import ConfigurationError
 from .._models import CodeBlock, Limits
 from .._workspace import Workspace
+from ._bodies import ExecutionRequest, FileSpec, RunRequest, checked
+from ._bodies import Limits as LimitsBody
 from ._config import ServerConfig
 from ._errors import ApiError
 
 __all__ = [
     "SSE_KEEPALIVE",
-    "RunRequest",
+    "RunJob",
     "backend_of",
     "blocks_of",
     "decode_files",
     "encode_file",
-    "field_of",
     "file_path",
+    "gpus_of",
     "limits_of",
     "read_body",
     "read_file",
@@ -202,81 +204,40 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def field_of(data: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-    """``data[name]`` checked to be of ``kind``; ``default`` when it is absent
-    or null (``{"idle_ttl_s": null}`` was a 500 before: found by the fuzzer)."""
-    value = data.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _tuple(kind)):
-        names = (
-            " or ".join(k.__name__ for k in _tuple(kind)).replace("dict", "object").replace("str", "string")
-        )
-        raise ApiError(400, "bad_request", f"{name!r} must be {names.replace('list', 'array')}")
-    return value
-
-
-def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
-
-
-def blocks_of(data: dict[str, Any]) -> list[CodeBlock]:
+def blocks_of(body: ExecutionRequest) -> list[CodeBlock]:
     """``code`` (with ``language``, default python, and ``stdin``) or
     ``blocks``: a list of ``{code, language?, filename?, stdin?}``."""
-    language = field_of(data, "language", str, "python")
-    code = field_of(data, "code", str)
-    stdin = field_of(data, "stdin", str)
-    blocks = field_of(data, "blocks", list)
-    if (code is None) == (blocks is None):
+    language = "python" if body.language is None else body.language
+    if (body.code is None) == (body.blocks is None):
         raise ApiError(
             400,
             "bad_request",
             "give either 'code' (a string) or 'blocks' (a list of {code, language?, filename?})",
         )
-    if code is not None:
-        return [CodeBlock(language, code, stdin=stdin)]
-    if not blocks:
+    if body.code is not None:
+        return [CodeBlock(language, body.code, stdin=body.stdin)]
+    if not body.blocks:
         raise ApiError(400, "bad_request", "'blocks' is empty: give at least one {code, language?}")
-    made = []
-    for index, block in enumerate(blocks):
-        if not isinstance(block, dict):
-            raise ApiError(
-                400, "bad_request", f"blocks[{index}] must be an object {{code, language?, filename?}}"
-            )
-        text = field_of(block, "code", str)
-        if text is None:
-            raise ApiError(400, "bad_request", f"blocks[{index}] has no 'code'")
-        made.append(
-            CodeBlock(
-                field_of(block, "language", str, language),
-                text,
-                field_of(block, "filename", str),
-                stdin=field_of(block, "stdin", str),
-            )
-        )
-    return made
+    return [
+        CodeBlock(language if b.language is None else b.language, b.code, b.filename, stdin=b.stdin)
+        for b in body.blocks
+    ]
 
 
-def decode_files(data: dict[str, Any]) -> dict[str, bytes]:
+def decode_files(files: dict[str, FileSpec | str] | None) -> dict[str, bytes]:
     """``files``: ``{path: {content, encoding: "utf-8" | "base64"}}`` (or a bare string: UTF-8)."""
-    files = field_of(data, "files", dict) or {}
     decoded = {}
-    for path, spec in files.items():
+    for path, spec in (files or {}).items():
         file_path(path, f"files[{path!r}]")
         if isinstance(spec, str):
-            spec = {"content": spec}
-        if not isinstance(spec, dict) or not isinstance(spec.get("content"), str):
-            raise ApiError(400, "bad_request", f"files[{path!r}] must be {{content, encoding?}}")
-        encoding = spec.get("encoding", "utf-8")
-        if encoding == "utf-8":
-            decoded[path] = spec["content"].encode("utf-8", "surrogateescape")
-        elif encoding == "base64":
+            decoded[path] = spec.encode("utf-8", "surrogateescape")
+        elif spec.encoding == "utf-8":
+            decoded[path] = spec.content.encode("utf-8", "surrogateescape")
+        else:
             try:
-                decoded[path] = base64.b64decode(spec["content"], validate=True)
+                decoded[path] = base64.b64decode(spec.content, validate=True)
             except (binascii.Error, ValueError):
                 raise ApiError(400, "bad_request", f"files[{path!r}] is not valid base64") from None
-        else:
-            raise ApiError(400, "bad_request", f"files[{path!r}].encoding must be 'utf-8' or 'base64'")
     return decoded
 
 
@@ -297,8 +258,8 @@ def encode_file(data: bytes) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """One stateless run (``/v1/run``, an item of ``/v1/batch``)."""
+class RunJob:
+    """One stateless run (``/v1/run``, an item of ``/v1/batch``), checked."""
 
     backend: str
     blocks: list[CodeBlock]
@@ -308,30 +269,29 @@ class RunRequest:
     gpus: tuple[str, ...] | None = None
 
 
-def run_request(data: Any, config: ServerConfig) -> RunRequest:
+def run_request(data: Any, config: ServerConfig) -> RunJob:
     if not isinstance(data, dict):
         raise ApiError(400, "bad_request", "a run request must be a JSON object")
-    limits = limits_of(data, config)
-    blocks = blocks_of(data)
-    fetch = field_of(data, "fetch_files", list) or []
-    if not all(isinstance(p, str) for p in fetch):
-        raise ApiError(400, "bad_request", "'fetch_files' must be a list of workspace paths")
-    backend = backend_of(data, config)
-    return RunRequest(backend, blocks, limits, decode_files(data), fetch, gpus_of(data, config, backend))
+    body = checked(RunRequest, data)
+    limits = limits_of(body.limits, config)
+    blocks = blocks_of(body)
+    backend = backend_of(body.backend, config)
+    files = decode_files(body.files)
+    return RunJob(backend, blocks, limits, files, body.fetch_files or [], gpus_of(body.gpus, config, backend))
 
 
-def gpus_of(data: dict[str, Any], config: ServerConfig, backend: str) -> tuple[str, ...] | None:
+def gpus_of(asked: Any, config: ServerConfig, backend: str) -> tuple[str, ...] | None:
     """The request's ``gpus``, within the server's ``--allow-gpus`` (400 ``bad_request``)."""
     try:
-        return config.gpus(data.get("gpus"), backend)
+        return config.gpus(asked, backend)
     except ConfigurationError as exc:
         raise ApiError(400, "bad_request", str(exc)) from None
 
 
-def limits_of(data: dict[str, Any], config: ServerConfig) -> Limits:
+def limits_of(asked: LimitsBody | None, config: ServerConfig) -> Limits:
     """The request's ``limits`` over the server's defaults (400 ``invalid_limits``)."""
     try:
-        return config.limits(data.get("limits"))
+        return config.limits(None if asked is None else asked.model_dump(exclude_unset=True))
     except ConfigurationError as exc:
         raise ApiError(400, "invalid_limits", str(exc)) from None
 
@@ -351,8 +311,8 @@ def read_file(workspace: Workspace, path: str, limit: int) -> bytes:
     return workspace.download(path)
 
 
-def backend_of(data: dict[str, Any], config: ServerConfig) -> str:
-    backend = field_of(data, "backend", str) or config.backend
+def backend_of(asked: str | None, config: ServerConfig) -> str:
+    backend = asked or config.backend
     if backend not in config.backends:
         raise ApiError(
             400,
