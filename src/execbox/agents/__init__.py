@@ -1,7 +1,8 @@
 """Agents on top of the executors: model clients (OpenAI-compatible chat
 completions, Anthropic's Messages API), the function-calling assistant,
 the code-executor agent (run code from messages; or write, run, retry,
-reflect), and the writer/executor conversation with a person in the loop.
+reflect), the writer/executor conversation with a person in the loop, and
+teams of agents in one chat (round robin, or a selector picks the speaker).
 
     from execbox.agents import AssistantAgent, ModelClient
     from execbox.tools import PythonTool
@@ -34,6 +35,14 @@ from ._executor_agent import CodeExecutorAgent, describe_result
 from ._model import ModelClient
 from ._providers import model_client
 from ._reply import ModelReply, ToolCall
+from ._selector import SelectorGroupChat
+from ._team import GroupChat, RoundRobinGroupChat, SpeakerSelectionEvent, TeamResult, initiate_chat
+from ._termination import (
+    FunctionalTermination,
+    MaxMessageTermination,
+    TerminationCondition,
+    TextMentionTermination,
+)
 from ._usage import PRICES, Usage, register_price
 
 __all__ = [
@@ -49,12 +58,21 @@ __all__ = [
     "CodeExecutorAgent",
     "CodeGenerationEvent",
     "Conversation",
+    "FunctionalTermination",
+    "GroupChat",
+    "MaxMessageTermination",
     "ModelClient",
     "ModelError",
     "ModelReply",
     "Response",
     "RetryDecisionEvent",
+    "RoundRobinGroupChat",
+    "SelectorGroupChat",
+    "SpeakerSelectionEvent",
     "StreamChunkEvent",
+    "TeamResult",
+    "TerminationCondition",
+    "TextMentionTermination",
     "TextMessage",
     "ThoughtEvent",
     "TokenLimitedContext",
@@ -65,6 +83,7 @@ __all__ = [
     "WriterAgent",
     "describe_result",
     "format_chat_result",
+    "initiate_chat",
     "model_client",
     "register_price",
     "writer_system_message",

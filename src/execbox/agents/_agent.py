@@ -36,6 +36,8 @@ def task_messages(task: TaskInput) -> list[TextMessage]:
 
 
 class Agent(ABC):
+    name: str  # how teams and messages tell the agents apart
+
     @abstractmethod
     def _steps(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Event | Response]:
         """The events of handling the messages, then the ``Response``."""
