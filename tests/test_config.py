@@ -89,9 +89,9 @@ def test_jupyter_connection_round_trips():
 
 
 def test_an_option_that_is_not_data_names_itself():
-    ex = execbox.LocalExecutor(progress=print)
+    ex = execbox.LocalExecutor(on_progress=print)
     try:
-        with pytest.raises(ConfigurationError, match=r"option progress=.*cannot be saved"):
+        with pytest.raises(ConfigurationError, match=r"option on_progress=.*cannot be saved"):
             ex.to_config()
     finally:
         ex.close()

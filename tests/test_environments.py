@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -87,3 +88,61 @@ def test_with_system_python_checks_it_on_entering():
     with pytest.raises(EnvironmentSetupError, match="not found"):
         with SystemPython("/no/such/python"):
             pass
+
+
+PYENV_SAYS = (
+    "pyenv: {name}: command not found\n\n"
+    "The `{name}' command exists in these Python versions:\n  {version}.1\n\n"
+    "Note: See 'pyenv help global' for tips on allowing multiple\n"
+    "      Python versions to be found at the same time.\n"
+)
+
+
+def _inactive_shim(folder, version: str, said: str | None = None) -> str:
+    """A pyenv shim of a version not selected here: it says so on stderr and exits 127."""
+    name = f"python{version}"
+    folder.mkdir()
+    shim = folder / name
+    text = said if said is not None else PYENV_SAYS.format(name=name, version=version)
+    (folder / "said.txt").write_text(text)
+    shim.write_text(f"#!/bin/sh\n/bin/cat '{folder / 'said.txt'}' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    return str(shim)
+
+
+@pytest.fixture
+def shims(tmp_path, monkeypatch):
+    from execbox.environments import _system
+
+    monkeypatch.setattr(_system, "_resolved", {})
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shims'}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "shims"
+
+
+def test_a_name_whose_shim_does_not_run_is_found_as_its_version(shims):
+    # (was: "returned non-zero exit status 127", where Venv(python=...) finds the version)
+    shim = _inactive_shim(shims, RUNNING)
+    python = SystemPython(f"python{RUNNING}").prepare()
+    assert python != shim and version_of(python) == RUNNING
+
+
+def test_a_shim_that_does_not_run_is_quoted_in_the_error(shims, monkeypatch):
+    _inactive_shim(shims, "3.99")
+    monkeypatch.setenv("PATH", str(shims))  # nothing else of 3.99 either
+    with pytest.raises(EnvironmentSetupError) as caught:
+        SystemPython("python3.99").prepare()
+    message = str(caught.value)
+    assert "does not run as a Python interpreter (exit status 127)" in message
+    assert "pyenv: python3.99: command not found" in message
+    assert "The `python3.99' command exists in these Python versions" in message
+    assert "Python 3.99 is not on this machine" in message and "pyenv install 3.99" in message
+
+
+def test_what_a_failing_interpreter_says_is_bounded(shims):
+    _inactive_shim(shims, "-wrapper", said="x" * 100_000)  # python-wrapper: no version in its name
+    with pytest.raises(EnvironmentSetupError) as caught:
+        SystemPython("python-wrapper").prepare()
+    message = str(caught.value)
+    assert "x" * 1000 in message and len(message) < 2000
+    assert "SystemPython('3.12')" in message

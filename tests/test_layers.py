@@ -48,6 +48,7 @@ LAYERS: list[frozenset[str]] = [
             "_cache",
             "_gpus",
             "_judge",
+            "_progress",
         }
     ),  # the data and the rules
 ]

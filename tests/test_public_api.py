@@ -17,6 +17,7 @@ EXPECTED = {
     "DockerPython",
     "Environment",
     "EnvironmentSetupError",
+    "ProgressReporter",
     "ErrorInfo",
     "ExecboxError",
     "ExecutionResult",
@@ -144,6 +145,16 @@ def test_agents_module_api():
         "ToolCallEvent",
         "ToolResultEvent",
         "model_client",
+        "FunctionalTermination",
+        "GroupChat",
+        "MaxMessageTermination",
+        "RoundRobinGroupChat",
+        "SelectorGroupChat",
+        "SpeakerSelectionEvent",
+        "TeamResult",
+        "TerminationCondition",
+        "TextMentionTermination",
+        "initiate_chat",
     }
     assert issubclass(execbox.agents.ModelError, execbox.ExecboxError)
 

@@ -30,6 +30,7 @@ from ._extract import extract_code_blocks, extract_from_messages, infer_language
 from ._judge import Case, CaseResult, JudgeResult
 from ._languages import LANGUAGES, Language, canonical_language
 from ._models import BlockResult, CodeBlock, Display, ErrorInfo, ExecutionResult, Limits
+from ._progress import ProgressReporter
 from ._run_events import (
     BlockEndEvent,
     BlockStartEvent,
@@ -98,6 +99,7 @@ __all__ = [
     "NodeLostError",
     "OutputEvent",
     "PathEscapeError",
+    "ProgressReporter",
     "RunEvent",
     "SandboxExecutor",
     "ServiceBusyError",

@@ -44,6 +44,8 @@ EXECUTOR_HINTS: Mapping[str, str] = {
     "extra_volumes": "use volumes=... (DockerExecutor)",
     # execbox's own option, the local backend's only: the others build a block's environment from nothing
     "inherit_env": ("only LocalExecutor passes the host's environment; pass what blocks need with env={...}"),
+    # execbox's own former spelling
+    "progress": "use on_progress=... (a callable taking each step's text; False shows nothing)",
     "jupyter_server": (
         "use kernel=JupyterConnectionInfo(...) or kernel=LocalJupyterServer() (JupyterExecutor)"
     ),

@@ -64,9 +64,9 @@ def test_docker_python_with_packages(docker_ready, tmp_path):
 def test_wheelhouse_build_is_done_once(docker_ready, tmp_path):
     spec = ImageSpec(packages=["six==1.16.0"])
     steps: list[str] = []
-    tag = build_image(spec, progress=steps.append)
+    tag = build_image(spec, on_progress=steps.append)
     again: list[str] = []
-    assert build_image(spec, progress=again.append) == tag
+    assert build_image(spec, on_progress=again.append) == tag
     assert not any(step.startswith("building") for step in again)  # the tag existed
     with DockerExecutor(workspace=tmp_path / "ws", image=tag) as ex:
         result = ex.run(CodeBlock("python", "import six; print(six.__version__)"))

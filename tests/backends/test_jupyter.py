@@ -158,6 +158,15 @@ def test_shell_blocks_run_beside_the_kernel(jupyter):
     assert result.stdout == f"out\n{jupyter.workspace.path}\n" and result.stderr == "err\n"
 
 
+def test_a_language_the_kernel_does_not_run_is_not_called_missing(jupyter):
+    # (was: "node is not installed (apt-get install nodejs)", with node installed)
+    result = jupyter.run(CodeBlock("js", "console.log(1)"))
+    assert result.blocks[0].status == "unsupported"
+    assert "the jupyter backend does not run javascript: it runs Python in its kernel" in result.output
+    assert "sandbox, local and docker backends run javascript" in result.output
+    assert "not installed" not in result.output
+
+
 def test_restart_clears_state(jupyter):
     jupyter.run(py("gone = 1"))
     jupyter.restart()

@@ -71,7 +71,7 @@ def run_build(args: argparse.Namespace) -> int:
     else:
         spec = None
     languages = [name.strip() for name in (args.languages or "").split(",") if name.strip()]
-    tag = build_image(spec, progress=show, rebuild=args.rebuild, languages=languages)
+    tag = build_image(spec, on_progress=show, rebuild=args.rebuild, languages=languages)
     print(tag)
     return 0
 

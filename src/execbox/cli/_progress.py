@@ -1,31 +1,13 @@
-"""Progress of slow set-up steps (creating a venv...) on the terminal."""
+"""Progress of slow set-up steps (creating a venv, building an image...) on
+the terminal: ``execbox._progress``'s reporter, every step kept as a line."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
+from .._progress import ProgressReporter
 
 
-def progress_printer() -> Callable[[str], None]:
-    """A callback that shows each set-up step: a rich spinner line on a
-    terminal, a plain line on stderr otherwise."""
-    if not sys.stderr.isatty():
-        return lambda step: print(f"execbox: {step}", file=sys.stderr)
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    status = console.status("")
-    state = {"started": False}
-
-    def show(step: str) -> None:
-        if step == "environment ready":
-            status.stop()
-            console.print(f"[green]✓[/green] {step}")
-            return
-        if not state["started"]:
-            status.start()
-            state["started"] = True
-        console.print(f"[dim]•[/dim] {step}")
-        status.update(step)
-
-    return show
+def progress_printer() -> ProgressReporter:
+    """A reporter that shows each set-up step: a rich spinner and a line
+    per step on a terminal, a plain ``execbox: step`` line on stderr
+    otherwise. The work it is given to stops its spinner when it ends."""
+    return ProgressReporter(lines=True)

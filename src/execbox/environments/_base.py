@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import Any, Self
 
 from .._foreign import ENVIRONMENT_HINTS, refuse_foreign
+from .._progress import OnProgress, Progress
 
-__all__ = ["Environment", "Progress"]
-
-# Called with a short description of each set-up step ("creating venv", ...).
-Progress = Callable[[str], None]
+__all__ = ["Environment", "OnProgress", "Progress"]
 
 
 class Environment(ABC):
@@ -38,8 +35,10 @@ class Environment(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, progress: Progress | None = None) -> str:
-        """Make the environment ready; return its interpreter's absolute path."""
+    def prepare(self, on_progress: OnProgress = None) -> str:
+        """Make the environment ready; return its interpreter's absolute path.
+        ``on_progress`` (``execbox._progress``) gets the steps of the work
+        (default: a spinner on a terminal, log lines otherwise)."""
 
     def variables(self, python: str) -> dict[str, str]:
         """Environment variables a child needs to use this environment."""

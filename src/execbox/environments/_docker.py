@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from .._errors import ConfigurationError
-from ._base import Environment, Progress
+from ._base import Environment, OnProgress
 
 __all__ = ["DockerPython", "with_pip_packages"]
 
@@ -72,15 +72,15 @@ class DockerPython(Environment):
         """The tag of the image to run (None: execbox's base image)."""
         return self._spec.tag if self._spec is not None else self.image
 
-    def build(self, progress: Progress | None = None) -> str:
+    def build(self, on_progress: OnProgress = None) -> str:
         """Make the image ready (built once per spec, or pulled); its tag."""
         from .._docker_engine import docker_client, ensure_image
         from ..images import build_image
 
         if self._spec is not None:
-            return build_image(self._spec, progress=progress)
+            return build_image(self._spec, on_progress=on_progress)
         if self.image is None:
-            return build_image(progress=progress)
+            return build_image(on_progress=on_progress)
         ensure_image(docker_client(), self.image)
         return self.image
 
@@ -88,7 +88,7 @@ class DockerPython(Environment):
         self.build()
         return self
 
-    def prepare(self, progress: Progress | None = None) -> str:
+    def prepare(self, on_progress: OnProgress = None) -> str:
         raise ConfigurationError(
             "DockerPython is a container image, not an interpreter on this machine: run it with "
             "DockerExecutor(environment=...) (backend='docker')"
@@ -96,18 +96,18 @@ class DockerPython(Environment):
 
 
 def with_pip_packages(
-    image: DockerPython, packages: Sequence[str], progress: Progress | None = None
+    image: DockerPython, packages: Sequence[str], on_progress: OnProgress = None
 ) -> DockerPython:
     """``image`` with ``packages`` pip-installed on top: a derived image's
     spec (built by its ``build()``). A Dockerfile's image takes no packages,
-    so it is built (``progress``) and becomes the base of the new one."""
+    so it is built (``on_progress``) and becomes the base of the new one."""
     common: dict[str, Any] = dict(
         volumes=image.volumes,
         cleanup_container=image.cleanup_container,
         keep_container_running=image.keep_container_running,
     )
     if image.dockerfile is not None:
-        return DockerPython(image.build(progress), pip_packages=packages, **common)
+        return DockerPython(image.build(on_progress), pip_packages=packages, **common)
     return DockerPython(
         image.image,
         pip_packages=(*image.pip_packages, *packages),

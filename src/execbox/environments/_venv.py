@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .._cache import cache_dir
 from .._errors import ConfigurationError, EnvironmentSetupError
-from ._base import Environment, Progress
+from .._progress import reporting
+from ._base import Environment, OnProgress, Progress
 from ._interpreters import find_uv
 from ._system import SystemPython, real_interpreter
 
@@ -80,7 +81,7 @@ class Venv(Environment):
     def variables(self, python: str) -> dict[str, str]:
         return {"VIRTUAL_ENV": str(self.path)}
 
-    def prepare(self, progress: Progress | None = None) -> str:
+    def prepare(self, on_progress: OnProgress = None) -> str:
         path = self.path
         python = path / "bin" / "python"
         if (path / READY_MARKER).exists():
@@ -89,7 +90,8 @@ class Venv(Environment):
         with open(f"{path}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one creator; the others wait and reuse
             if not (path / READY_MARKER).exists():
-                self._create(path, progress or (lambda _step: None))
+                with reporting(on_progress) as progress:
+                    self._create(path, progress)
         return str(python)
 
     def _create(self, path: Path, progress: Progress) -> None:

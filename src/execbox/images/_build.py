@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +25,12 @@ from typing import Any
 from .._cache import cache_dir
 from .._docker_engine import docker_client, engine_errors, image_exists
 from .._errors import ConfigurationError, EnvironmentSetupError
+from .._progress import OnProgress, Progress, check_on_progress, reporting
 from ._rootfs import build_base
 from ._spec import LABEL_KIND, LABEL_SPEC, ImageSpec, base_tag
 
 __all__ = ["ImageInfo", "build_image", "language_packages", "list_images"]
 
-Progress = Callable[[str], None]
 VENV = "/opt/execbox/venv"
 PIP_TIMEOUT_S = 1800
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -74,15 +74,22 @@ def language_packages(languages: Sequence[str]) -> tuple[str, ...]:
 def build_image(
     spec: ImageSpec | None = None,
     *,
-    progress: Progress | None = None,
+    on_progress: OnProgress = None,
     rebuild: bool = False,
     languages: Sequence[str] = (),
 ) -> str:
     """Build the image of ``spec`` (``None``: the base image) unless it
     exists; return its tag. ``languages``: the base image is debootstrapped
     with their toolchains too, from Debian's packages (``spec`` must then
-    be None; it is the image to run those languages in)."""
-    show = progress or (lambda _step: None)
+    be None; it is the image to run those languages in). ``on_progress``
+    gets the build's steps (``execbox._progress``; default: a spinner on a
+    terminal, log lines otherwise)."""
+    check_on_progress(on_progress, "build_image")
+    with reporting(on_progress) as show:
+        return _build(spec, show, rebuild, languages)
+
+
+def _build(spec: ImageSpec | None, show: Progress, rebuild: bool, languages: Sequence[str]) -> str:
     client = docker_client()
     debian = language_packages(languages) if languages else ()
     if debian and spec is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._errors import EnvironmentSetupError
 from .._models import CodeBlock
+from .._progress import OnProgress
 from ..backends import Executor
 from ..environments._packages import PROBE_SOURCE  # run where the code runs (see its docstring)
 
@@ -85,12 +86,14 @@ class Libraries:
     environment (then restarting it) to one with the missing ones added.
 
     ``install``: False never installs (missing ones are refused). Requirements
-    found satisfied are remembered: the environment only grows.
+    found satisfied are remembered: the environment only grows. ``on_progress``
+    gets the install's steps (``execbox._progress``).
     """
 
-    def __init__(self, executor: Executor, *, install: bool = True) -> None:
+    def __init__(self, executor: Executor, *, install: bool = True, on_progress: OnProgress = None) -> None:
         self.executor = executor
         self.install = install
+        self.on_progress = on_progress
         self.gate = Gate()
         self._switch_lock = threading.Lock()
         self._available: set[str] = set()  # requirement keys known to be satisfied
@@ -109,7 +112,7 @@ class Libraries:
                 if blocker is not None:
                     raise Rejected(blocker)
                 try:  # runs go on meanwhile, in the environment they had
-                    environment = self.executor.with_libraries(missing)
+                    environment = self.executor.with_libraries(missing, on_progress=self.on_progress)
                 except EnvironmentSetupError as exc:
                     raise Rejected(
                         f"LibraryInstallFailed: could not install {', '.join(missing)}: {exc}"

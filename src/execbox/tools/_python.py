@@ -39,6 +39,7 @@ from typing import Any, Literal, Self, overload
 
 from .._errors import ConfigurationError
 from .._models import CodeBlock, ExecutionResult, Limits
+from .._progress import OnProgress, check_on_progress
 from .._workspace import Workspace
 from ..backends import Executor, create_executor
 from ..environments import DockerPython, Environment
@@ -65,6 +66,10 @@ class PythonTool:
       follows the backend: fresh process or shared session, installs or not).
     - ``install_libraries``: False never installs what ``libraries`` names
       (missing ones fail the call).
+    - ``on_progress``: gets the steps of installing ``libraries`` and of the
+      start of the executor the tool builds (a callable taking each step's
+      text; default: a spinner on a terminal, ``execbox`` log lines
+      otherwise; False: nothing).
 
     ``tool(code, libraries=None)`` and ``tool.call(arguments)`` return
     ``{"success", "stdout", "stderr", "error", "files"}``.
@@ -85,6 +90,7 @@ class PythonTool:
         name: str = "python",
         description: str | None = None,
         install_libraries: bool = True,
+        on_progress: OnProgress = None,
     ) -> None:
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
             raise ConfigurationError(
@@ -119,12 +125,15 @@ class PythonTool:
                 f"PythonTool: give executor= or {'/'.join(f'{k}=' for k in given)}, not both (set "
                 "those on the executor: its workspace, environment and Limits(timeout_s=...))"
             )
+        check_on_progress(on_progress, "PythonTool")
         self._executor = (
-            executor if executor is not None else _build(backend, environment, workspace, timeout)
+            executor
+            if executor is not None
+            else _build(backend, environment, workspace, timeout, on_progress)
         )
         self.name = name
         self._description = description
-        self._libraries = Libraries(self._executor, install=install_libraries)
+        self._libraries = Libraries(self._executor, install=install_libraries, on_progress=on_progress)
 
     def __repr__(self) -> str:
         return f"PythonTool(name={self.name!r}, executor={self._executor!r})"
@@ -338,7 +347,11 @@ class PythonTool:
 
 
 def _build(
-    backend: str | None, environment: Environment | None, workspace: Any, timeout: float | None
+    backend: str | None,
+    environment: Environment | None,
+    workspace: Any,
+    timeout: float | None,
+    on_progress: OnProgress,
 ) -> Executor:
     if isinstance(environment, DockerPython):
         if backend not in (None, "docker"):
@@ -353,6 +366,8 @@ def _build(
     }
     if environment is not None:
         options["environment"] = environment
+    if on_progress is not None:  # (None: the backend's default)
+        options["on_progress"] = on_progress
     return create_executor(backend, **options)
 
 

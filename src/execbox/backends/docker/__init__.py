@@ -37,8 +37,9 @@ from ..._gpus import parse_gpus
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
 from ..._nofollow import open_folders
+from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ..._workspace import INTERNAL_DIR, Workspace
-from ...environments import Environment, Progress
+from ...environments import Environment
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
 from .._process import Cancellation, OutputCallback, ProcessOutcome
@@ -104,6 +105,9 @@ class DockerExecutor(Executor):
       on top of execbox's settings (a warning names each one replaced).
     - ``keep_code_files`` (True): False removes a block's code file once it
       has run (a named block's file is kept).
+    - ``on_progress``: gets the steps of the start (the image built, the
+      container started): a callable taking each step's text; default: a
+      spinner on a terminal, ``execbox`` log lines otherwise; False: nothing.
     """
 
     name = "docker"
@@ -132,7 +136,7 @@ class DockerExecutor(Executor):
         execution_policies: Mapping[str, Policy | bool] | None = None,
         silence_pip: bool = True,
         keep_code_files: bool = True,
-        progress: Progress | None = None,
+        on_progress: OnProgress = None,
     ) -> None:
         if environment is not None:
             self._checked_environment(environment)
@@ -171,7 +175,7 @@ class DockerExecutor(Executor):
         self.user = user or container_user()
         self.container_create_kwargs = dict(container_create_kwargs or {})
         self.tmp_size_mb = tmp_size_mb
-        self._progress = progress
+        self._progress = check_on_progress(on_progress, "DockerExecutor")
         self._client: Any = None
         self._container_id: str | None = None
         self._link: AgentLink | None = None  # the agent of the container _container_id, if it has one
@@ -198,7 +202,7 @@ class DockerExecutor(Executor):
     def can_add_libraries(self) -> str | None:
         return None  # a derived image: pip install on top of this one
 
-    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> DockerPython:
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress) -> DockerPython:
         grown = with_pip_packages(self.environment, packages, progress)
         grown.build(progress)
         return grown
@@ -231,8 +235,10 @@ class DockerExecutor(Executor):
     def _start(self) -> None:
         self._client = docker_client()
         reap_orphans(self._client)
-        self._image = self.environment.build(self._progress)
-        self._start_container()
+        with reporting(self._progress) as progress:
+            self._image = self.environment.build(progress)
+            progress(f"starting a container of {self._image}")
+            self._start_container()
         track(self)
 
     def _start_container(self) -> None:

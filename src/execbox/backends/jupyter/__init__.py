@@ -27,13 +27,14 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError, StallError
 from ..._gpus import grant, parse_gpus
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
+from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from .._base import Capabilities, Executor
@@ -98,12 +99,20 @@ class JupyterExecutor(HostPython, Executor):
       ``-qqq``, as AG2's Jupyter executor does.
     - ``keep_code_files`` (True): False removes a block's code file once it
       has run (a named block's file is kept).
+    - ``on_progress``: gets the steps of the start (the environment made
+      ready, the kernel started): a callable taking each step's text;
+      default: a spinner on a terminal, ``execbox`` log lines otherwise;
+      False: nothing.
     - ``gpus``: NVIDIA GPUs the jailed kernel may use ("all", indices or
       UUIDs, ``execbox._gpus``): their nodes bound into its jail, as the
       sandbox does (``kernel="sandbox"`` only).
     """
 
     name = "jupyter"
+    language_scope = (
+        frozenset({"python", "sh", "bash"}),
+        "it runs Python in its kernel, and sh/bash blocks as the kernel's subprocesses",
+    )
     _environment: Environment  # always one (HostPython's), never Executor's None
 
     def __init__(
@@ -116,7 +125,7 @@ class JupyterExecutor(HostPython, Executor):
         kernel_name: str | None = None,
         env: Mapping[str, str] | None = None,
         execution_policies: Mapping[str, Policy | bool] | None = None,
-        progress: Callable[[str], None] | None = None,
+        on_progress: OnProgress = None,
         warm_kernels: int = 1,
         output_dir: str | os.PathLike[str] | None = None,
         silence_pip: bool = True,
@@ -171,7 +180,7 @@ class JupyterExecutor(HostPython, Executor):
         self._blocks_write_internal = self.kernel != "sandbox"
         self.kernel_name = kernel_name
         self.env = dict(env or {})
-        self._progress = progress
+        self._progress = check_on_progress(on_progress, "JupyterExecutor")
         self._kernel: Kernel | None = None
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
@@ -185,7 +194,9 @@ class JupyterExecutor(HostPython, Executor):
             and self.kernel in ("sandbox", "local")
         ):
             key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
-            options = dict(limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0)
+            options = dict(
+                limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0, on_progress=False
+            )
             donor = warm_pool(key, lambda: _started(options), _close, warm_kernels).take()
             if donor is not None:
                 self._adopt(donor)
@@ -225,7 +236,11 @@ class JupyterExecutor(HostPython, Executor):
         )
 
     def _start(self) -> None:
-        python = self.environment.prepare(self._progress)
+        with reporting(self._progress) as progress:
+            self._start_kernel(progress)
+
+    def _start_kernel(self, progress: Progress) -> None:
+        python = self.environment.prepare(progress)
         env = child_environment(
             bin_dir=self.environment.bin_dir(python),
             extra=self.environment.variables(python),
@@ -237,6 +252,7 @@ class JupyterExecutor(HostPython, Executor):
         env[TOKEN_VAR] = self._token
         self._child_env = env
         kernel = self._new_kernel(python)
+        progress(f"starting {_kernel_words(self.kernel)}")
         kernel.start()
         execute(_started_channels(kernel), self._setup_code(kernel), silent=True)
         self._kernel = kernel
@@ -457,6 +473,14 @@ class JupyterExecutor(HostPython, Executor):
                 "variables and imports of earlier blocks are lost."
             )
         return ""
+
+
+def _kernel_words(kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer) -> str:
+    """What starting a kernel of ``JupyterExecutor(kernel=...)`` is, in words (no token)."""
+    if isinstance(kernel, str):
+        return f"a {'jailed' if kernel == 'sandbox' else 'local'} Jupyter kernel"
+    info = kernel if isinstance(kernel, JupyterConnectionInfo) else kernel.connection_info
+    return f"a Jupyter kernel on the gateway at {info.base_url}"
 
 
 def _started(options: dict[str, Any]) -> JupyterExecutor:

@@ -32,6 +32,7 @@ from typing import Any, Self
 from ..._docker_engine import docker_client, engine_errors, ensure_image
 from ..._errors import BackendUnavailableError, ExecboxError
 from ..._models import Limits
+from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ...images import ImageSpec, build_image
 from ..docker._container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
 from ._gateway import JupyterConnectionInfo
@@ -71,6 +72,10 @@ class DockerJupyterServer:
     - ``docker_env``: variables for the server and its kernels.
     - ``auto_remove`` / ``stop_container`` / ``container_name`` / ``runtime``
       as in ``DockerExecutor``.
+    - ``on_progress``: gets the steps of ``start()`` (the image built, the
+      container started, the gateway answering): a callable taking each
+      step's text; default: a spinner on a terminal, ``execbox`` log lines
+      otherwise; False: nothing.
     """
 
     def __init__(
@@ -85,7 +90,7 @@ class DockerJupyterServer:
         token: str | None = None,
         limits: Limits | None = None,
         runtime: str | None = None,
-        progress: Any = None,
+        on_progress: OnProgress = None,
     ) -> None:
         self.custom_image_name = custom_image_name
         self.packages = tuple(packages)
@@ -96,7 +101,7 @@ class DockerJupyterServer:
         self.token = token or secrets.token_hex(24)
         self.limits = limits or Limits()
         self.runtime = runtime
-        self._progress = progress
+        self._progress = check_on_progress(on_progress, "DockerJupyterServer")
         self._container: Any = None
         self._network: Any = None
         self.host = "127.0.0.1"
@@ -119,13 +124,20 @@ class DockerJupyterServer:
     def start(self) -> Self:
         if self._container is not None:
             return self
+        with reporting(self._progress) as progress:
+            self._start(progress)
+        return self
+
+    def _start(self, progress: Progress) -> None:
         client = docker_client()
         reap_orphans(client)
         if self.custom_image_name:
+            progress(f"getting the image {self.custom_image_name}")
             ensure_image(client, self.custom_image_name)
             image = self.custom_image_name
         else:
-            image = build_image(jupyter_spec(self.packages), progress=self._progress)
+            image = build_image(jupyter_spec(self.packages), on_progress=progress)
+        progress(f"starting the Jupyter container of {image}")
         settings = confined(
             image=image,
             user=NOBODY,
@@ -165,8 +177,8 @@ class DockerJupyterServer:
             self.stop()  # what was made (the network) goes
             raise
         track(self)
+        progress("waiting for the Kernel Gateway to answer")
         self._wait_ready()
-        return self
 
     def _wait_ready(self) -> None:
         info = JupyterConnectionInfo(self.host, self.port or 0, token=self.token)
