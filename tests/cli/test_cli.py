@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,17 @@ def test_run_example_reply():
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("exitcode: 0 (execution succeeded)\nCode output: ")
     assert "primes below 50: [2, 3, 5, 7, 11" in done.stdout
+    assert "Files created or changed: primes.txt" in done.stdout
+    # the temporary workspace it reported files of is kept, and said
+    found = re.search(
+        r"^execbox: the files are in (\S+) \(kept; --workdir DIR to choose where\)$", done.stderr, re.M
+    )
+    assert found is not None, done.stderr
+    kept = Path(found[1])
+    try:
+        assert (kept / "primes.txt").read_text().startswith("2\n3\n5") and (kept / "primes.py").is_file()
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_run_json_and_exit_status_is_the_codes(tmp_path):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from fake_anthropic import FakeAnthropic
 from fake_llm import FakeModel
@@ -60,8 +62,9 @@ def test_interactive_chat_takes_guidance_and_exit():
     assert "exitcode: 0 (execution succeeded)\nmean 6" in done.stdout
     assert "NameError" not in done.stdout  # the broken block never ran: the person guided instead
     assert "Human input: Define DATA first. | (Enter) | exit" in done.stdout
-    assert "Stopped: the person typed exit" in done.stdout
-    assert done.returncode == 1
+    # exit typed after the writer's TERMINATE ends a finished task: exit status 0
+    assert "Stopped: the writer said TERMINATE; the person typed exit" in done.stdout
+    assert done.returncode == 0, done.stderr
 
 
 def test_max_turns_and_an_unreachable_server():
@@ -115,6 +118,15 @@ def test_tools_mode_prints_each_call_its_result_and_the_cost():
     assert "6 times 7 is 42." in out
     assert re.search(r"Model usage: \d+ prompt \+ \d+ completion tokens, \$0\.0", out)
     assert "tools run on sandbox" in done.stderr
+    kept = re.search(
+        r"^execbox: the files are in (\S+) \(kept; --workdir DIR to choose where\)$", done.stderr, re.M
+    )
+    assert kept is not None, done.stderr  # the file the model wrote outlives the command
+    try:
+        assert f"tools run on sandbox in {kept[1]}" in done.stderr
+        assert (Path(kept[1]) / "answer.txt").read_text() == "42"
+    finally:
+        shutil.rmtree(kept[1], ignore_errors=True)
 
 
 def test_tools_mode_with_anthropic_asks_before_each_call():
@@ -139,3 +151,27 @@ def test_tools_mode_with_anthropic_asks_before_each_call():
     assert refused["type"] == "tool_result"
     assert refused["content"] == "The user refused to run this: do not delete anything. Nothing was run."
     assert "(refused: do not delete anything)" in done.stdout and '"stdout": "42\\n"' in done.stdout
+
+
+def test_chat_takes_the_limit_options_and_keeps_the_files_left():
+    with FakeModel([]) as server:
+        port = server.root_url.rsplit(":", 1)[1]
+        block = (
+            "```python\nimport resource, socket\n"
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=10).close()\n"
+            "print('nproc', resource.getrlimit(resource.RLIMIT_NPROC)[0])\n"
+            "open('mean.txt', 'w').write('6')\n```"
+        )
+        server.add(block, DONE)
+        done = _chat(server.base_url, "--auto", "--network", "--max-processes", "29", "--memory", "1G")
+    assert done.returncode == 0, done.stderr
+    assert "exitcode: 0 (execution succeeded)\nnproc 29" in done.stdout  # it reached the model's server
+    kept = re.search(
+        r"^execbox: the files are in (\S+) \(kept; --workdir DIR to choose where\)$", done.stderr, re.M
+    )
+    assert kept is not None, done.stderr
+    try:
+        assert f"code runs on sandbox in {kept[1]}" in done.stderr
+        assert (Path(kept[1]) / "mean.txt").read_text() == "6"
+    finally:
+        shutil.rmtree(kept[1], ignore_errors=True)

@@ -41,13 +41,15 @@ from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._judge import Case, JudgeResult
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
+from .._progress import OnProgress, Progress, check_on_progress, reporting
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
 from .._workspace import INTERNAL_DIR, Workspace
-from ..environments._base import Environment, Progress
+from ..environments._base import Environment
 from ._blocks import aggregate, as_blocks, failed_block
 from ._build import build_and_run, toolchain_version
 from ._executor_files import ExecutorFiles
 from ._judging import ajudge, judge
+from ._network_hint import with_network_hint
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
@@ -86,6 +88,9 @@ class Executor(ABC):
     # backend builds compiled languages (``_compile``, ``_run_program``)
     takes_stdin: ClassVar[bool] = False
     compiles: ClassVar[bool] = False
+    # The languages this backend runs at all, whatever is installed, and how it runs them
+    # (None: each language whose programs it finds): what a block of another one is told
+    language_scope: ClassVar[tuple[frozenset[str], str] | None] = None
     _environment: Environment | None = None
     _init_options: dict[str, Any]  # set by __new__
 
@@ -199,7 +204,7 @@ class Executor(ABC):
         """``environment`` if this backend can run it, else ``ConfigurationError``."""
         raise ConfigurationError(f"the {self.name} backend takes no environment")
 
-    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> Environment:
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress) -> Environment:
         """``with_libraries`` where ``can_add_libraries()`` says None."""
         raise NotImplementedError(f"the {self.name} backend says it can add libraries but does not")
 
@@ -220,10 +225,12 @@ class Executor(ABC):
         environment; else why not, and what to do instead (a sentence)."""
         return f"the {self.name} backend has no environment execbox installs into."
 
-    def with_libraries(self, packages: Sequence[str], *, progress: Progress | None = None) -> Environment:
+    def with_libraries(self, packages: Sequence[str], *, on_progress: OnProgress = None) -> Environment:
         """This executor's environment with ``packages`` added, made ready
         (installed into a new cached venv, or a derived image built); what
         runs now is untouched: ``use_environment`` switches to it.
+        ``on_progress`` gets the steps (default: a spinner on a terminal,
+        log lines otherwise; False: nothing).
 
         Raises ``ConfigurationError`` with ``can_add_libraries()``'s reason
         where execbox does not install, ``EnvironmentSetupError`` when
@@ -233,7 +240,9 @@ class Executor(ABC):
             raise ConfigurationError(
                 f"cannot add {', '.join(packages)} to this {self.name} executor: {reason}"
             )
-        return self._with_libraries(tuple(packages), progress)
+        check_on_progress(on_progress, "with_libraries")
+        with reporting(on_progress) as progress:
+            return self._with_libraries(tuple(packages), progress)
 
     def use_environment(self, environment: Environment) -> None:
         """Run the next blocks in ``environment`` (one from ``with_libraries``).
@@ -506,7 +515,7 @@ class Executor(ABC):
             self.workspace.remove_internal(relative)
             written.remove(relative)
             result = dataclasses.replace(result, code_file=None)
-        return result
+        return with_network_hint(result, self.limits, lambda: self.capabilities.enforced)
 
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))
@@ -526,11 +535,18 @@ class Executor(ABC):
                 f"{lang.name} is compiled, and the {self.name} backend does not build compiled languages: "
                 f"run it on the sandbox (or local) backend. This {self.name} executor runs: {runs}"
             )
+        scope = self.language_scope
+        if lang is not None and scope is not None and lang.name not in scope[0]:
+            return (
+                f"the {self.name} backend does not run {lang.name}: {scope[1]}. The sandbox, local and "
+                f"docker backends run {lang.name} where {lang.program} is installed. This {self.name} "
+                f"executor runs: {runs}"
+            )
         if lang is not None:
             hint = f" ({lang.install_hint})" if lang.install_hint else ""
             return (
-                f"{lang.name} cannot run here: {lang.program} is not installed{hint}. "
-                f"This {self.name} executor runs: {runs}"
+                f"{lang.name} cannot run here: {lang.program} is not installed where the {self.name} "
+                f"executor runs blocks{hint}. This {self.name} executor runs: {runs}"
             )
         return (
             f"Unsupported language {given.strip() or '(none)'!r}: this {self.name} executor runs "

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
-from .._models import Limits
 from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+from ._kept_workspace import cli_workspace
+from ._limit_options import add_limit_options, limits_from
 
 __all__ = ["register"]
 
@@ -60,7 +62,16 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--workdir",
         default=None,
         metavar="DIR",
-        help="workspace directory (default: a temporary one, removed afterwards)",
+        help="workspace directory (default: a temporary one, kept when files are left in it, else removed)",
+    )
+    add_limit_options(chat)
+    chat.add_argument(
+        "-p",
+        "--package",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="run the code in a virtual environment with this package (repeatable)",
     )
     chat.add_argument(
         "--auto", action="store_true", help="run every block without asking (human_input_mode NEVER)"
@@ -94,9 +105,17 @@ def run_chat(args: argparse.Namespace) -> int:
         api_key_env=key_env,
         temperature=args.temperature,
     )
-    with create_executor(
-        args.backend, limits=Limits(timeout_s=args.timeout), workspace=args.workdir
-    ) as executor:
+    options: dict[str, Any] = {"limits": limits_from(args, timeout_s=args.timeout)}
+    if args.package:
+        from ..environments import Venv
+        from ._progress import progress_printer
+
+        options["environment"] = Venv(packages=args.package)
+        options["on_progress"] = progress_printer()
+    with (
+        cli_workspace(args.workdir) as workdir,
+        create_executor(args.backend, workspace=workdir, **options) as executor,
+    ):
         if args.tools:
             from ._chat_tools import run_tool_chat
 

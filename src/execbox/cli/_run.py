@@ -15,6 +15,8 @@ from .._gpus import check_gpu_backend
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, OutputEvent
 from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
+from ._kept_workspace import cli_workspace
+from ._limit_options import add_limit_options, limits_from
 from ._progress import progress_printer
 
 
@@ -45,7 +47,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--timeout", type=float, default=60.0, metavar="S", help="seconds per block (default: 60)"
     )
-    cmd.add_argument("--memory-mb", type=int, default=None, metavar="MB", help="memory per block")
+    add_limit_options(cmd)
     cmd.add_argument(
         "--max-output-bytes",
         type=int,
@@ -57,7 +59,8 @@ def _common(cmd: argparse.ArgumentParser) -> None:
         "--workdir",
         default=None,
         metavar="DIR",
-        help="workspace directory (default: a temporary one, removed afterwards)",
+        help="workspace directory (default: a temporary one, kept when the blocks leave files in it, "
+        "else removed)",
     )
     cmd.add_argument(
         "-p",
@@ -102,10 +105,7 @@ def run_code(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = False) -> int:
     options: dict[str, Any] = {
-        "limits": Limits(
-            timeout_s=args.timeout, memory_mb=args.memory_mb, max_output_bytes=args.max_output_bytes
-        ),
-        "workspace": args.workdir,
+        "limits": limits_from(args, timeout_s=args.timeout, max_output_bytes=args.max_output_bytes),
     }
     if args.gpus:
         check_gpu_backend(args.backend, "--gpus", "drop --gpus or pick one of them with --backend")
@@ -114,9 +114,12 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
         from ..environments import Venv
 
         options["environment"] = Venv(packages=args.package)
-        options["progress"] = progress_printer()
+        options["on_progress"] = progress_printer()
     live = not args.json and (args.live if args.live is not None else raw or sys.stdout.isatty())
-    with create_executor(args.backend, **options) as executor:
+    with (
+        cli_workspace(args.workdir) as workdir,
+        create_executor(args.backend, workspace=workdir, **options) as executor,
+    ):
         if live:
             result = _run_live(executor, blocks, raw)
         else:
