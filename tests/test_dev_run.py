@@ -40,9 +40,7 @@ def test_dev_sh_run_installs_the_core_alone_and_runs_the_example(tmp_path):
     repo = tmp_path / "execbox"
     _checkout(repo)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
-    done = subprocess.run(
-        ["./dev.sh", "run"], cwd=repo, env=env, capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run(["./dev.sh", "run"], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     # it says what it is doing before each slow step
     assert "dev.sh: creating .venv" in done.stderr
@@ -57,6 +55,8 @@ def test_dev_sh_run_installs_the_core_alone_and_runs_the_example(tmp_path):
     # under a third of the development venv's ~1.1 GB
     assert _size(venv) < 350 * 2**20
     # a second run installs nothing again
-    again = subprocess.run(["./dev.sh", "run"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        ["./dev.sh", "run"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr[-4000:]
     assert "installing" not in again.stderr

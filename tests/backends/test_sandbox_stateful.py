@@ -176,6 +176,9 @@ def test_a_planted_outputs_link_is_not_written_through(session, tmp_path):
     pytest.importorskip("matplotlib")
     outside = tmp_path / "outside"
     outside.mkdir()
+    session.limits = session.limits.replace(
+        timeout_s=60
+    )  # matplotlib's import on a busy machine: not about time
     result = session.run(
         py(
             f"import os\nos.symlink({str(outside)!r}, 'outputs')\n"
