@@ -102,6 +102,7 @@ def test_parallel_calls_each_answered_in_order_and_a_plain_function_is_a_tool(lo
     assert schema["parameters"]["required"] == ["city"]
     assert schema["parameters"]["properties"]["unit"] == {
         "enum": ["c", "f"],
+        "type": "string",
         "default": "c",
         "description": "c for Celsius, f for Fahrenheit.",
     }
@@ -185,6 +186,34 @@ def test_a_refused_tool_call_runs_nothing_and_the_model_hears_why(local):
     assert [e.approved for e in events if isinstance(e, ApprovalEvent)] == [False]
     assert answered[0]["content"] == "The user refused to run this: no writing files today. Nothing was run."
     assert events[-1].content == "Understood."
+
+
+def test_a_call_whose_arguments_are_not_json_is_answered_without_asking(local):
+    # (was: the person was asked to approve "python({not json" and "python([1, 2])", which cannot run)
+    asked = []
+    script = [
+        {
+            "tool_calls": [
+                {"name": "python", "arguments": "{not json"},
+                {"name": "python", "arguments": "[1, 2]"},
+                call("python", code="print(6 * 7)"),
+            ]
+        },
+        "Fixed.",
+    ]
+    with FakeModel(script) as fake, PythonTool(local) as tool:
+        agent = AssistantAgent(
+            "assistant", openai_model(fake), tools=[tool], approval=lambda r: asked.append(r) or True
+        )
+        events = list(agent.stream("go"))
+        answered = tool_messages(fake.requests[1])
+    assert [r.arguments for r in asked] == ['{"code": "print(6 * 7)"}']
+    assert len([e for e in events if isinstance(e, ApprovalEvent)]) == 1
+    assert answered[0]["content"].startswith("Error: the arguments of python are not JSON (")
+    assert answered[1]["content"].startswith("Error: the arguments of python must be a JSON object, not list")
+    assert "42" in answered[2]["content"]
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [r.is_error for r in results] == [True, True, False]
 
 
 def test_cancelling_arun_kills_the_tool_s_running_code(local):
@@ -273,8 +302,7 @@ def test_function_tool_schema_and_errors():
     tool = FunctionTool(slow_add)
     schema = tool.parameters()
     assert schema["properties"]["b"] == {
-        "type": "array",
-        "items": {"type": "integer"},
+        "anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}],  # null is a value
         "default": None,
         "description": "more of them.",
     }

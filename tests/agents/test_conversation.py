@@ -115,6 +115,28 @@ def test_exit_stops_at_once():
     assert result.stop_reason == "the person typed exit" and result.executions == []
 
 
+@pytest.mark.parametrize("typed", ["exit", EOFError])
+def test_exit_after_terminate_is_the_task_done(typed):
+    # (was: "the person typed exit", which the CLIs (chat, explore) answer with exit status 1)
+    def person(prompt):
+        if not prompt.startswith("The writer says the task is done"):
+            return ""
+        if typed is EOFError:
+            raise EOFError
+        return typed
+
+    with _script(FIXED, DONE) as server, execbox.LocalExecutor() as ex:
+        chat = Conversation(
+            WriterAgent(ModelClient("m", base_url=server.base_url)),
+            ex,
+            human_input_mode="ALWAYS",
+            human_input=person,
+        )
+        result = chat.initiate_chat("fib")
+    assert result.stop_reason == "the writer said TERMINATE; the person typed exit"
+    assert [e.output for e in result.executions] == ["55\n"]
+
+
 def test_terminate_mode_asks_only_at_the_end_and_text_continues():
     answers = iter(["Also print fib(5).", ""])
     with (

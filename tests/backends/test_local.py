@@ -97,6 +97,20 @@ def test_lambda_functions_are_refused():
         LocalExecutor(functions=[lambda x: x])
 
 
+def test_functions_module_none_is_the_default_and_a_bad_name_says_what_to_give(tmp_path):
+    # (was: AttributeError: 'NoneType' object has no attribute 'isidentifier')
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with LocalExecutor(workspace=tmp_path, functions=[add], functions_module=None) as ex:
+        assert ex.run(CodeBlock(PY, "from functions import add\nprint(add(2, 3))")).output == "5\n"
+    for bad in (3, "no-dashes", "class"):
+        with pytest.raises(ConfigurationError) as caught:
+            LocalExecutor(functions=[add], functions_module=bad)  # type: ignore[arg-type]
+        assert f"functions_module={bad!r} is not a module name" in str(caught.value)
+        assert "'functions' (the default)" in str(caught.value)
+
+
 def test_memory_limit_stops_a_memory_bomb(tmp_path):
     with LocalExecutor(workspace=tmp_path, limits=Limits(memory_mb=200)) as ex:
         result = ex.run(CodeBlock(PY, "x = bytearray(1024 * 1024 * 1024)\nprint('allocated')"))
@@ -191,7 +205,7 @@ def test_venv_with_packages(tmp_path, monkeypatch, installer):
     monkeypatch.setenv("EXECBOX_CACHE_DIR", str(tmp_path / "cache"))
     steps: list[str] = []
     env = Venv(packages=["six==1.16.0"], installer=installer)
-    with LocalExecutor(workspace=tmp_path / "ws", environment=env, progress=steps.append) as ex:
+    with LocalExecutor(workspace=tmp_path / "ws", environment=env, on_progress=steps.append) as ex:
         result = ex.run(
             [
                 CodeBlock(PY, "import six, sys; print(six.__version__, sys.prefix)"),

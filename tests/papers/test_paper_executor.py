@@ -243,3 +243,32 @@ def test_cli_explore_end_to_end(remyx):
         env=env,
     )
     assert missing.returncode == 2 and "has no Docker environment" in missing.stderr
+
+
+@pytest.mark.parametrize("last", ["exit\n", ""], ids=["exit", "eof"])
+def test_cli_explore_ends_well_when_the_person_types_exit_after_terminate(remyx, last):
+    # (was: exit status 1: "the person typed exit" read as a failed exploration)
+    env = {**os.environ, "REMYXAI_API_URL": remyx.base_url, "REMYXAI_API_KEY": KEY}
+    env.pop("OPENAI_API_KEY", None)
+    with FakeModel(list(EXPLORATION)) as model_server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "execbox.cli",
+                "explore",
+                "2401.00001",
+                "--base-url",
+                model_server.base_url,
+                "--timeout",
+                "30",
+            ],
+            input="\n\n\n" + last,  # Enter runs each of the three code messages; then TERMINATE
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "The writer says the task is done" in done.stderr
+    assert "Stopped: the writer said TERMINATE; the person typed exit after 4 writer turn(s)" in done.stdout

@@ -209,6 +209,10 @@ class AssistantAgent(Agent):
                     True,
                 )
                 continue
+            unreadable = _unreadable_arguments(call)
+            if unreadable is not None:  # it cannot run: nobody is asked, the model is told why
+                answers[call.id] = ToolResultEvent(self.name, call.id, call.name, unreadable, True)
+                continue
             if self.approval is not None:
                 request = ApprovalRequest(
                     "tool_call", self.name, tool_name=call.name, arguments=call.arguments
@@ -290,3 +294,19 @@ class AssistantAgent(Agent):
             stream_model=config.get("stream_model", False),
             parallel_tool_calls=config.get("parallel_tool_calls", True),
         )
+
+
+def _unreadable_arguments(call: ToolCall) -> str | None:
+    """What is wrong with a call's arguments that are not a JSON object (None: they are one)."""
+    try:
+        arguments = call.parsed()
+    except ValueError as exc:
+        return (
+            f"Error: the arguments of {call.name} are not JSON ({exc}); send a JSON object. Nothing was run."
+        )
+    if not isinstance(arguments, dict):
+        return (
+            f"Error: the arguments of {call.name} must be a JSON object, not {type(arguments).__name__}. "
+            "Nothing was run."
+        )
+    return None

@@ -180,7 +180,10 @@ class Conversation:
             done = self.is_termination_msg(written)
             typed = self._ask_human(written, done, result)
             if typed is not None and typed.strip().lower() == "exit":
-                result.stop_reason = "the person typed exit"
+                # after TERMINATE, exit (or end of input) ends the chat as Enter does: the task is done
+                result.stop_reason = (
+                    f"the writer said {TERMINATE}; the person typed exit" if done else "the person typed exit"
+                )
                 break
             if typed:
                 self._add(result, TextMessage(self.user_name, typed))

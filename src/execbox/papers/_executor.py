@@ -15,6 +15,7 @@ into the workspace first (``cp -r /app repo``). Blocks start in the workspace
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import tempfile
@@ -29,8 +30,16 @@ from .._models import Limits
 from ..backends.docker import DockerExecutor
 from ..environments import DockerPython
 from ._asset import PaperAsset
+from ._options import EXPLORE_HINTS, check_paper_options, refusing
 
 __all__ = ["PAPER_POLICIES", "PaperExecutor"]
+
+# where execbox's own files are (a warning points past them)
+_PACKAGE = str(Path(__file__).parents[1]) + os.sep
+# the keyword options the docker backend takes, which PaperExecutor hands on
+_DOCKER_TAKES = frozenset(
+    p.name for p in inspect.signature(DockerExecutor.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY
+)
 
 # What runs in a paper's environment: Python and shells; web languages are
 # saved to the workspace, not run.
@@ -78,6 +87,7 @@ class PaperExecutor(DockerExecutor):
             raise ConfigurationError("PaperExecutor needs arxiv_id= (a paper in the catalog) or image=")
         if "environment" in docker_options:
             raise ConfigurationError("PaperExecutor takes the paper's image: give image=, not environment=")
+        check_paper_options(docker_options, _DOCKER_TAKES)
         if limits is None:
             limits = Limits(timeout_s=timeout)
         super().__init__(
@@ -134,6 +144,7 @@ class PaperExecutor(DockerExecutor):
     def working_directory(self) -> str:
         return self.asset.working_directory if self.asset is not None else "/app"
 
+    @refusing(EXPLORE_HINTS)
     def explore(
         self,
         goal: str | None = None,
@@ -160,6 +171,7 @@ class PaperExecutor(DockerExecutor):
             human_input=human_input,
         )
 
+    @refusing(EXPLORE_HINTS)
     def create_agents(
         self, goal: str | None = None, *, model: Any = None, system_message: str | None = None
     ) -> Any:
@@ -191,7 +203,7 @@ class PaperExecutor(DockerExecutor):
                         f"paper {asset.arxiv_id} uses {name}, which is not set on this machine: "
                         f"set {name} before starting if its code needs it",
                         UserWarning,
-                        stacklevel=4,
+                        stacklevel=_callers_level(),
                     )
             self.env = {**passed, **self.env}
         super()._start()
@@ -240,10 +252,25 @@ class PaperExecutor(DockerExecutor):
         with tempfile.TemporaryDirectory(prefix="execbox-paper-") as folder:
             dockerfile = Path(folder) / "Dockerfile"
             dockerfile.write_text(asset.dockerfile_text or "")
-            tag = build_image(ImageSpec(dockerfile=str(dockerfile)), progress=self._progress)
+            tag = build_image(ImageSpec(dockerfile=str(dockerfile)), on_progress=self._progress)
         repository, version = parse_repository_tag(name)
         client.images.get(tag).tag(repository, version or "latest")
         return name
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` that makes a warning of the calling function point at
+    the first line outside execbox: the user's, however deep the start came
+    (``with``, ``start()``, ``run()``, ``explore()``); a fixed level pointed
+    into execbox, or past the stack (``sys:1``)."""
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None  # the function that warns: level 1
+    level = 1
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(_PACKAGE):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1  # nothing outside execbox (a thread of its own): the line that warns
 
 
 def _slug(text: str) -> str:

@@ -18,6 +18,7 @@ from ..agents import (
     writer_system_message,
 )
 from ..agents._conversation import format_message
+from ._options import EXPLORE_HINTS, refusing
 
 # A PaperExecutor; named so because this module is what PaperExecutor.explore()
 # calls, so it cannot import it back.
@@ -60,6 +61,7 @@ def explorer_system_message(
     return "\n\n".join(parts)
 
 
+@refusing(EXPLORE_HINTS)
 def create_agents(
     executor: PaperExecutor,
     *,
@@ -79,6 +81,7 @@ def create_agents(
     return runner, writer
 
 
+@refusing(EXPLORE_HINTS)
 def explore(
     executor: PaperExecutor,
     *,

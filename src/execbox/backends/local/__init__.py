@@ -15,6 +15,7 @@ from typing import Any
 
 from ..._languages import Policy, runnable_languages
 from ..._models import Limits
+from ..._progress import OnProgress
 from ..._workspace import Workspace
 from ...environments import Environment
 from .._base import Capabilities
@@ -33,7 +34,8 @@ class LocalExecutor(HostExecutor):
     - ``inherit_env``: pass the host's whole environment (API keys included!)
       instead of a minimal one.
     - ``functions``: host-defined functions the code can import from the
-      module ``functions_module``; ``functions_prompt`` describes them. AG2's
+      module ``functions_module`` (default and None: ``functions``); ``functions_prompt``
+      describes them. AG2's
       and AutoGen's ``@with_requirements`` functions bring their imports and
       packages: installed where execbox owns the venv (``Venv()``: the
       executor's environment becomes that Venv with them added), else they
@@ -41,6 +43,10 @@ class LocalExecutor(HostExecutor):
     - ``silence_pip`` (True): ``pip install`` in a block gets ``-qqq``.
     - ``keep_code_files`` (True): False removes a block's code file once it
       has run (a block named by ``# filename:`` is the user's file: kept).
+    - ``on_progress``: gets the steps of making the environment ready (a
+      venv created, packages installed): a callable taking each step's
+      text; default: a spinner on a terminal, ``execbox`` log lines
+      otherwise; False shows nothing (``execbox._progress``).
     """
 
     name = "local"
@@ -55,10 +61,10 @@ class LocalExecutor(HostExecutor):
         env: Mapping[str, str] | None = None,
         inherit_env: bool = False,
         functions: Sequence[Callable[..., Any] | str] = (),
-        functions_module: str = "functions",
+        functions_module: str | None = "functions",
         silence_pip: bool = True,
         keep_code_files: bool = True,
-        progress: Callable[[str], None] | None = None,
+        on_progress: OnProgress = None,
     ) -> None:
         super().__init__(
             workspace=workspace,
@@ -70,7 +76,7 @@ class LocalExecutor(HostExecutor):
             functions_module=functions_module,
             silence_pip=silence_pip,
             keep_code_files=keep_code_files,
-            progress=progress,
+            on_progress=on_progress,
         )
         self.inherit_env = inherit_env
         self._runner = Unjailed(self)
