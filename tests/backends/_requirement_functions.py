@@ -41,3 +41,13 @@ def needs_missing() -> int:
 def six_kind() -> str:
     """Which Python six sees."""
     return "py3" if six.PY3 else "py2"  # noqa: F821
+
+
+@with_requirements(global_imports=["json", ImportFromModule("execbox_surely_not_a_module", ["thing"])])
+def bad_import() -> int:
+    return 1
+
+
+@ag2.with_requirements(global_imports=["execbox_surely_not_a_module"])
+def ag2_bad_import() -> int:
+    return 2

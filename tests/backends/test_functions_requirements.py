@@ -121,3 +121,31 @@ def test_packages_are_installed_into_a_venv_execbox_owns(tmp_path, monkeypatch, 
     kind, prefix = result.output.split()
     assert kind == "py3" and prefix == str(executor.environment.path)
     assert executor.environment.packages == ("six",)
+
+
+@pytest.mark.parametrize("backend", ["local", "sandbox"])
+def test_a_global_import_that_fails_where_blocks_run_is_refused_by_name(tmp_path, backend):
+    # checked with the blocks' Python where they run (the sandbox's: in its jail), at the
+    # first run, and at every run after: never a ModuleNotFoundError inside the blocks
+    if backend == "sandbox":
+        require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    cls = SandboxExecutor if backend == "sandbox" else LocalExecutor
+    executor = cls(workspace=tmp_path / "ws", functions=[fns.bad_import, fns.circle])
+    try:
+        for _ in range(2):
+            with pytest.raises(ConfigurationError) as caught:
+                executor.run(CodeBlock("python", "open('never', 'w').write('ran')"))
+            message = str(caught.value)
+            assert "'from execbox_surely_not_a_module import thing' (global_imports of bad_import)" in message
+            assert "ModuleNotFoundError: No module named 'execbox_surely_not_a_module'" in message
+            assert f"the {backend} backend's" in message and "global_imports=[...]" in message
+            assert "'import json'" not in message and "pydantic" not in message  # those load
+    finally:
+        executor.close()
+    assert not (tmp_path / "ws" / "never").exists()
+
+
+def test_global_imports_that_load_pass_the_check(tmp_path):
+    with LocalExecutor(workspace=tmp_path / "ws", functions=[fns.circle, fns.doubled]) as executor:
+        assert executor.run(CodeBlock("python", "from functions import doubled; print(doubled([2]))")).ok
+        assert executor.run(CodeBlock("python", "print(2)")).output == "2\n"

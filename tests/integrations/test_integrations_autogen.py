@@ -90,6 +90,7 @@ def test_a_cancelled_token_stops_the_block_and_the_executor_stays_usable(kind, t
             assert isinstance(result, AutoGenCodeResult)
             assert result.exit_code == CANCELLED_EXIT_CODE
             assert result.output.startswith("started\n") and "Cancelled" in result.output
+            assert "Code execution was cancelled" in result.output  # AutoGen's executors' wording
             again = await code_executor.execute_code_blocks(
                 [CodeBlock(code="print('still here')", language="python")], CancellationToken()
             )
@@ -242,7 +243,7 @@ def test_a_config_whose_backends_disagree_is_refused():
 
 
 def test_an_executor_with_options_that_are_not_data_cannot_be_dumped(tmp_path):
-    code_executor = AutoGenCodeExecutor(backend="local", workspace=tmp_path / "ws", progress=print)
+    code_executor = AutoGenCodeExecutor(backend="local", workspace=tmp_path / "ws", on_progress=print)
     with pytest.raises(ConfigurationError, match="progress"):
         code_executor.dump_component()
 
@@ -277,3 +278,20 @@ def test_without_autogen_core_the_import_error_says_what_to_install():
     assert "pip install 'execbox[autogen]'" in import_error_without(
         "autogen_core", "execbox.integrations.autogen"
     )
+
+
+def test_rich_outputs_saved_by_a_kernel_are_output_files(tmp_path):
+    async def main() -> None:
+        code = "from IPython.display import HTML, display\ndisplay(HTML('<b>bold</b>'))"
+        async with AutoGenCodeExecutor(
+            backend="jupyter", workspace=tmp_path / "ws", output_dir=tmp_path / "out"
+        ) as code_executor:
+            result = await code_executor.execute_code_blocks(
+                [CodeBlock(code=code, language="python")], CancellationToken()
+            )
+        assert result.exit_code == 0, result.output
+        saved = [p for p in result.output_files if p.startswith(str(tmp_path / "out"))]
+        assert len(saved) == 1 and saved[0].endswith(".html"), result.output_files
+        assert "<b>bold</b>" in open(saved[0], encoding="utf-8").read()
+
+    asyncio.run(main())

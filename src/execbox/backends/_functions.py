@@ -10,13 +10,17 @@ decorated with ``@with_requirements(python_packages=[...],
 global_imports=[...])``) and ``FunctionWithRequirementsStr`` (the same with
 the function's source), read by their attributes, no framework imported:
 their global imports head the module, and their packages are ``packages``,
-for the executor to provide (``environments._packages``).
+for the executor to provide (``environments._packages``). A global import
+that fails where the blocks run is refused when the executor starts
+(``import_probe`` runs there, ``import_error`` names the import), as AG2
+refuses such functions, rather than failing every block that imports them.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import json
 import keyword
 import textwrap
 from collections.abc import Callable, Sequence
@@ -26,15 +30,26 @@ from .._errors import ConfigurationError
 
 __all__ = ["FunctionSet"]
 
+# The line the import probe prints its findings on.
+_PROBE_MARK = "execbox-import-probe:"
+
 
 class FunctionSet:
-    def __init__(self, functions: Sequence[Callable[..., object] | str], module: str = "functions") -> None:
-        if not module.isidentifier() or keyword.iskeyword(module):
-            raise ConfigurationError(f"functions module name {module!r} is not a Python identifier")
+    def __init__(
+        self, functions: Sequence[Callable[..., object] | str], module: str | None = "functions"
+    ) -> None:
+        if module is None:  # AG2's executors take None for their default name
+            module = "functions"
+        if not isinstance(module, str) or not module.isidentifier() or keyword.iskeyword(module):
+            raise ConfigurationError(
+                f"functions_module={module!r} is not a module name: give a Python identifier such as "
+                "'functions' (the default), which blocks import the functions from"
+            )
         self.module = module
         self._imports: list[str] = []
         self._sources: list[str] = []
         self._signatures: list[str] = []
+        self._import_owners: dict[str, list[str]] = {}  # global import -> the functions needing it
         packages: list[str] = []
         for item in functions:
             if isinstance(item, str):
@@ -43,7 +58,10 @@ class FunctionSet:
                 self._add_function(item)
             elif _has_requirements(item):
                 packages += [p for p in _packages(item) if p not in packages]
-                self._imports += [i for i in map(_import_line, item.global_imports) if i not in self._imports]
+                for line in map(_import_line, item.global_imports):
+                    self._import_owners.setdefault(line, []).append(_function_name(item.func))
+                    if line not in self._imports:
+                        self._imports.append(line)
                 if isinstance(item.func, str):
                     self._add_source(textwrap.dedent(item.func), None)
                 else:
@@ -102,6 +120,44 @@ class FunctionSet:
         """The module's text: the global imports of the functions, then them."""
         return "\n\n".join(["\n".join(self._imports)] * bool(self._imports) + self._sources)
 
+    def import_probe(self) -> str | None:
+        """Python source that tries each global import on its own and prints
+        the ones that fail (None: there is none to try). Run it with the
+        blocks' Python, where the blocks run."""
+        if not self._imports:
+            return None
+        return (
+            "import json\nfailed = []\n"
+            f"for line in {self._imports!r}:\n"
+            "    try:\n        exec(line, {})\n"
+            "    except BaseException as exc:\n"
+            "        failed.append([line, f'{type(exc).__name__}: {exc}'])\n"
+            f"print({_PROBE_MARK!r} + json.dumps(failed))\n"
+        )
+
+    def import_error(self, output: str, where: str) -> ConfigurationError | None:
+        """The error for the probe's ``output`` (what it printed, run
+        ``where``), naming each global import that failed; None if all
+        were imported."""
+        found = [line for line in output.splitlines() if line.startswith(_PROBE_MARK)]
+        try:
+            failed = json.loads(found[-1].removeprefix(_PROBE_MARK))
+        except (IndexError, ValueError):
+            return ConfigurationError(
+                f"could not check the global imports of functions=[...] with {where}: {output.strip()[-500:]}"
+            )
+        if not failed:
+            return None
+        causes = "; ".join(
+            f"{line!r} (global_imports of {', '.join(self._import_owners.get(line, ['?']))}) failed: {why}"
+            for line, why in failed
+        )
+        return ConfigurationError(
+            f"functions=[...] cannot be loaded where the blocks run ({where}): {causes}. Fix the name "
+            "in @with_requirements(global_imports=[...]), or provide the package: add it to "
+            "python_packages=[...] with environment=Venv() (execbox installs it), or install it there"
+        )
+
     def prompt(self) -> str:
         """A description of the functions for a model's prompt."""
         if not self._signatures:
@@ -134,6 +190,23 @@ def _has_requirements(item: Any) -> TypeGuard[_WithRequirements]:
     return all(hasattr(item, a) for a in ("func", "python_packages", "global_imports")) and (
         isinstance(item.func, str) or inspect.isfunction(item.func)
     )
+
+
+def _function_name(func: Callable[..., object] | str) -> str:
+    if isinstance(func, str):
+        node = next(
+            (n for n in ast.walk(_parsed(func)) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)),
+            None,
+        )
+        return node.name if node is not None else "a function given as source"
+    return getattr(func, "__name__", repr(func))
+
+
+def _parsed(source: str) -> ast.Module:
+    try:
+        return ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
 
 
 def _packages(item: Any) -> list[str]:

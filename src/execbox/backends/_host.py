@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .._errors import ConfigurationError
 from .._languages import PYTHON, Language, Policy, resolve_program
 from .._models import Limits
+from .._progress import OnProgress, check_on_progress, reporting
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments import Environment, Progress, SystemPython, Venv
 from ..environments._packages import require_packages, with_packages
@@ -76,10 +77,10 @@ class HostExecutor(HostPython, Executor):
         execution_policies: Mapping[str, Policy | bool] | None = None,
         env: Mapping[str, str] | None = None,
         functions: Sequence[Callable[..., Any] | str] = (),
-        functions_module: str = "functions",
+        functions_module: str | None = "functions",
         silence_pip: bool = True,
         keep_code_files: bool = True,
-        progress: Callable[[str], None] | None = None,
+        on_progress: OnProgress = None,
     ) -> None:
         super().__init__(
             workspace=workspace,
@@ -97,9 +98,10 @@ class HostExecutor(HostPython, Executor):
         self._environment = self._checked_environment(environment or SystemPython())
         if self.functions.packages and self.can_add_libraries() is None:  # execbox's own venv: add them
             self._environment = self._grown(self.functions.packages)  # (installed at start)
-        self._progress = progress
+        self._progress = check_on_progress(on_progress, type(self).__name__)
         self._python: str | None = None
         self._child_env: dict[str, str] = {}
+        self._imports_checked = False
 
     def can_add_libraries(self) -> str | None:
         """None for a ``Venv()`` of execbox's cache (it grows into a new
@@ -125,7 +127,7 @@ class HostExecutor(HostPython, Executor):
         assert isinstance(self._environment, Venv)
         return with_packages(self._environment, packages)
 
-    def _with_libraries(self, packages: tuple[str, ...], progress: Progress | None) -> Environment:
+    def _with_libraries(self, packages: tuple[str, ...], progress: Progress) -> Environment:
         grown = self._grown(packages)
         grown.prepare(progress)
         return grown
@@ -135,8 +137,35 @@ class HostExecutor(HostPython, Executor):
         """Text that tells a model which host functions it can import."""
         return self.functions.prompt()
 
+    def start(self) -> None:
+        """Get ready to run, then (once) check that the functions' global
+        imports load where the blocks run: ``ConfigurationError`` naming the
+        one that failed, at start and at every run, rather than a
+        ``ModuleNotFoundError`` in every block that imports the functions."""
+        super().start()
+        if not self._imports_checked:
+            self._check_function_imports()
+
+    def _check_function_imports(self) -> None:
+        probe = self.functions.import_probe()
+        if probe is not None:
+            assert self._python is not None
+            cancel = Cancellation()
+            try:
+                outcome = self._runner.run(
+                    [self._python, "-c", probe], python_file=False, cancel=cancel, on_output=None
+                )
+            finally:
+                cancel.close()
+            where = f"the {self.name} backend's {self._python}"
+            error = self.functions.import_error(outcome.capture.combined.text(), where)
+            if error is not None:
+                raise error
+        self._imports_checked = True
+
     def _start(self) -> None:
-        self._python = self.environment.prepare(self._progress)
+        with reporting(self._progress) as progress:
+            self._python = self.environment.prepare(progress)
         if self.can_add_libraries() is not None:  # the user's Python: they must be there already
             require_packages(
                 self.environment,

@@ -11,6 +11,48 @@ extractor: language aliases, ``~~~`` fences, ``# filename:`` comments and
 ``python:app.py`` info strings), runs them on the execbox executor and replies
 ``exitcode: 0 (execution succeeded)\\nCode output: ...``. Needs AG2
 (``pip install 'execbox[ag2]'``), whose module is ``autogen``.
+
+As a drop-in for AG2's ``LocalCommandLineCodeExecutor`` it takes AG2's
+option names: ``timeout`` (``limits=Limits(timeout_s=...)``), ``work_dir``
+(``workspace=``; its parent must exist, as AG2's), ``virtual_env_context``
+(``environment=Venv(path=...)``), ``cleanup_temp_files`` (AutoGen's: the
+adapter removes each block's code file after the run; ``code_file`` still
+names it),
+``functions``, ``functions_module`` and ``execution_policies`` (execbox's
+names too); a peer option with no meaning here (``bind_dir``,
+``venv_path``...) is a ``ConfigurationError`` naming execbox's way. It has
+AG2's ``timeout``, ``work_dir``, ``functions_module`` and
+``format_functions_for_prompt()``. A function whose ``global_imports``
+cannot be imported where the blocks run is refused at the first run, with
+a ``ConfigurationError`` (a ``ValueError``, as AG2's "Functions failed to
+load") naming the import.
+
+AG2's own executor tests (test/coding/test_commandline_code_executor.py
+and test_user_defined_functions.py), run against this adapter with
+AG2's ``LocalCommandLineCodeExecutor`` as ``backend="local"`` and its
+``DockerCommandLineCodeExecutor`` as ``backend="docker"`` (``image=``
+dropped: execbox's default image, as AG2's ``python:3-slim`` cannot be
+pulled offline): local 27 of 36 pass, docker 12 of 14 (not applicable:
+Windows shells; ``pip install`` in a container, which has no network by
+default; ``DEFAULT_EXECUTION_POLICY``, AG2's own table of languages). The
+differences, on purpose:
+
+- JavaScript blocks run (AG2 saves them without running): execbox has a
+  JavaScript runtime; ``execution_policies={"javascript": "save"}`` gives
+  AG2's behaviour. In a docker image without node the block fails, naming
+  what is missing.
+- No ``sanitize_command`` (AG2's deny-list of ``rm -rf``, ``dd``, fork
+  bombs...; 5 tests): execbox confines what a block can do (the sandbox
+  backend) rather than filtering its text.
+- A ``# filename:`` outside the workspace fails (exit code 1) with execbox's
+  message ("path ... is absolute: use a relative path inside the
+  workspace"), not "Filename is not in the workspace".
+- ``@with_requirements(python_packages=[...])`` are never pip-installed into
+  a system Python (AG2 installs them into the interpreter it runs in): give
+  ``environment=Venv()`` and execbox installs them in a venv of its cache;
+  else the first run names what is missing.
+- ``CodeExecutorFactory.create({"executor": "commandline-local"})`` makes
+  AG2's own executor: pass ``{"executor": AG2CodeExecutor(...)}``.
 """
 
 from __future__ import annotations
@@ -34,7 +76,16 @@ from pydantic import Field
 from .._extract import extract_from_messages
 from .._models import ExecutionResult
 from ..backends import Executor
-from ._common import as_execbox_block, code_file, make_executor, output_files
+from ._common import (
+    PeerAttributes,
+    as_execbox_block,
+    code_file,
+    make_executor,
+    output_files,
+    peer_options,
+    remove_code_files,
+    warn_stateless_restart,
+)
 
 __all__ = ["AG2CodeBlock", "AG2CodeExecutor", "AG2CodeResult", "ExecboxCodeExtractor"]
 
@@ -73,7 +124,7 @@ class ExecboxCodeExtractor(_AG2CodeExtractor):
         ]
 
 
-class AG2CodeExecutor(_AG2CodeExecutor):
+class AG2CodeExecutor(PeerAttributes, _AG2CodeExecutor):
     """Runs AG2 agents' code blocks on an execbox executor.
 
     Give an executor (``AG2CodeExecutor(execbox.SandboxExecutor(...))``), or
@@ -92,11 +143,17 @@ class AG2CodeExecutor(_AG2CodeExecutor):
     def __init__(
         self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
     ) -> None:
+        options, peer = peer_options("AG2CodeExecutor", options)
         self.executor = make_executor("AG2CodeExecutor", executor, backend, options)
+        self._work_dir = peer.work_dir
+        self._cleanup = peer.cleanup
         self._extractor = ExecboxCodeExtractor()
 
     def __repr__(self) -> str:
         return f"AG2CodeExecutor({self.executor!r})"
+
+    def _wrapped(self) -> Executor:
+        return self.executor
 
     @property
     def code_extractor(self) -> ExecboxCodeExtractor:
@@ -108,6 +165,8 @@ class AG2CodeExecutor(_AG2CodeExecutor):
         ``output`` (the agent adds the ``exitcode: ...`` line)."""
         blocks = [as_execbox_block(b.code, b.language, getattr(b, "filename", None)) for b in code_blocks]
         result = self.executor.run(blocks)
+        if self._cleanup:
+            remove_code_files(self.executor, blocks, result)
         return AG2CodeResult(
             exit_code=result.exit_code,
             output=result.to_text("plain"),
@@ -118,8 +177,11 @@ class AG2CodeExecutor(_AG2CodeExecutor):
 
     def restart(self) -> None:
         """Stop what runs and the backend's processes (a Jupyter kernel loses
-        its state); the executor stays usable."""
+        its state); the executor stays usable. On a backend that keeps no
+        state (local, sandbox) a ``UserWarning`` says there was nothing to
+        restart, as AG2's local executor warns."""
         self.executor.restart()
+        warn_stateless_restart("AG2CodeExecutor", self.executor)
 
     def close(self) -> None:
         """Close the execbox executor (a temporary workspace is removed)."""

@@ -13,6 +13,60 @@ cancellation. The adapter is an AutoGen component: ``dump_component()``
 saves the backend and the executor's options (``Executor.to_config()``),
 ``load_component()`` makes a new executor from them. Needs autogen-core
 (``pip install 'execbox[autogen]'``).
+
+As a drop-in for autogen-ext's ``LocalCommandLineCodeExecutor`` it takes
+its option names: ``timeout`` (``limits=Limits(timeout_s=...)``),
+``work_dir`` (``workspace=``; its parent must exist, as AutoGen's),
+``virtual_env_context`` (``environment=Venv(path=...)``),
+``cleanup_temp_files`` or the docker executor's ``delete_tmp_files`` (the
+adapter removes each block's code file after the run; ``code_file`` is
+still its path, as AutoGen's; saved by ``dump_component()``), ``functions``
+and ``functions_module`` (execbox's names too); ``work_dir=None`` is a
+temporary workspace, removed by ``stop()``. A peer option with no meaning
+here (``bind_dir``, ``venv_path``, ``extra_volumes``...) is a
+``ConfigurationError`` naming execbox's way. It has AutoGen's ``timeout``,
+``work_dir``, ``bind_dir`` (the workspace folder), ``functions_module`` and
+``format_functions_for_prompt()``; ``output_files`` also lists the files a
+Jupyter kernel's images and HTML were saved in. A function whose ``global_imports``
+cannot be imported where the blocks run is refused at the first run, with
+a ``ConfigurationError`` (a ``ValueError``, as AutoGen's) naming the import.
+
+autogen-ext's own tests (``tests/code_executors/``), run against this
+adapter: test_commandline_code_executor.py and
+test_user_defined_functions.py (local executor as ``backend="local"``;
+the Windows PowerShell and uv-venv tests not applicable) 17 of 20 pass;
+test_docker_commandline_code_executor.py (as ``backend="docker"``,
+``image=`` dropped: execbox's default image) 11 of 14 (not applicable: the
+peer's unset-``work_dir`` error and its ``work_dir="."`` deprecation);
+test_jupyter_code_executor.py (as ``backend="jupyter"``, its
+``JupyterCodeResult`` read as ``AutoGenCodeResult``) 1 of 11. The
+differences, on purpose:
+
+- JavaScript and the other languages execbox runs are run (AutoGen's local
+  executor runs Python and shell only; AG2's saves JavaScript): refuse or
+  save them with ``execution_policies={"javascript": "save"}``.
+- ``cleanup_temp_files`` is off unless given (AutoGen's default is on):
+  execbox keeps code files by default (``keep_code_files=True``).
+- A code file that cannot be removed is left without a logged error
+  (execbox's workspace removal never follows a link, and ignores a failure).
+- A ``# filename:`` outside the workspace fails (exit code 1) with execbox's
+  message ("path ... is absolute: use a relative path inside the
+  workspace"), not "Filename is not in the workspace".
+- ``@with_requirements(python_packages=[...])`` are never pip-installed into
+  a system Python: give ``environment=Venv()`` and execbox installs them in
+  a venv of its cache; else the first run names what is missing.
+- ``timeout=0`` is refused with execbox's message ("give a number of
+  seconds above 0"), not "Timeout must be greater than or equal to 1.".
+- The docker executor's ``extra_volumes``, ``extra_hosts`` and
+  ``init_command`` are not taken: give ``volumes=`` and
+  ``container_create_kwargs=`` to the docker backend (no init command).
+- On the jupyter backend a timeout or a cancelled token returns a result
+  (exit code 124 or 130), as on the other backends, where AutoGen's
+  ``JupyterCodeExecutor`` raises; a result names the block's code file
+  (``code_file``), so it never equals a ``JupyterCodeResult`` without one;
+  blocks' outputs are joined without a blank line between them; an image
+  or HTML output is reported as "[image/png saved to PATH]", not as the
+  object's text, and ``output_files`` are strings, not ``Path``.
 """
 
 from __future__ import annotations
@@ -36,7 +90,16 @@ from pydantic import BaseModel, Field
 from .._errors import ConfigurationError, ExecutorClosedError
 from .._models import ExecutionResult
 from ..backends import Executor, executor_from_config
-from ._common import as_execbox_block, code_file, make_executor, output_files
+from ._common import (
+    PeerAttributes,
+    as_execbox_block,
+    code_file,
+    make_executor,
+    output_files,
+    peer_options,
+    remove_code_files,
+    warn_stateless_restart,
+)
 
 __all__ = ["CANCELLED_EXIT_CODE", "AutoGenCodeExecutor", "AutoGenCodeExecutorConfig", "AutoGenCodeResult"]
 
@@ -64,9 +127,12 @@ class AutoGenCodeExecutorConfig(BaseModel):
     executor: dict[str, Any] = Field(
         description="The execbox executor's config, as Executor.to_config() returns it."
     )
+    cleanup_temp_files: bool = Field(
+        default=False, description="Remove each block's code file after the run (AutoGen's option)."
+    )
 
 
-class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
+class AutoGenCodeExecutor(PeerAttributes, _CodeExecutor, Component[AutoGenCodeExecutorConfig]):
     """Runs AutoGen agents' code blocks on an execbox executor.
 
     Give an executor (``AutoGenCodeExecutor(execbox.SandboxExecutor(...))``),
@@ -87,11 +153,17 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
     def __init__(
         self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
     ) -> None:
+        options, peer = peer_options("AutoGenCodeExecutor", options)
         self._executor = make_executor("AutoGenCodeExecutor", executor, backend, options)
+        self._work_dir = peer.work_dir
+        self._cleanup = peer.cleanup
         self._stopped = False
 
     def __repr__(self) -> str:
         return f"AutoGenCodeExecutor({self._executor!r})"
+
+    def _wrapped(self) -> Executor:
+        return self._executor
 
     @property
     def executor(self) -> Executor:
@@ -135,6 +207,8 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
             if not by_token or _cancelling():
                 raise
             return _cancelled("".join(printed), ran=True)
+        if self._cleanup:
+            remove_code_files(executor, blocks, result)
         return AutoGenCodeResult(
             exit_code=result.exit_code,
             output=result.to_text("plain"),
@@ -155,8 +229,13 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
         await self._executor.aclose()
 
     async def restart(self) -> None:
-        """Stop what runs and the backend's processes; the executor stays usable."""
-        await asyncio.to_thread(self._usable().restart)
+        """Stop what runs and the backend's processes; the executor stays
+        usable. On a backend that keeps no state (local, sandbox) a
+        ``UserWarning`` says there was nothing to restart, as AutoGen's local
+        executor warns."""
+        executor = self._usable()
+        await asyncio.to_thread(executor.restart)
+        warn_stateless_restart("AutoGenCodeExecutor", executor)
 
     def _usable(self) -> Executor:
         if self._stopped:
@@ -170,7 +249,9 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
     # -- component config -----------------------------------------------------
 
     def _to_config(self) -> AutoGenCodeExecutorConfig:
-        return AutoGenCodeExecutorConfig(backend=self._executor.name, executor=self._executor.to_config())
+        return AutoGenCodeExecutorConfig(
+            backend=self._executor.name, executor=self._executor.to_config(), cleanup_temp_files=self._cleanup
+        )
 
     @classmethod
     def _from_config(cls, config: AutoGenCodeExecutorConfig) -> AutoGenCodeExecutor:
@@ -180,15 +261,17 @@ class AutoGenCodeExecutor(_CodeExecutor, Component[AutoGenCodeExecutorConfig]):
                 f"AutoGenCodeExecutor config names backend {config.backend!r} but its executor config "
                 f"is for {saved['backend']!r}: make the two agree (or drop 'backend' from 'executor')"
             )
-        return cls(executor_from_config(saved))
+        return cls(executor_from_config(saved), cleanup_temp_files=config.cleanup_temp_files)
 
 
 def _cancelled(printed: str, *, ran: bool) -> AutoGenCodeResult:
     if printed and not printed.endswith("\n"):
         printed += "\n"
     note = "what the code started was stopped" if ran else "the code did not run"
+    # Both peers' wordings: AutoGen's executors say "Code execution was cancelled".
     return AutoGenCodeResult(
-        exit_code=CANCELLED_EXIT_CODE, output=f"{printed}Cancelled (CancellationToken): {note}.\n"
+        exit_code=CANCELLED_EXIT_CODE,
+        output=f"{printed}Cancelled (CancellationToken). Code execution was cancelled: {note}.\n",
     )
 
 
