@@ -55,6 +55,4 @@ def test_docker_jupyter_server_reports_image_container_and_gateway(tmp_path):
     image = steps[started[0]].rsplit(" ", 1)[1]
     if f"building {image}" in steps:  # built now, not by an earlier run
         assert steps.index(f"building {image}") < steps.index(f"built {image}") < started[0]
-    assert kernel_steps == [
-        f"starting a Jupyter kernel on the gateway at {gateway}"
-    ], kernel_steps
+    assert kernel_steps == [f"starting a Jupyter kernel on the gateway at {gateway}"], kernel_steps
