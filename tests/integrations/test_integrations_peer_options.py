@@ -219,3 +219,15 @@ def test_the_docker_executors_extra_hosts_and_init_command_name_execboxs_way(kin
         adapter(kind, extra_hosts={"example.com": "127.0.0.1"})
     with pytest.raises(ConfigurationError, match=r"init_command=\.\.\.\).*first block"):
         adapter(kind, init_command="echo hi")
+
+
+@pytest.mark.parametrize("kind", ADAPTERS)
+def test_a_filename_outside_the_workspace_says_so_in_the_peers_words(kind, tmp_path):
+    runner = adapter(kind, work_dir=tmp_path / "wd")
+    try:
+        result = run(kind, runner, "# filename: /tmp/execbox-peer-escape.py\nprint('ran')")
+        assert result.exit_code == 1, result.output
+        assert "Filename is not in the workspace" in result.output and "ran" not in result.output
+        assert not Path("/tmp/execbox-peer-escape.py").exists()
+    finally:
+        runner.executor.close()

@@ -481,8 +481,9 @@ class Executor(ABC):
             elif not unwritten:
                 self._write_internal(relative, code)
         except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
-            name = "PathEscape" if isinstance(exc, PathEscapeError) else "CannotSave"
-            return failed_block(common, lang.name, name, f"cannot save the block: {exc}")
+            if isinstance(exc, PathEscapeError):  # AG2's and AutoGen's words, which their users look for
+                return failed_block(common, lang.name, "PathEscape", f"Filename is not in the workspace: {exc}")
+            return failed_block(common, lang.name, "CannotSave", f"cannot save the block: {exc}")
         if not unwritten:
             written.append(relative)
             common["code_file"] = relative

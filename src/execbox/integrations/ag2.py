@@ -32,7 +32,7 @@ and test_user_defined_functions.py), run against this adapter with
 AG2's ``LocalCommandLineCodeExecutor`` as ``backend="local"`` and its
 ``DockerCommandLineCodeExecutor`` as ``backend="docker"`` (``image=``
 dropped: execbox's default image, as AG2's ``python:3-slim`` cannot be
-pulled offline): local 27 of 36 pass, docker 12 of 14 (not applicable:
+pulled offline): local 28 of 36 pass, docker 13 of 14 (not applicable:
 Windows shells; ``pip install`` in a container, which has no network by
 default; ``DEFAULT_EXECUTION_POLICY``, AG2's own table of languages). The
 differences, on purpose:
@@ -44,9 +44,6 @@ differences, on purpose:
 - No ``sanitize_command`` (AG2's deny-list of ``rm -rf``, ``dd``, fork
   bombs...; 5 tests): execbox confines what a block can do (the sandbox
   backend) rather than filtering its text.
-- A ``# filename:`` outside the workspace fails (exit code 1) with execbox's
-  message ("path ... is absolute: use a relative path inside the
-  workspace"), not "Filename is not in the workspace".
 - ``@with_requirements(python_packages=[...])`` are never pip-installed into
   a system Python (AG2 installs them into the interpreter it runs in): give
   ``environment=Venv()`` and execbox installs them in a venv of its cache;

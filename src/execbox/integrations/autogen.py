@@ -34,9 +34,9 @@ a ``ConfigurationError`` (a ``ValueError``, as AutoGen's) naming the import.
 autogen-ext's own tests (``tests/code_executors/``), run against this
 adapter: test_commandline_code_executor.py and
 test_user_defined_functions.py (local executor as ``backend="local"``;
-the Windows PowerShell and uv-venv tests not applicable) 17 of 20 pass;
+the Windows PowerShell and uv-venv tests not applicable) 18 of 20 pass;
 test_docker_commandline_code_executor.py (as ``backend="docker"``,
-``image=`` dropped: execbox's default image) 11 of 14 (not applicable: the
+``image=`` dropped: execbox's default image) 12 of 14 (not applicable: the
 peer's unset-``work_dir`` error and its ``work_dir="."`` deprecation);
 test_jupyter_code_executor.py (as ``backend="jupyter"``, its
 ``JupyterCodeResult`` read as ``AutoGenCodeResult``) 1 of 11. The
@@ -49,9 +49,6 @@ differences, on purpose:
   execbox keeps code files by default (``keep_code_files=True``).
 - A code file that cannot be removed is left without a logged error
   (execbox's workspace removal never follows a link, and ignores a failure).
-- A ``# filename:`` outside the workspace fails (exit code 1) with execbox's
-  message ("path ... is absolute: use a relative path inside the
-  workspace"), not "Filename is not in the workspace".
 - ``@with_requirements(python_packages=[...])`` are never pip-installed into
   a system Python: give ``environment=Venv()`` and execbox installs them in
   a venv of its cache; else the first run names what is missing.
