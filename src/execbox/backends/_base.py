@@ -482,7 +482,9 @@ class Executor(ABC):
                 self._write_internal(relative, code)
         except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
             if isinstance(exc, PathEscapeError):  # AG2's and AutoGen's words, which their users look for
-                return failed_block(common, lang.name, "PathEscape", f"Filename is not in the workspace: {exc}")
+                return failed_block(
+                    common, lang.name, "PathEscape", f"Filename is not in the workspace: {exc}"
+                )
             return failed_block(common, lang.name, "CannotSave", f"cannot save the block: {exc}")
         if not unwritten:
             written.append(relative)
