@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .._models import Limits
@@ -30,24 +31,23 @@ def memory_size(text: str) -> int:
     return megabytes
 
 
-def _whole_megabytes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of MB")
-    return value
+def _positive_whole(what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number above 0, the error naming ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of {what}")
+        return value
+
+    return parse
 
 
-def _processes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of processes (e.g. 64)")
-    return value
+_whole_megabytes = _positive_whole("MB")
+_processes = _positive_whole("processes (e.g. 64)")
 
 
 def _cores(text: str) -> float:
