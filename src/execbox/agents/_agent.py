@@ -1,6 +1,7 @@
 """What every execbox agent shares: the four ways to run a task (``run``,
-``stream``, ``arun``, ``arun_stream``) over one generator of steps, and
-saving its config to a file and loading it back.
+``stream``, ``arun``, ``arun_stream``) over one generator of steps
+(``TaskRunner``, which teams share too), and saving its config to a file
+and loading it back.
 
 A subclass provides ``_steps(messages, bridge)``, ``to_config`` and
 ``from_config(config, api_key=, approval=)``. ``stream`` runs the steps
@@ -14,16 +15,18 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from .._errors import ConfigurationError
 from ._bridge import Bridge, stream_in_thread
 from ._events import Event, Response, TextMessage
 
-__all__ = ["Agent", "TaskInput", "task_messages"]
+__all__ = ["Agent", "TaskInput", "TaskRunner", "task_messages"]
 
 TaskInput = str | TextMessage | dict[str, Any] | Sequence[TextMessage | str | dict[str, Any]]
 A = TypeVar("A", bound="Agent")
+Item = TypeVar("Item")
+Final = TypeVar("Final")
 
 
 def task_messages(task: TaskInput) -> list[TextMessage]:
@@ -35,12 +38,43 @@ def task_messages(task: TaskInput) -> list[TextMessage]:
     return messages
 
 
-class Agent(ABC):
-    name: str  # how teams and messages tell the agents apart
+class TaskRunner(ABC, Generic[Item, Final]):
+    """The four ways to run a task over ``_steps``: its items as they come,
+    the last of them a ``final_type`` (what ``run`` and ``arun`` return)."""
+
+    final_type: type[Final]
 
     @abstractmethod
-    def _steps(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Event | Response]:
-        """The events of handling the messages, then the ``Response``."""
+    def _steps(self, messages: list[TextMessage], bridge: Bridge) -> Iterator[Item]:
+        """The items of handling the messages, the last one a ``final_type``."""
+
+    def run(self, task: TaskInput) -> Final:
+        """Handle the task (or messages) and return the final item."""
+        return _final(self.stream(task), self.final_type)
+
+    def stream(self, task: TaskInput) -> Iterator[Item]:
+        """The items of handling the task as they come, then the final one."""
+        return self._steps(task_messages(task), Bridge())
+
+    async def arun(self, task: TaskInput) -> Final:
+        """``run`` for asyncio; cancelling it kills the code that is running."""
+        final = None
+        async for item in self.arun_stream(task):
+            if isinstance(item, self.final_type):
+                final = item
+        assert final is not None
+        return final
+
+    async def arun_stream(self, task: TaskInput) -> AsyncIterator[Item]:
+        """``stream`` for asyncio; cancelling it kills the code that is running."""
+        messages = task_messages(task)
+        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
+            yield item
+
+
+class Agent(TaskRunner[Event | Response, Response]):
+    name: str  # how teams and messages tell the agents apart
+    final_type = Response
 
     @abstractmethod
     def to_config(self) -> dict[str, Any]:
@@ -52,31 +86,6 @@ class Agent(ABC):
         cls: type[A], config: dict[str, Any], *, api_key: str | None = None, approval: Any = None
     ) -> A:
         """The agent ``to_config`` described (the approval function is not data: give it again)."""
-
-    # -- entry points -----------------------------------------------------------
-
-    def run(self, task: TaskInput) -> Response:
-        """Handle the task (or messages) and return the final response."""
-        return _final(self.stream(task))
-
-    def stream(self, task: TaskInput) -> Iterator[Event | Response]:
-        """The events of handling the task, then the ``Response``."""
-        return self._steps(task_messages(task), Bridge())
-
-    async def arun(self, task: TaskInput) -> Response:
-        """``run`` for asyncio; cancelling it kills the code that is running."""
-        final = None
-        async for item in self.arun_stream(task):
-            if isinstance(item, Response):
-                final = item
-        assert final is not None
-        return final
-
-    async def arun_stream(self, task: TaskInput) -> AsyncIterator[Event | Response]:
-        """``stream`` for asyncio; cancelling it kills the code that is running."""
-        messages = task_messages(task)
-        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
-            yield item
 
     # -- config files -------------------------------------------------------------
 
@@ -92,10 +101,10 @@ class Agent(ABC):
         return cls.from_config(config, api_key=api_key, approval=approval)
 
 
-def _final(items: Iterator[Event | Response]) -> Response:
+def _final(items: Iterator[Any], final_type: type[Final]) -> Final:
     final = None
     for item in items:
-        if isinstance(item, Response):
+        if isinstance(item, final_type):
             final = item
     assert final is not None
     return final

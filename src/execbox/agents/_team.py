@@ -20,13 +20,13 @@ two-agent form: ``sender`` posts the task, ``recipient`` answers first.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from abc import abstractmethod
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._errors import ConfigurationError
-from ._agent import Agent, TaskInput, task_messages
-from ._bridge import Bridge, stream_in_thread
+from ._agent import Agent, TaskRunner
+from ._bridge import Bridge
 from ._conversation import UNATTENDED_MAX_TURNS
 from ._events import Event, Response, TextMessage
 from ._termination import TerminationCondition, TextMentionTermination, termination_condition
@@ -66,7 +66,7 @@ TeamItem = TextMessage | Event | SpeakerSelectionEvent | TeamResult
 OnMessage = Callable[[TextMessage], None]
 
 
-class GroupChat(ABC):
+class GroupChat(TaskRunner[TeamItem, TeamResult]):
     """What every team shares; a subclass picks the next speaker.
 
     - ``participants``: the agents (``AssistantAgent``, ``CodeExecutorAgent``
@@ -79,6 +79,8 @@ class GroupChat(ABC):
       ``UNATTENDED_MAX_TURNS``).
     - ``on_message``: called with each message as it is added (to print it).
     """
+
+    final_type = TeamResult
 
     def __init__(
         self,
@@ -114,31 +116,6 @@ class GroupChat(ABC):
             if agent.name == name:
                 return agent
         raise ConfigurationError(f"this team has no agent named {name!r}: it has {', '.join(self.names)}")
-
-    # -- entry points -------------------------------------------------------------
-
-    def run(self, task: TaskInput) -> TeamResult:
-        """Post the task and let the agents talk until the run stops."""
-        return _result(self.stream(task))
-
-    def stream(self, task: TaskInput) -> Iterator[TeamItem]:
-        """The messages, events and speaker choices as they come, then the ``TeamResult``."""
-        return self._steps(task_messages(task), Bridge())
-
-    async def arun(self, task: TaskInput) -> TeamResult:
-        """``run`` for asyncio; cancelling it kills the code that is running."""
-        final = None
-        async for item in self.arun_stream(task):
-            if isinstance(item, TeamResult):
-                final = item
-        assert final is not None
-        return final
-
-    async def arun_stream(self, task: TaskInput) -> AsyncIterator[TeamItem]:
-        """``stream`` for asyncio; cancelling it kills the code that is running."""
-        messages = task_messages(task)
-        async for item in stream_in_thread(lambda bridge: self._steps(messages, bridge)):
-            yield item
 
     def reset(self) -> None:
         """Start over: the team forgets the chat, and each agent its context."""
@@ -281,12 +258,3 @@ def _check_participants(team: str, participants: Sequence[Agent]) -> list[Agent]
             )
         seen.add(name)
     return agents
-
-
-def _result(items: Iterator[TeamItem]) -> TeamResult:
-    final = None
-    for item in items:
-        if isinstance(item, TeamResult):
-            final = item
-    assert final is not None
-    return final
