@@ -197,77 +197,56 @@ def test_explore_interactive_takes_guidance(remyx, capsys):
     assert "Model usage:" in shown and "Summary: Phase 3" in shown
 
 
-def test_cli_explore_end_to_end(remyx):
+def _explore(
+    remyx: FakeRemyx, *args: str, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``execbox explore ARGS`` through the real CLI, against the fake Remyx API."""
     env = {**os.environ, "REMYXAI_API_URL": remyx.base_url, "REMYXAI_API_KEY": KEY}
     env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "execbox.cli", "explore", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_cli_explore_end_to_end(remyx):
     with FakeModel(list(EXPLORATION)) as model_server:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "execbox.cli",
-                "explore",
-                "2401.00001",
-                "--auto",
-                "--max-turns",
-                "6",
-                "--base-url",
-                model_server.base_url,
-                "--timeout",
-                "30",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
+        done = _explore(
+            remyx,
+            "2401.00001",
+            "--auto",
+            "--max-turns",
+            "6",
+            "--base-url",
+            model_server.base_url,
+            "--timeout",
+            "30",
         )
     assert done.returncode == 0, done.stderr
     assert "── research_explorer" in done.stdout and "── code_executor" in done.stdout
     assert "accuracy: 1.00" in done.stdout
     assert "Stopped: the writer said TERMINATE after 4 writer turn(s)" in done.stdout
     assert "Model usage:" in done.stdout and "$" in done.stdout
-    missing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "execbox.cli",
-            "explore",
-            "2401.00002",
-            "--auto",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    missing = _explore(remyx, "2401.00002", "--auto", "--base-url", "http://127.0.0.1:9/v1", timeout=120)
     assert missing.returncode == 2 and "has no Docker environment" in missing.stderr
 
 
 @pytest.mark.parametrize("last", ["exit\n", ""], ids=["exit", "eof"])
 def test_cli_explore_ends_well_when_the_person_types_exit_after_terminate(remyx, last):
     # (was: exit status 1: "the person typed exit" read as a failed exploration)
-    env = {**os.environ, "REMYXAI_API_URL": remyx.base_url, "REMYXAI_API_KEY": KEY}
-    env.pop("OPENAI_API_KEY", None)
     with FakeModel(list(EXPLORATION)) as model_server:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "execbox.cli",
-                "explore",
-                "2401.00001",
-                "--base-url",
-                model_server.base_url,
-                "--timeout",
-                "30",
-            ],
-            input="\n\n\n" + last,  # Enter runs each of the three code messages; then TERMINATE
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
+        done = _explore(
+            remyx,
+            "2401.00001",
+            "--base-url",
+            model_server.base_url,
+            "--timeout",
+            "30",
+            stdin="\n\n\n" + last,  # Enter runs each of the three code messages; then TERMINATE
         )
     assert done.returncode == 0, done.stderr
     assert "The writer says the task is done" in done.stderr
