@@ -91,3 +91,26 @@ def test_queue_waits_in_line_instead_of_409(client):
     assert first_out["result"]["stdout"] == "first\n" and second_out["result"]["stdout"] == "second\n"
     assert client.get("/v1/info").json()["load"]["queued"] == 0
     client.delete(f"/v1/sessions/{sid}")
+
+
+def test_an_event_a_byte_is_charged_for_what_it_costs_the_server(client):
+    """A block that prints one byte at a time makes an event a byte: what
+    the events keep is charged per event too (``EVENT_COST``), so that
+    200,000 of them under a 64 KiB cap are not 200,000 kept events."""
+    from execbox.server._executions import EVENT_COST
+
+    cap = 64 << 10
+    sid = open_session(client, limits={"max_output_bytes": cap})["id"]
+    code = "import os\nfor _ in range(200_000):\n    os.write(1, b'x')\n"
+    with client.stream(
+        "POST",
+        f"/v1/sessions/{sid}/executions",
+        json={"code": code},
+        headers={"Accept": "application/x-ndjson"},
+    ) as response:
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    names = [line["event"] for line in lines]
+    assert names[-1] == "end" and names.count("truncated") == 1, names[-3:]
+    assert names.count("stdout") <= cap // EVENT_COST, names.count("stdout")
+    assert lines[-1]["data"]["result"]["stdout"].startswith("x" * 1000)
+    client.delete(f"/v1/sessions/{sid}")

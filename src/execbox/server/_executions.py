@@ -9,26 +9,46 @@ always ``end``: ``{status, result, error}`` with the whole
 ``ExecutionResult`` (for a cancelled run, the core's own: the blocks that
 ran, the files they changed; one made of what it printed only when the run
 was cancelled before the core could end it).
-Streamed text past twice ``Limits.max_output_bytes`` is dropped with one
-``truncated`` event (the result keeps its own capped output): a loop
-printing forever must not fill the server's memory.
+What the events keep of a block's text and displays is bounded by
+``Limits.max_output_bytes``, each event charged ``EVENT_COST`` bytes over
+its own (a block that prints one byte at a time makes an event a byte):
+past it, they are dropped with one ``truncated`` event (the result keeps
+its own capped output). The drop happens in the executor's thread, before
+the event loop is asked to do anything, so that a block printing gigabytes
+neither fills the server's memory nor its loop's queue (security issue 39:
+512 MiB printed under a 1 MiB cap grew the server from 45 to 704 MiB). What
+it printed is also kept as a head and a tail (``Capture``, the same bound),
+for a result made here when the run was cancelled before the core ended it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .._errors import ExecboxError, NodeLostError
 from .._models import CodeBlock, ErrorInfo, ExecutionResult
-from .._run_events import EndEvent, OutputEvent, RunEvent, StartEvent, event_to_dict
+from .._run_events import (
+    DisplayEvent,
+    EndEvent,
+    OutputEvent,
+    RunEvent,
+    StartEvent,
+    TruncatedEvent,
+    event_to_dict,
+)
 from ..backends import Executor
+from ..backends._output import Capture
 from ._errors import ApiError, from_execbox
 
-__all__ = ["Execution"]
+__all__ = ["EVENT_COST", "Execution"]
+
+# what one kept event costs the server over its text (the tuple, its dict, the objects), in bytes
+EVENT_COST = 256
 
 
 class Execution:
@@ -45,9 +65,11 @@ class Execution:
         self.events: list[tuple[int, str, Any]] = []
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._streamed = 0
-        self._stream_cap = 2 * executor.limits.max_output_bytes
-        self._text: dict[str, list[str]] = {"stdout": [], "stderr": [], "output": []}
+        self._budget = executor.limits.max_output_bytes  # of the events' text and displays
+        self._lock = threading.Lock()  # the gate's: displays may come from another thread than output
+        self._streamed = 0  # bytes the events hold (under _lock)
+        # head and tail of what it printed while it runs (under _lock), for _cancelled_result
+        self._printed: Capture | None = Capture(self._budget)
         self._core_end: EndEvent | None = None  # the core's last event (its result, also when cancelled)
 
     @property
@@ -73,7 +95,8 @@ class Execution:
         loop = asyncio.get_running_loop()
 
         def on_event(event: RunEvent) -> None:  # in the executor's thread
-            loop.call_soon_threadsafe(self._event, event)
+            for passed in self._gate(event):
+                loop.call_soon_threadsafe(self._event, passed)
 
         try:
             result = await self.executor.arun(self.blocks, on_event=on_event)
@@ -94,8 +117,42 @@ class Execution:
             self.status = "completed"
             self.result = result
         finally:
+            with self._lock:
+                self._printed = None  # its ended run's result has the output
             on_done(self)
         self._emit("end", self.summary())
+
+    def _gate(self, event: RunEvent) -> list[RunEvent]:
+        """What of ``event`` the events may keep (in the executor's thread):
+        text and displays within the budget, a cut text and one
+        ``TruncatedEvent`` where it runs out, nothing after."""
+        if isinstance(event, OutputEvent):
+            data = event.text.encode("utf-8", "surrogatepass")
+            cost = len(data) + EVENT_COST
+        elif isinstance(event, DisplayEvent):
+            shown, data = event.display, b""
+            cost = EVENT_COST + sum(len(part or "") for part in (shown.mime_type, shown.path, shown.data))
+        else:
+            return [event]
+        with self._lock:
+            if self._printed is not None and isinstance(event, OutputEvent):
+                self._printed.feed(event.stream, data)
+            room = self._budget - self._streamed
+            if room <= 0:
+                return []
+            self._streamed = self._streamed + cost if cost < room else self._budget
+        if cost < room:
+            return [event]
+        cut = data[: max(0, room - EVENT_COST)].decode("utf-8", "ignore")  # a display is not cut
+        kept = [OutputEvent(event.stream, cut, event.block)] if isinstance(event, OutputEvent) and cut else []
+        return [*kept, self._truncated()]
+
+    def _truncated(self) -> TruncatedEvent:
+        return TruncatedEvent(
+            self._budget,
+            "the rest of the text and displays is not streamed: the result has the output "
+            "(capped by limits.max_output_bytes)",
+        )
 
     def _event(self, event: RunEvent) -> None:
         """A core event, as the stream sends it: start and end are the
@@ -105,39 +162,19 @@ class Execution:
             return
         if isinstance(event, StartEvent) or self.done:
             return
-        if isinstance(event, OutputEvent):
-            self._output(event)
-        else:
-            self._emit(event.kind, event_to_dict(event))
-
-    def _output(self, event: OutputEvent) -> None:
-        text = event.text
-        self._text[event.stream].append(text)
-        self._text["output"].append(text)
-        if self._streamed >= self._stream_cap:
-            return
-        self._streamed += len(text.encode("utf-8", "surrogatepass"))
         self._emit(event.kind, event_to_dict(event))
-        if self._streamed >= self._stream_cap:
-            self._emit(
-                "truncated",
-                {
-                    "after_bytes": self._stream_cap,
-                    "note": "the rest is in the result (capped by limits.max_output_bytes)",
-                },
-            )
 
     def _cancelled_result(self) -> ExecutionResult:
         """A run cancelled before the core ended it: what it printed."""
 
-        def joined(name: str) -> str:
-            return "".join(self._text[name])[-self.executor.limits.max_output_bytes :]
-
+        with self._lock:
+            printed, self._printed = self._printed or Capture(self._budget), None
+        output, stdout, stderr = printed.combined.text(), printed.stdout.text(), printed.stderr.text()
         return ExecutionResult(
             exit_code=130,
-            output=joined("output") + "\nCancelled.\n",
-            stdout=joined("stdout"),
-            stderr=joined("stderr"),
+            output=output + "\nCancelled.\n",
+            stdout=stdout,
+            stderr=stderr,
             error=ErrorInfo("Cancelled", "cancelled by a request"),
             duration_s=time.time() - self.started,
             backend=self.executor.name,
