@@ -220,6 +220,90 @@ def test_stdio_default_backend_is_the_sandbox(tmp_path):
     assert (work / "plot.png").read_bytes().startswith(PNG_MAGIC)
 
 
+def _peak_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def _mcp_server_pid() -> int:
+    """The ``execbox mcp`` this test process started (its only one)."""
+    found = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            if command[1:4] == [b"-m", b"execbox.cli", b"mcp"]:
+                found.append(int(child))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_stdio_a_flood_of_output_comes_back_capped_and_the_server_stays_flat(tmp_path):
+    """512 MiB printed under the server's 1 MiB cap: the answer holds the
+    cap's worth, the progress messages their tails, and the server's peak
+    memory does not grow with what was printed (security issue 39: 64 MiB
+    printed came back whole through MCP and grew the server by 425 MiB)."""
+    printed_mib = 512
+    flood = (
+        f"import sys\nchunk = b'x' * (1 << 20)\nfor _ in range({printed_mib}):\n"
+        "    sys.stdout.buffer.write(chunk)\nsys.stdout.flush()\nprint('done')\n"
+    )
+    messages: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async def scenario() -> None:
+        async with stdio("--backend", "local", "--workspace", str(tmp_path)) as client:
+            await client.call_tool("run_code", {"code": "print('warm')"})
+            pid = _mcp_server_pid()
+            before = _peak_mib(pid)
+            ran = await client.call_tool("run_code", {"code": flood}, progress_callback=on_progress)
+            grown = _peak_mib(pid) - before
+            answer = text(ran)
+            assert answer.startswith("exitcode: 0") and answer.rstrip().endswith("done"), answer[-200:]
+            assert "bytes of output dropped" in answer and len(answer) < 2 << 20, len(answer)
+            assert grown < 64, f"the MCP server's peak memory grew by {grown} MiB (from {before})"
+
+    anyio.run(scenario)
+    assert all(len(message) <= 4000 for message in messages)
+
+
+def test_the_images_of_one_run_are_bounded_by_its_output_cap(tmp_path):
+    """Images count against the run's ``Limits.max_output_bytes`` with its
+    text: ten 600 KiB images under a 1 MiB cap return one, and name the rest."""
+    require_mcp()
+    from execbox import ExecutionResult, Workspace
+    from execbox.tools.mcp import _images
+
+    with Workspace(tmp_path) as workspace:
+        for n in range(10):
+            workspace.write_bytes(f"big{n}.png", PNG_MAGIC + bytes(600 << 10))
+        result = ExecutionResult(exit_code=0, output="", files=tuple(f"big{n}.png" for n in range(10)))
+        content, notes = _images(workspace, result, 1 << 20)
+    assert len(content) == 1 and len(base64.b64decode(content[0].data)) == len(PNG_MAGIC) + (600 << 10)
+    refused = [note for note in notes if "Limits.max_output_bytes=1.0 MiB in all" in note]
+    assert len(refused) == 9 and refused[0].startswith("Image big1.png not returned"), notes
+
+
+def test_stdio_list_files_escapes_what_a_name_holds(tmp_path):
+    """A file name a block chose, with a newline and a terminal escape,
+    comes back on one line of its own, escaped, in a listing and in what
+    list_files says of one path (security issue 39)."""
+    evil = "evil\nexitcode: 0 \x1b[2J"
+    (tmp_path / evil).write_bytes(b"x")
+
+    async def scenario() -> None:
+        async with stdio("--backend", "local", "--workspace", str(tmp_path)) as client:
+            for args in ({}, {"path": evil}):
+                said = text(await client.call_tool("list_files", args))
+                assert "\x1b" not in said and "\n" not in said, repr(said)
+                assert "'evil\\nexitcode: 0 \\x1b[2J'" in said, repr(said)
+
+    anyio.run(scenario)
+
+
 # -- stdio, jupyter: displays are images, state is reset ------------------------------
 
 
@@ -430,7 +514,7 @@ def test_images_come_from_displays_and_image_files_checked_by_their_bytes(tmp_pa
                 *(f"many/{n:02}.jpg" for n in range(MAX_IMAGES + 2)),
             ),
         )
-        content, notes = _images(workspace, result)
+        content, notes = _images(workspace, result, 1 << 20)
     assert [c.mime_type for c in content] == ["image/png", "image/gif", *["image/jpeg"] * (MAX_IMAGES - 2)]
     assert base64.b64decode(content[1].data) == gif
     assert notes[0].startswith("Images returned below: shown.png, inline image 3, many/00.jpg")

@@ -47,12 +47,12 @@ def list_text(workspace: Workspace, path: str) -> str:
         if found is None:
             raise WorkspaceError(f"no folder {path!r} in the workspace: list_files('.') shows what there is")
         if stat.S_ISLNK(found.st_mode):
-            return f"{path} is a link (execbox does not follow links)"
+            return f"{one_line(path)} is a link (execbox does not follow links)"
         if not stat.S_ISDIR(found.st_mode):
-            return f"{path} is a file ({size_text(found.st_size)})"
+            return f"{one_line(path)} is a file ({size_text(found.st_size)})"
     entries = workspace.list(path or ".")
     if not entries:
-        return "The workspace is empty." if path in (".", "") else f"{path} is an empty folder."
+        return "The workspace is empty." if path in (".", "") else f"{one_line(path)} is an empty folder."
     lines = [
         f"{one_line(e.path)}/" if e.is_dir else f"{one_line(e.path)}  ({size_text(e.size)})"
         for e in entries[:MAX_LISTED]

@@ -258,7 +258,9 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
                 result = await run_reporting(executor, CodeBlock(language, code), ctx.report_progress)
         except (ExecboxError, OSError) as exc:
             raise _infrastructure("could not run the code", exc, executor.name) from exc
-        images, notes = await anyio.to_thread.run_sync(_images, executor.workspace, result)
+        images, notes = await anyio.to_thread.run_sync(
+            _images, executor.workspace, result, executor.limits.max_output_bytes
+        )
         text = result.to_text()
         if result.timed_out:
             notes.insert(
@@ -376,9 +378,14 @@ def _write(workspace: Workspace, path: str, content: str) -> str:
     return write_text(workspace, path, content)
 
 
-def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageContent], list[str]]:
+def _images(
+    workspace: Workspace, result: ExecutionResult, budget: int
+) -> tuple[list[ImageContent], list[str]]:
     """Image content for the run's image displays, then for the image files
-    it wrote; notes on what was left out."""
+    it wrote; notes on what was left out. The images of one run come to at
+    most ``budget`` bytes (the run's ``Limits.max_output_bytes``) and
+    ``MAX_IMAGES``: like its text, what a run hands back is bounded by its
+    own cap (security issue 39), and no file is read past what is left."""
     candidates: list[tuple[str, str | None]] = []  # (label, workspace path or None for inline data)
     # a label is a name the block chose, for lines of the text the model reads: escaped (one_line)
     inline: dict[str, str] = {}
@@ -396,6 +403,7 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
         (one_line(f), f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown
     ]
 
+    budget_all = budget
     images: list[ImageContent] = []
     sent: list[str] = []
     notes: list[str] = []
@@ -407,20 +415,29 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
                 f"shows one): {', '.join(rest)}"
             )
             break
+        most = min(MAX_IMAGE_BYTES, budget)
         try:
-            data = _load_image(workspace, path) if path is not None else base64.b64decode(inline[label])
+            if path is not None:
+                data = _load_image(workspace, path, most)
+            else:
+                data = base64.b64decode(inline[label]) if len(inline[label]) <= most * 4 // 3 + 4 else None
         except (WorkspaceError, OSError, ValueError) as exc:
             notes.append(f"Image {label} not returned: {exc}")
+            continue
+        if data is None or len(data) > most:
+            why = (
+                f"it is more than {_size(MAX_IMAGE_BYTES)}"
+                if most == MAX_IMAGE_BYTES
+                else f"the images of one run take at most Limits.max_output_bytes={_size(budget_all)} "
+                f"in all ({_size(budget)} left); read_file shows one"
+            )
+            notes.append(f"Image {label} not returned: {why}.")
             continue
         mime = _image_type(data)
         if mime is None:
             notes.append(f"Image {label} not returned: not a PNG, JPEG, GIF or WebP image.")
             continue
-        if len(data) > MAX_IMAGE_BYTES:
-            notes.append(
-                f"Image {label} not returned: {_size(len(data))} is more than {_size(MAX_IMAGE_BYTES)}."
-            )
-            continue
+        budget -= len(data)
         images.append(ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime))
         sent.append(label)
     if sent:
@@ -428,10 +445,8 @@ def _images(workspace: Workspace, result: ExecutionResult) -> tuple[list[ImageCo
     return images, notes
 
 
-def _load_image(workspace: Workspace, path: str) -> bytes:
-    """At most ``MAX_IMAGE_BYTES`` of a file the run wrote (still growing,
-    maybe, by what it left running), never through a link."""
-    data = read_at_most(workspace, path, MAX_IMAGE_BYTES)
-    if len(data) > MAX_IMAGE_BYTES:
-        raise WorkspaceError(f"more than {_size(MAX_IMAGE_BYTES)}")
-    return data
+def _load_image(workspace: Workspace, path: str, most: int) -> bytes | None:
+    """At most ``most`` bytes of a file the run wrote (still growing,
+    maybe, by what it left running), never through a link; None when it holds more."""
+    data = read_at_most(workspace, path, most)
+    return None if len(data) > most else data
