@@ -56,7 +56,15 @@ BLOCK = JailPolicy(
 POLICIES = {
     "oneshot": BLOCK,
     "oneshot-joined-netns": replace(BLOCK, joined_netns=True),
-    "network": replace(BLOCK, network=True, hostname="box-7", tmp_bytes=64 << 20),
+    # network on: the executor's egress namespace, joined (never the host's), its resolver file bound
+    "network": replace(
+        BLOCK,
+        network=True,
+        joined_netns=True,
+        resolv_conf="/tmp/execbox-egress-x1/resolv.conf",
+        hostname="box-7",
+        tmp_bytes=64 << 20,
+    ),
     "pool-zygote": replace(
         BLOCK,
         extra_readonly=(("/opt/execbox/_zygote", "/run/execbox-zygote"),),
@@ -99,8 +107,10 @@ def test_every_policy_keeps_the_fixed_walls():
         assert ("--cap-drop", "ALL") in pairs and ("--uid", "65534") in pairs, name
         end = len(options) - 3 * len(policy.env)  # then only the environment's --setenv triples
         assert options[end - 4 : end] == ["--chdir", WORKSPACE, "--remount-ro", "/"], name
-        assert ("--share-net" in options) == (policy.network or policy.joined_netns), name
-        assert ("--ro-bind-try", "/etc/resolv.conf") in pairs if policy.network else True, name
+        assert ("--share-net" in options) == policy.joined_netns, name  # never the host's network
+        assert ("--ro-bind-try", "/etc/resolv.conf") not in pairs, name  # the host's resolver never
+        if policy.network:
+            assert ("--ro-bind", policy.resolv_conf) in pairs and "/etc/resolv.conf" in options, name
         # the workspace is the only host path bound writable, besides the writable pairs asked for
         writable = [b for a, b in pairs if a == "--bind"]
         assert writable == [h for h, _ in policy.writable] + [WORKSPACE], name
@@ -249,6 +259,16 @@ def test_launch_without_seccomp_or_with_a_mismatched_netns():
         launch.close()
     with pytest.raises(ValueError, match="joined_netns"):
         prepare("/usr/bin/bwrap", POLICIES["oneshot-joined-netns"], ["true"], jailer=_Jailer())
+
+
+def test_a_jail_with_the_network_on_starts_only_in_a_namespace_given():
+    """Network on is the executor's egress namespace (_egress), never the
+    host's: without one the launcher refuses, and the options of such a
+    policy share no namespace."""
+    alone = replace(BLOCK, network=True)
+    assert "--share-net" not in alone.bwrap_options(host=HOST)
+    with pytest.raises(ValueError, match="egress namespace"):
+        prepare("/usr/bin/bwrap", alone, ["true"], jailer=_Jailer())
 
 
 def test_the_executor_builds_its_policy_from_the_limits_and_options(tmp_path):

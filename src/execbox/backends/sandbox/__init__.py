@@ -48,8 +48,9 @@ from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._cgroups import CgroupSupport, cgroup_support
+from ._egress import Egress, open_egress
 from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy, no_watch
-from ._identity import Jailer, Lease, is_jail_id, lease
+from ._identity import Jailer, Lease, is_jail_id, lease, reachable
 from ._jail import (
     INSIDE_PATH,
     INSTALL_HINT,
@@ -61,7 +62,7 @@ from ._jail import (
     jail_rlimits,
     probe,
 )
-from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, warn_weaker
+from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
 from ._launcher import prepare
 from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
@@ -205,6 +206,7 @@ class SandboxExecutor(HostExecutor):
         self._zygote: ZygotePool | None = None
         self._cgroups: CgroupSupport | None = None
         self._netns: int | None = None
+        self._egress: Egress | None = None  # Limits(network=True): the jails' namespace (_egress)
         self._lease: Lease | None = None
         self._jailer = Jailer(None, ())
         self._gpu: GpuGrant | None = None
@@ -282,8 +284,13 @@ class SandboxExecutor(HostExecutor):
                     self._lease,
                     [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
                 )
-                launch = prepare(
-                    bwrap, policy, ["/bin/true"], jailer=self._jailer, seccomp=False, rlimits=False
+                launch = prepare(  # bwrap's own start: without the egress namespace, made below
+                    bwrap,
+                    replace(policy, network=False),
+                    ["/bin/true"],
+                    jailer=self._jailer,
+                    seccomp=False,
+                    rlimits=False,
                 )
                 try:
                     probe(launch.argv, launch.preexec, launch.pass_fds)
@@ -299,14 +306,25 @@ class SandboxExecutor(HostExecutor):
             assert bwrap is not None  # else why is set ("auto"), or _start raised ("namespaces")
             self._bwrap = bwrap
             one_shot = not self._zygote_kept
-            self._netns = None if self.limits.network or not one_shot else empty_netns(self._jailer.become)
-            if self._netns is not None:  # one-shot jails join one empty network namespace
-                self._policy = replace(policy, joined_netns=True)
+            if self.limits.network:  # every jail (the zygote too) joins the egress namespace
+                self._egress = self._open_egress()
+                self._netns = self._egress.netns
+                self._policy = policy = replace(
+                    policy, joined_netns=True, resolv_conf=self._egress.resolv_conf
+                )
+            elif one_shot:  # one-shot jails join one empty network namespace
+                self._netns = empty_netns(self._jailer.become)
+                if self._netns is not None:
+                    self._policy = replace(policy, joined_netns=True)
             if self._zygote_kept:
                 self._zygote = self._make_pool(bwrap, policy)
                 self._zygote.start()
             self._runner = self._jail_runner(
-                bwrap=bwrap, jailer=self._jailer, netns=self._netns, zygote=self._zygote
+                bwrap=bwrap,
+                jailer=self._jailer,
+                netns=self._netns,
+                userns=self._egress.join()[1] if self._egress is not None else None,
+                zygote=self._zygote,
             )
             self.isolation_in_use = "namespaces"
             self._blocks_write_internal = False
@@ -331,6 +349,14 @@ class SandboxExecutor(HostExecutor):
             env=tuple(inside.items()),
         )
         return policy if self._gpu is None else gpu_policy(policy, self._gpu)
+
+    def _open_egress(self) -> Egress:
+        lease = self._lease
+        return open_egress(
+            self._jailer.become,
+            backend=self.name,
+            reachable_dir=lambda path: lease is None or reachable(path, lease.uid, lease.gid),
+        )
 
     def _jail_runner(self, **parts: Any) -> JailRunner:
         """The runner of this executor's blocks (``parts``: the pool, the Landlock tier, ...)."""
@@ -373,8 +399,18 @@ class SandboxExecutor(HostExecutor):
             "pid_namespace": self._gpu is None,  # the driver refuses CUDA below a nested one (_gpu)
         }  # the blocks' environment: set in each unit, never in the zygote
         jailer = self._jailer
+        netns, userns = self._egress.join() if self._egress is not None else (None, None)
         return ZygotePool(
-            lambda command: prepare(bwrap, zygote, command, jailer=jailer, seccomp=False, rlimits=False),
+            lambda command: prepare(
+                bwrap,
+                zygote,
+                command,
+                jailer=jailer,
+                netns=netns,
+                userns=userns,
+                seccomp=False,
+                rlimits=False,
+            ),
             by_name(self._python, zygote_path),
             policy.workspace,
             config,
@@ -395,6 +431,7 @@ class SandboxExecutor(HostExecutor):
                 f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
                 "blocks in the Landlock tier (isolation='landlock')",
             )
+        refuse_network(bool(self.limits.network), why or "")
         problem = landlock_problem()
         if problem is not None:
             local = "or run unisolated with backend='local' (CLI: --backend local)"
@@ -424,9 +461,12 @@ class SandboxExecutor(HostExecutor):
         if self._zygote is not None:
             self._zygote.stop()
             self._zygote = None
-        if self._netns is not None:
+        if self._egress is not None:  # its namespace and slirp4netns
+            self._egress.close()
+            self._egress = None
+        elif self._netns is not None:
             os.close(self._netns)
-            self._netns = None
+        self._netns = None
         self._jailer.close()
         if self._lease is not None:
             self._lease.release()

@@ -58,8 +58,11 @@ What this tier does not hide (the namespaces tier does):
   and Landlock refuses ptrace-like access outside the domain);
 - the host's network namespace: with the network off only AF_UNIX
   datagram sockets (and ``socketpair``) can be made, and a datagram may
-  reach a host datagram socket its uid may write (journald, syslog); with
-  the network on, the host's interfaces and loopback services;
+  reach a host datagram socket its uid may write (journald, syslog). The
+  network on is refused (``refuse_network``): without a namespace of its
+  own a block would have the host's network, its loopback services, its
+  addresses and the cloud metadata endpoint, and Landlock (ABI 4+)
+  restricts TCP bind and connect by port only, never by address;
 - unix stream sockets are refused, so what needs them fails with EPERM:
   multiprocessing's forkserver (Python 3.14's default start method: use
   ``fork``) and ``Manager``, a unix-socket server of the block's own;
@@ -116,7 +119,7 @@ from ._reach import Reach, check, private_mounts, reach_supported
 from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program
 from ._seccomp import supported as seccomp_supported
 
-__all__ = ["LandlockTier", "landlock_problem", "warn_weaker"]
+__all__ = ["LandlockTier", "landlock_problem", "refuse_network", "warn_weaker"]
 
 SYSTEM_RIGHTS = ll.READ | ll.EXECUTE
 WRITABLE_RIGHTS = ll.READ | ll.WRITE | ll.EXECUTE  # the workspace and the block's temporary folder
@@ -156,6 +159,23 @@ def landlock_problem() -> str | None:
     return reason
 
 
+def refuse_network(network: bool, why: str = "") -> None:
+    """BackendUnavailableError for the network on: this tier cannot keep a
+    block from this machine (the module docstring). ``why``: what kept the
+    namespaces tier from starting."""
+    if network:
+        raise BackendUnavailableError(
+            "sandbox",
+            "Limits(network=True) needs the namespaces tier (a network namespace of the block's own, "
+            "reaching the internet and not this machine); the Landlock tier would give the block the "
+            "host's network: its loopback services, its addresses, the cloud metadata endpoint "
+            "(Landlock restricts TCP by port only, never by address)"
+            + (f". The namespaces tier cannot start here: {why}" if why else "")
+            + ". Run where bubblewrap can make namespaces (isolation='namespaces'), use "
+            "backend='docker', or set Limits(network=False)",
+        )
+
+
 def warn_weaker(why: str) -> None:
     """Warn, once per process for each reason, that blocks run in the Landlock tier."""
     with _warned_lock:
@@ -181,6 +201,7 @@ class LandlockTier:
     program); the module docstring says what it cannot hold."""
 
     def __init__(self, policy: JailPolicy, *, lease: Lease | None) -> None:
+        refuse_network(policy.network)
         workspace, readonly, network = policy.workspace, policy.readonly, policy.network
         env = dict(policy.env)
         rlimits = dict(policy.rlimits)

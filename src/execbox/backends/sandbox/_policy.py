@@ -11,7 +11,8 @@ namespaces (``_landlock_tier`` says what it cannot). What the block sees:
 - a user namespace, uid and gid 65534 inside, every capability dropped,
   new PID, IPC, UTS, network and cgroup namespaces (``--unshare-all``);
 - a read-only root of the system folders (``SYSTEM_DIRS``), a few /etc
-  files (the resolver's too when ``network``), the interpreter's folders
+  files (the resolver's too when ``network``: /etc/resolv.conf is
+  ``resolv_conf``, naming the egress namespace's DNS forwarder), the interpreter's folders
   (``readonly``) and ``extra_readonly`` (host, inside) pairs;
 - a private /proc with /proc/sys read-only and the kernel-key, symbol and
   command-line files hidden; a minimal /dev plus ``devices`` ((host node,
@@ -20,8 +21,12 @@ namespaces (``_landlock_tier`` says what it cannot). What the block sees:
 - the workspace as the only writable host path, ``writable`` (host,
   inside) pairs beside it, ``sealed`` workspace folders read-only over
   themselves, ``unsealed`` ones within them writable again (a build);
-- no network unless ``network`` (``joined_netns``: the jail starts in an
-  empty network namespace made once per executor, ``_jail.empty_netns``);
+- a network namespace of its own (``--unshare-all``), or, with
+  ``joined_netns``, the one the launch joins, made once per executor: an
+  empty one (``_jail.empty_netns``), or with ``network`` the egress one,
+  whose way out reaches the internet and not this machine (``_egress``).
+  ``network`` never means the host's network: without ``joined_netns``
+  the jail's namespace is empty, and the launcher refuses to start it;
 - ``env`` and nothing else of the host's environment (``--clearenv``);
 - the ``seccomp`` profile: "block" (``_seccomp.DENIED``), "zygote" (the
   same but the namespace and mount calls a pool's zygote makes its units
@@ -106,6 +111,7 @@ class JailPolicy:
     devices: tuple[tuple[str, str], ...] = ()
     network: bool = False
     joined_netns: bool = False
+    resolv_conf: str | None = None
     tmp_bytes: int = 256 << 20
     hostname: str = "execbox"
     seccomp: str | None = "block"
@@ -143,15 +149,18 @@ class JailPolicy:
             "--hostname",
             self.hostname,
         ]
-        if self.network or self.joined_netns:
+        if self.joined_netns:  # the namespace the launch joined: never the host's (_launcher)
             args.append("--share-net")
         for path in SYSTEM_DIRS:
             if host.is_link(path):  # /bin -> usr/bin on merged-/usr systems
                 args += ["--symlink", host.read_link(path), path]
             elif host.is_dir(path):
                 args += ["--ro-bind", path, path]
-        for path in (*ETC_FILES, *LANGUAGE_ETC, *(NETWORK_FILES if self.network else ())):
+        resolver = NETWORK_FILES[1:] if self.network else ()  # the host's resolv.conf names its own resolver
+        for path in (*ETC_FILES, *LANGUAGE_ETC, *resolver):
             args += ["--ro-bind-try", path, path]
+        if self.network and self.resolv_conf is not None:
+            args += ["--ro-bind", source(self.resolv_conf), NETWORK_FILES[0]]
         # /tmp before the interpreter binds: an interpreter (a venv) may live under the host's /tmp
         size = str(self.tmp_bytes)
         args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]

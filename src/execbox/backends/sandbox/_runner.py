@@ -73,6 +73,7 @@ class JailRunner:
         bwrap: str = "",
         jailer: Jailer | None = None,
         netns: int | None = None,
+        userns: int | None = None,
         zygote: ZygotePool | None = None,
         landlock: LandlockTier | None = None,
         gpu_watch: GpuWatcher = no_watch,
@@ -85,6 +86,7 @@ class JailRunner:
         self.bwrap = bwrap
         self.jailer = jailer or Jailer(None, ())
         self.netns = netns
+        self.userns = userns  # joined before netns (the egress one's, for a host user who is not root)
         self.zygote = zygote
         self.landlock = landlock
         self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb, on the blocks of a GPU executor (_gpu)
@@ -225,6 +227,7 @@ class JailRunner:
             jailer=self.jailer,
             group=group,
             netns=self.netns,
+            userns=self.userns,
             env={TOKEN_VAR: token},
         )
         try:
