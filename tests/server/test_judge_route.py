@@ -3,7 +3,15 @@ compiled language built once for its cases, bad requests named."""
 
 from __future__ import annotations
 
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+
+from tests.server._http import running_server
 
 ADD_C = '#include <stdio.h>\nint main(){long a,b;scanf("%ld %ld",&a,&b);printf("%ld\\n",a+b);}'
 
@@ -59,3 +67,58 @@ def test_bad_requests_are_named(client, body: dict, named: str) -> None:
     answer = client.post("/v1/judge", json=body)
     assert answer.status_code == 400, answer.text
     assert named in answer.json()["error"]["message"]
+
+
+def test_a_client_that_goes_away_cancels_its_judge_and_frees_its_slot(tmp_path) -> None:
+    """Security issue 39: a judge kept its slot for all its cases after its
+    client left (up to 1,000 x 600 s). A server of one slot and no line:
+    while a judge of 50 slow cases runs, another request is refused (429);
+    its client closes the connection mid-case; the case's process is
+    killed, no further case starts, and the slot serves the next request."""
+    pids = tmp_path / "pids"
+    code = f"import os, time\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\ntime.sleep(60)\n"
+    body = json.dumps(
+        {
+            "code": code,
+            "language": "python",
+            "cases": [{"expected_stdout": ""}] * 50,
+            "stop_on_failure": False,
+            "limits": {"timeout_s": 120},
+        }
+    ).encode()
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                return "zombie" not in status.read()
+        except OSError:
+            return False
+
+    def until(what: Callable[[], Any], deadline_s: float = 60.0) -> Any:
+        end = time.monotonic() + deadline_s
+        while not (found := what()):
+            assert time.monotonic() < end, f"not within {deadline_s:g} s"
+            time.sleep(0.1)
+        return found
+
+    with running_server(
+        "--backend", "local", "--max-concurrency", "1", "--max-queue", "0", "--max-timeout", "600"
+    ) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as judge:
+            judge.sendall(
+                b"POST /v1/judge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                + f"Authorization: Bearer {server.token}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            [first] = until(lambda: pids.exists() and pids.read_text().split())
+            with server.client() as client:
+                refused = client.post("/v1/run", json={"code": "print(1)"})
+                assert refused.status_code == 429, refused.text  # the judge holds the one slot
+        # the judge's client has gone
+        until(lambda: not alive(int(first)))
+        with server.client() as client:
+            until(lambda: client.get("/v1/info").json()["load"]["running"] == 0)
+            served = client.post("/v1/run", json={"code": "print('served')"})
+            assert served.status_code == 200 and served.json()["output"] == "served\n", served.text
+        assert pids.read_text().split() == [first], "a case started after the client left"

@@ -5,7 +5,9 @@ Body: ``{code, language, cases: [{stdin?, expected_stdout? | checker?: {code,
 language?}, name?}], compare?, tolerance?, stop_on_failure?, limits?,
 backend?}``; the answer is ``JudgeResult.to_dict()``. A request holds one
 slot of the server's concurrency for all its cases, which run one after
-another; at most ``MAX_CASES`` cases.
+another; at most ``MAX_CASES`` cases. A client that goes away cancels it
+(``unless_gone``): the case that runs is killed, the rest are not run, the
+slot is given back.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.routing import Route
 from .._errors import ConfigurationError, ExecboxError
 from .._judge import as_cases
 from ._bodies import MAX_CASES, JudgeRequest, checked
+from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
 from ._state import state_of
 from ._wire import backend_of, gpus_of, limits_of, read_json
@@ -52,7 +55,7 @@ async def judge(request: Request) -> Response:
             raise from_execbox(exc) from None
         finished = False
         try:
-            result = await executor.ajudge(code, language, cases, **options)  # a client gone: the case killed
+            result = await unless_gone(request, executor.ajudge(code, language, cases, **options))
             finished = True
         except ConfigurationError as exc:  # a language this backend cannot run, stdin it cannot give
             finished = True
