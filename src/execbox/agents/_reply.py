@@ -4,10 +4,10 @@ chat format; each client translates to its own API."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tools import _bounded_json as bounded_json
 from ._usage import Usage
 
 __all__ = ["ModelReply", "ToolCall", "assistant_message"]
@@ -27,8 +27,9 @@ class ToolCall:
     arguments: str
 
     def parsed(self) -> Any:
-        """The arguments as data; ``ValueError`` when they are not JSON."""
-        return json.loads(self.arguments) if self.arguments.strip() else {}
+        """The arguments as data; ``ValueError`` when they are not JSON or
+        nest deeper than ``MAX_DEPTH`` levels (``TooDeep``)."""
+        return bounded_json.loads(self.arguments) if self.arguments.strip() else {}
 
     def to_openai(self) -> dict[str, Any]:
         return {

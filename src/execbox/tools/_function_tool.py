@@ -22,7 +22,8 @@ as 3 (lax mode), null where ``X | None``. Without it, type hints map to
 JSON schema here (str, int, float, bool, list[...], dict, ``X | None`` as
 nullable, ``Literal[...]``) and values are passed as sent. A parameter
 without a default is required. Arguments a model gets wrong (not JSON,
-missing, unknown, of the wrong type, a function that raises) come back as
+missing, unknown, of the wrong type, nested deeper than
+``_bounded_json.MAX_DEPTH`` levels, a function that raises) come back as
 the call's text, naming what to fix; they never raise into the agent.
 """
 
@@ -38,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import ConfigurationError
+from . import _bounded_json as bounded_json
 
 __all__ = ["FunctionTool", "json_schema_of", "tool_text"]
 
@@ -119,11 +121,18 @@ class FunctionTool:
 
     def _arguments(self, arguments: str | bytes | Mapping[str, Any]) -> dict[str, Any] | str:
         """The keyword arguments, or the text telling the model what is wrong."""
-        if isinstance(arguments, (str, bytes)):
-            try:
-                arguments = json.loads(arguments or "{}")
-            except ValueError as exc:
-                return f"Error: the arguments of {self.name} are not JSON ({exc}); send a JSON object."
+        try:
+            if isinstance(arguments, (str, bytes)):
+                arguments = bounded_json.loads(arguments or "{}")
+            elif (depth := bounded_json.data_depth(arguments)) > bounded_json.MAX_DEPTH:
+                raise bounded_json.TooDeep(depth)
+        except bounded_json.TooDeep as exc:
+            return (
+                f"Error: the arguments of {self.name} nest {exc.depth} levels deep; "
+                f"send them nested at most {bounded_json.MAX_DEPTH} levels."
+            )
+        except ValueError as exc:
+            return f"Error: the arguments of {self.name} are not JSON ({exc}); send a JSON object."
         if not isinstance(arguments, Mapping):
             return (
                 f"Error: the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}."

@@ -31,7 +31,6 @@ is built there, outside any sandbox); for Docker, wheels only.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from .._progress import OnProgress, check_on_progress
 from .._workspace import Workspace
 from ..backends import Executor, create_executor
 from ..environments import DockerPython, Environment
+from . import _bounded_json as bounded_json
 from ._as_function import tool_function
 from ._libraries import Libraries, Rejected, requirements
 
@@ -379,8 +379,8 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
     """A tool call's arguments as a dict with ``code`` (raises ``Rejected``)."""
     if isinstance(arguments, (str, bytes, bytearray)):
         try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            arguments = bounded_json.loads(arguments)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, TooDeep
             raise Rejected(
                 f"InvalidArguments: the arguments are not valid JSON ({exc}): send a JSON object "
                 f"such as {_EXAMPLE}"
