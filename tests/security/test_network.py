@@ -1,14 +1,23 @@
-"""Network: nothing reaches the host or the outside unless Limits(network=True)."""
+"""Network: nothing reaches the host or the outside unless Limits(network=True),
+and with it the internet, never this machine (its loopback, its addresses,
+link-local: the sandbox's egress namespace, backends/sandbox/_egress.py)."""
 
 from __future__ import annotations
 
+import errno
+import os
 import secrets
 import socket
+import subprocess
+import sys
 import threading
+import urllib.request
+from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import not_for, run_then_healthy
+from execbox import BackendUnavailableError, CodeBlock, Workspace
+from tests.security.conftest import DOCKER_MODES, LIMITS, MODES, REQUIRES, not_for, run_then_healthy
 
 
 class TcpServer:
@@ -224,3 +233,151 @@ def test_host_unix_sockets_are_unreachable(hostile):
     assert result.exit_code == 0, result.output
     assert "CONNECTED" not in result.output
     assert result.output.count("failed") == len(HOST_SOCKETS)
+
+
+# ---- the network on: the internet, not this machine ----
+
+NETWORK_ON = LIMITS.replace(network=True, timeout_s=30)
+# what the Landlock tier says for the network on: it has no namespace to keep a block from the host
+LANDLOCK_REFUSES = r"network=True\) needs the namespaces tier"
+# Docker's bridge (README, "Security model"): the host's loopback stays the container's own, but the
+# bridge's gateway is the host, and the host routes the rest (the metadata endpoint among it)
+DOCKER_BRIDGE = (
+    "Docker's bridge reaches the host's addresses and whatever the host routes (README, Security "
+    "model: network on in Docker); the sandbox backend keeps a block from them"
+)
+
+
+def _network_on(mode, make_hostile):
+    """An executor of ``mode`` with the network on; the Landlock tier refuses one (checked here)."""
+    if mode == "landlock":
+        with pytest.raises(BackendUnavailableError, match=LANDLOCK_REFUSES):
+            make_hostile(NETWORK_ON)
+        pytest.skip("not for landlock: it refuses the network on (checked above)")
+    return make_hostile(NETWORK_ON)
+
+
+def package_index() -> str:
+    """The page of pip on the package index pip is configured with (its
+    http(s) index-url or extra-index-url), else on pypi.org."""
+    urls = [os.environ.get("PIP_INDEX_URL", ""), *os.environ.get("PIP_EXTRA_INDEX_URL", "").split()]
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = ""
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith(("index-url", "extra-index-url")):
+            urls += value.strip("'\"").split()
+    index = next((u for u in urls if u.startswith(("http://", "https://"))), "https://pypi.org/simple")
+    return index.rstrip("/") + "/pip/"
+
+
+FETCH = """
+import ssl, urllib.request
+try:
+    with urllib.request.urlopen({url!r}, timeout=20) as page:
+        print("STATUS", page.status, b"pip" in page.read(1 << 20))
+except OSError as exc:
+    untrusted = isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError)
+    print("UNTRUSTED" if untrusted else "failed", type(exc).__name__, exc)
+"""
+
+
+def test_network_on_reaches_the_package_index(mode, make_hostile):
+    url = package_index()
+    try:
+        with urllib.request.urlopen(url, timeout=20) as page:
+            page.read(1 << 20)
+    except OSError as exc:
+        pytest.skip(f"this host itself cannot fetch {url} ({exc})")
+    executor = _network_on(mode, make_hostile)
+    result = run_then_healthy(executor, "python", FETCH.format(url=url))
+    if mode == "docker-gvisor" and ("No route" in result.output or "name resolution" in result.output):
+        pytest.skip(f"gVisor's network on this engine has no way out (its netstack's setup): {result.output}")
+    if mode in DOCKER_MODES and result.output.startswith("UNTRUSTED"):
+        # the index answered, with a certificate the image's CA store lacks (the host's is not the image's)
+        return
+    assert "STATUS 200 True" in result.output, result.output
+
+
+def test_network_on_does_not_reach_the_hosts_loopback(mode, make_hostile, tcp_server):
+    executor = _network_on(mode, make_hostile)
+    # 10.0.2.2: slirp4netns's gateway, the host's loopback unless --disable-host-loopback
+    for host in ("127.0.0.1", "10.0.2.2"):
+        result = run_then_healthy(executor, "python", CONNECT.format(host=host, port=tcp_server.port))
+        assert "CONNECTED" not in result.output, host
+        assert "failed" in result.output, host
+    assert tcp_server.accepted == []
+
+
+def _host_addresses() -> list[str]:
+    """Every IPv4 address of this host's interfaces (its default route's first)."""
+    from execbox.backends.sandbox._netlink import host_addresses
+
+    found = [a for a in host_addresses() if ":" not in a and not a.startswith("127.")]
+    return list(dict.fromkeys([_host_address(), *found]))
+
+
+def test_network_on_does_not_reach_the_hosts_own_addresses(mode, make_hostile):
+    not_for(mode, DOCKER_MODES, DOCKER_BRIDGE)
+    server = TcpServer(host="0.0.0.0")
+    try:
+        executor = _network_on(mode, make_hostile)
+        for address in _host_addresses():
+            result = run_then_healthy(executor, "python", CONNECT.format(host=address, port=server.port))
+            assert "CONNECTED" not in result.output, address
+            assert "failed" in result.output, address
+    finally:
+        server.close()
+    assert server.accepted == []
+
+
+UNREACHABLE = """
+import errno, socket
+try:
+    socket.create_connection(("169.254.169.254", 80), timeout=3)
+    print("CONNECTED")
+except OSError as exc:
+    print("failed", errno.errorcode.get(exc.errno, exc.errno))
+"""
+
+
+def test_network_on_has_no_route_to_link_local(mode, make_hostile):
+    # the cloud metadata endpoint, which hands out the machine's credentials: refused at once (no
+    # route), not left to time out where a real one would have answered
+    not_for(mode, DOCKER_MODES, DOCKER_BRIDGE)
+    executor = _network_on(mode, make_hostile)
+    result = run_then_healthy(executor, "python", UNREACHABLE)
+    assert "CONNECTED" not in result.output
+    refused = {errno.errorcode[e] for e in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EACCES, errno.EPERM)}
+    assert result.output.split()[-1] in refused, result.output
+
+
+def _slirp_children() -> set[int]:
+    """slirp4netns processes whose parent is this one."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            comm = (entry / "comm").read_text().strip()
+        except (OSError, IndexError):
+            continue
+        if comm == "slirp4netns" and int(fields[1]) == os.getpid():
+            found.add(int(entry.name))
+    return found
+
+
+def test_network_on_leaves_no_process_behind(mode, tmp_path):
+    not_for(mode, {"landlock", "remote", *DOCKER_MODES}, "no egress namespace of its own")
+    REQUIRES[mode]()
+    before = _slirp_children()
+    executor = MODES[mode](Workspace(tmp_path / "own"), NETWORK_ON)
+    with executor:
+        assert executor.run(CodeBlock("python", "print(6*7)")).output == "42\n"
+        started = _slirp_children() - before
+        assert len(started) == 1, started  # one egress namespace for the executor
+    assert not (started & _slirp_children())
+    assert not any(Path(f"/proc/{pid}").exists() for pid in started)  # ended and reaped

@@ -3,7 +3,8 @@ bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
 
 - The jail is the sandbox's (a ``JailPolicy`` started by ``_launcher.prepare``): read-only system and
   interpreter, the workspace as the only writable host path, a private /tmp,
-  no network unless ``Limits(network=True)``, the seccomp filter, rlimits.
+  no network unless ``Limits(network=True)``, and then a namespace of the kernel's own whose way
+  out reaches the internet and not this machine (``sandbox._egress``), the seccomp filter, rlimits.
 - The kernel talks over IPC sockets in a private host folder bound into the
   jail at a neutral path (``KERNEL_DIR``); bwrap reads its options from a
   memfd (``hidden_argv``) and the kernel starts by its bare name, so no
@@ -38,7 +39,8 @@ from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
 from .._ownership import hand_over, reown_tree
 from ..sandbox._cgroups import BlockCgroup, CgroupSupport
-from ..sandbox._identity import Jailer, Lease, is_jail_id, lease
+from ..sandbox._egress import Egress, open_egress
+from ..sandbox._identity import Jailer, Lease, is_jail_id, lease, reachable
 from ..sandbox._jail import (
     INSTALL_HINT,
     by_name,
@@ -85,6 +87,7 @@ class SandboxKernel(Kernel):
         self._readonly: list[str] | None = None
         self._lease: Lease | None = None
         self._jailer = Jailer(None, ())
+        self._egress: Egress | None = None  # Limits(network=True): the kernel's namespace
 
     def start(self) -> None:
         bwrap = find_bwrap()
@@ -126,7 +129,21 @@ class SandboxKernel(Kernel):
             *KERNEL_ARGS,
             f"{KERNEL_DIR}/{os.path.basename(connection)}",
         ]
-        launch = prepare(bwrap, policy, command, jailer=jailer, group=self._group)
+        netns = userns = None
+        if policy.network:  # the internet, not this machine: a namespace of the kernel's own (_egress)
+            given = self._lease
+            try:
+                self._egress = open_egress(
+                    jailer.become,
+                    backend="jupyter",
+                    reachable_dir=lambda path: given is None or reachable(path, given.uid, given.gid),
+                )
+            except BaseException:
+                self.stop()  # the lease, the cgroup, the sockets' folder
+                raise
+            policy = replace(policy, joined_netns=True, resolv_conf=self._egress.resolv_conf)
+            netns, userns = self._egress.join()
+        launch = prepare(bwrap, policy, command, jailer=jailer, group=self._group, netns=netns, userns=userns)
         log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
         try:
             self._proc = spawn_kept(
@@ -236,6 +253,9 @@ class SandboxKernel(Kernel):
         self.pid = None
         if self._runtime:
             shutil.rmtree(self._runtime, ignore_errors=True)
+        if self._egress is not None:
+            self._egress.close()
+            self._egress = None
         self._jailer.close()
         if self._lease is not None:
             self._lease.release()
