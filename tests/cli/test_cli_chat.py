@@ -155,17 +155,16 @@ def test_tools_mode_with_anthropic_asks_before_each_call():
 
 def test_chat_takes_the_limit_options_and_keeps_the_files_left():
     with FakeModel([]) as server:
-        port = server.root_url.rsplit(":", 1)[1]
-        block = (
+        block = (  # the network on: an interface of the block's own with a way out (never the host's)
             "```python\nimport resource, socket\n"
-            f"socket.create_connection(('127.0.0.1', {port}), timeout=10).close()\n"
+            "print('interfaces', sorted(n for _, n in socket.if_nameindex()))\n"
             "print('nproc', resource.getrlimit(resource.RLIMIT_NPROC)[0])\n"
             "open('mean.txt', 'w').write('6')\n```"
         )
         server.add(block, DONE)
         done = _chat(server.base_url, "--auto", "--network", "--max-processes", "29", "--memory", "1G")
     assert done.returncode == 0, done.stderr
-    assert "exitcode: 0 (execution succeeded)\nnproc 29" in done.stdout  # it reached the model's server
+    assert "exitcode: 0 (execution succeeded)\ninterfaces ['lo', 'tap0']\nnproc 29" in done.stdout
     kept = re.search(
         r"^execbox: the files are in (\S+) \(kept; --workdir DIR to choose where\)$", done.stderr, re.M
     )
