@@ -10,7 +10,8 @@ case failed and the judge stops at the first failure).
 Comparison modes: ``exact`` (byte for byte), ``lines`` (trailing spaces and
 trailing empty lines ignored: what most judges do), ``whitespace`` (any run
 of whitespace equals any other), ``float`` (tokens compared as numbers
-within ``tolerance``, absolute or relative, the rest as in ``whitespace``).
+within ``tolerance``, absolute or relative, the rest as in ``whitespace``;
+``inf``, ``-inf`` and ``nan`` equal only the same non-finite value, never a number).
 A case with neither accepts a program that exits with status 0. A case
 with ``checker`` is judged by that program instead: it gets a JSON
 object ``{"input", "expected", "output"}`` on stdin and exits 0 to accept,
@@ -209,8 +210,8 @@ def _close(got: str, want: str, tolerance: float) -> bool:
         a, b = float(got), float(want)
     except ValueError:
         return False
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
+    if not (math.isfinite(a) and math.isfinite(b)):  # inf is no answer to 42: only to inf (nan to nan)
+        return (math.isnan(a) and math.isnan(b)) or a == b
     return abs(a - b) <= tolerance or abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 

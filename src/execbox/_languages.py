@@ -166,7 +166,19 @@ LANGUAGES: tuple[Language, ...] = (
         "execute",
         install_hint="apt-get install default-jdk-headless",
         build=Build(
-            ("javac", "-encoding", "UTF-8", "-d", "{dir}", "{src}"),
+            # its own folder as the class path, no annotation processor: nothing of the workspace's runs
+            (
+                "javac",
+                "-encoding",
+                "UTF-8",
+                "-proc:none",
+                "-implicit:none",
+                "-cp",
+                "{dir}",
+                "-d",
+                "{dir}",
+                "{src}",
+            ),
             # a small code cache and class space: the JVM starts under a 1 GiB RLIMIT_AS too
             # (the stand-in for a memory cgroup), where by default it reserves more than that
             (

@@ -363,15 +363,32 @@ class Executor(ABC):
         compare: str = "lines",
         tolerance: float = 1e-6,
         stop_on_failure: bool = True,
+        fresh_workspace: bool = True,
     ) -> JudgeResult:
         """Run ``code`` against test cases (``execbox.Case`` or dicts
         ``{stdin, expected_stdout | checker}``) under this executor's limits,
-        building a compiled language once: a verdict per case and overall.
-        ``compare``: "lines" (trailing spaces ignored), "exact", "whitespace"
-        or "float" (within ``tolerance``); ``stop_on_failure`` skips the cases
-        after the first that fails (``execbox._judge`` says more)."""
+        building a compiled language once, before the first case: a verdict
+        per case and overall. ``compare``: "lines" (trailing spaces
+        ignored), "exact", "whitespace" or "float" (within ``tolerance``);
+        ``stop_on_failure`` skips the cases after the first that fails
+        (``execbox._judge`` says more).
+
+        The program is the checker's adversary, so: each case runs in the
+        workspace as it was before the first (what a case leaves is
+        removed, what it changed put back) unless ``fresh_workspace=False``
+        (the cases then share it); checkers run in an executor of their own
+        (a workspace and jail the program never sees), built before the
+        first case; a stateful executor is refused (``ConfigurationError``):
+        its blocks share one interpreter."""
         return judge(
-            self, code, language, cases, compare=compare, tolerance=tolerance, stop_on_failure=stop_on_failure
+            self,
+            code,
+            language,
+            cases,
+            compare=compare,
+            tolerance=tolerance,
+            stop_on_failure=stop_on_failure,
+            fresh_workspace=fresh_workspace,
         )
 
     async def ajudge(
@@ -383,10 +400,18 @@ class Executor(ABC):
         compare: str = "lines",
         tolerance: float = 1e-6,
         stop_on_failure: bool = True,
+        fresh_workspace: bool = True,
     ) -> JudgeResult:
         """``judge`` for asyncio: cancelling the task kills the case that runs."""
         return await ajudge(
-            self, code, language, cases, compare=compare, tolerance=tolerance, stop_on_failure=stop_on_failure
+            self,
+            code,
+            language,
+            cases,
+            compare=compare,
+            tolerance=tolerance,
+            stop_on_failure=stop_on_failure,
+            fresh_workspace=fresh_workspace,
         )
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:

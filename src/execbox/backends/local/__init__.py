@@ -10,6 +10,7 @@ per block whose name never collides.
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -139,6 +140,22 @@ class Unjailed:
             env={**executor._child_env, **env},
             timeout_s=timeout_s,
             output_limit=executor.limits.max_output_bytes,
-            # no RLIMIT_AS for a compiler: javac's JVM and tsc's Node.js reserve far more than they use
+            # RLIMIT_DATA, not AS, for a compiler: javac's JVM and tsc's Node.js reserve far more
+            # address space than they use, which DATA does not count
+            preexec=_data_limit(executor.limits.memory_mb),
             cancel=cancel,
         )
+
+
+def _data_limit(memory_mb: int | None) -> Callable[[], None] | None:
+    """What bounds a compiler's memory at ``Limits.memory_mb`` (between fork and exec)."""
+    if not memory_mb:
+        return None
+    limit = memory_mb << 20
+
+    def apply() -> None:
+        hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+        value = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (value, value))
+
+    return apply

@@ -122,9 +122,9 @@ class JailRunner:
             self.policy,
             unsealed=folders,
             env=(*self.policy.env, *env.items()),
-            # no RLIMIT_AS standing in for a memory cgroup: javac's JVM and tsc's Node.js reserve
-            # far more address space than they use, and would not start under it
-            rlimits=tuple((name, value) for name, value in self.policy.rlimits if name != "AS"),
+            # RLIMIT_DATA, not AS, standing in for a memory cgroup: javac's JVM and tsc's Node.js
+            # reserve far more address space than they use, which DATA does not count
+            rlimits=tuple(("DATA" if name == "AS" else name, value) for name, value in self.policy.rlimits),
         )
         return self._run(
             argv,
