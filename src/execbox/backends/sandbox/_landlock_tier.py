@@ -280,8 +280,8 @@ class LandlockTier:
     ) -> ProcessOutcome:
         """Run ``argv`` under the tier's rules (the workspace is writable
         whole here, a build folder too), ``extra_env`` added to its
-        environment; ``address_limit=False``: without RLIMIT_AS (a
-        compiler: a JVM or Node.js reserves far more than it uses)."""
+        environment; ``address_limit=False``: RLIMIT_DATA in place of
+        RLIMIT_AS (a compiler: a JVM or Node.js reserves far more than it uses)."""
         tmp = tempfile.mkdtemp(prefix="execbox-block-", dir=self.tmp_base)
         shm = tempfile.mkdtemp(prefix="execbox-shm-", dir=self.tmp_base) if self.shm else None
         ruleset = -1
@@ -337,8 +337,8 @@ class LandlockTier:
         self, ruleset: int, procs: Sequence[int], status: int, shm: str | None, address_limit: bool = True
     ) -> Callable[[], None]:
         limits, lease, reach, fprog = self.limits, self.lease, self.reach, self.fprog
-        if not address_limit:
-            limits = [(which, value) for which, value in limits if which != resource.RLIMIT_AS]
+        if not address_limit:  # a compiler: RLIMIT_DATA bounds it, not counting a JVM's reservations
+            limits = [(resource.RLIMIT_DATA if w == resource.RLIMIT_AS else w, v) for w, v in limits]
         shm_source, shm_target = (os.fsencode(shm), self.shm) if shm and self.shm else (None, None)
         keyctl, capset = self.numbers["keyctl"], self.numbers["capset"]
         cap_header, cap_data, last_cap = self.cap_header, self.cap_data, self.last_cap
