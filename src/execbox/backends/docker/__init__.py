@@ -11,6 +11,14 @@ no network, memory/pids limits (CPU when asked), a read-only root with a
 tmpfs /tmp, a non-root user, no capabilities and no-new-privileges. A
 timeout kills everything the block started inside the container; the
 container is killed before the workspace is touched on ``close()``.
+
+``Limits(network=True)`` is Docker's default bridge, as the engine sets it
+up: the host's loopback stays the container's own, but the bridge's gateway
+is the host and the host's NAT routes the rest (its other addresses, its
+private networks, the cloud metadata endpoint). Unlike the sandbox's
+egress namespace (``sandbox._egress``), execbox does not narrow it: that
+needs the host's firewall (root), which the engine's users need not have
+(README, "Security model"; the hostile battery skips those rows here).
 """
 
 from __future__ import annotations
