@@ -152,3 +152,16 @@ def test_interpreter_under_host_tmp_is_visible(tmp_path):
         result = ex.run(py("import sys; print(sys.prefix)"))
     assert result.exit_code == 0, result.output
     assert result.output.strip() == str(env.path)
+
+
+def test_network_on_without_slirp4netns_refuses_to_start(tmp_path, monkeypatch):
+    """Never the host's network in its place: the start fails, naming the package."""
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
+    which = shutil.which
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name == "slirp4netns" else which(name, *a, **k)
+    )
+    executor = SandboxExecutor(workspace=tmp_path / "ws", limits=Limits(network=True), isolation="namespaces")
+    with pytest.raises(BackendUnavailableError, match=r"apt-get install slirp4netns"):
+        executor.start()
+    executor.close()
