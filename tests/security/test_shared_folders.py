@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock
-from tests.security.conftest import run_then_healthy
+from tests.security.conftest import MODES, not_for, run_then_healthy
 from tests.security.test_host_side import run_in_thread
 
 pytestmark = pytest.mark.as_user
@@ -143,3 +143,63 @@ def test_a_host_file_in_a_shared_folder_is_out_of_reach_by_name(hostile, folder)
     finally:
         host.unlink(missing_ok=True)
         mine.unlink(missing_ok=True)
+
+
+OWN_SHM = r"""
+import errno, os
+try:
+    print('listed', sorted(os.listdir('/dev/shm')))
+except OSError as exc:
+    print('not listed', errno.errorcode[exc.errno])
+open('source', 'w').close()
+for kind, make in (
+    ('fifo', os.mkfifo),
+    ('symlink', lambda path: os.symlink('/etc/hostname', path)),
+    ('link', lambda path: os.link('source', path)),
+    ('folder', os.mkdir),
+):
+    try:
+        make('/dev/shm/execbox-{token}-' + kind)
+        print('made', kind)
+    except OSError as exc:
+        print('refused', kind, errno.errorcode[exc.errno])
+try:
+    import multiprocessing, multiprocessing.shared_memory
+    lock = multiprocessing.Lock()  # a POSIX semaphore: sem_open links its file to its name
+    memory = multiprocessing.shared_memory.SharedMemory(create=True, size=64)
+    memory.buf[:5] = b'hello'
+    print('shared memory', bytes(memory.buf[:5]).decode())
+    memory.close()
+    memory.unlink()
+except OSError as exc:
+    print('no shared memory', errno.errorcode[exc.errno])
+"""
+
+
+def test_the_landlock_tier_shows_a_block_no_host_dev_shm(mode, hostile):
+    """Issue 39: a block of the Landlock tier listed /dev/shm and made FIFOs,
+    symbolic links and links there. It sees either a /dev/shm of its own (as
+    root, in a mount namespace: POSIX shared memory and semaphores work in
+    it, nothing else is made there) or none (as a user who is not root: they
+    fail with EACCES); never the host's files, and nothing lands in the host's."""
+    not_for(mode, set(MODES) - {"landlock"}, "the namespaces and Docker give a block a /dev/shm of its own")
+    token = secrets.token_hex(8)
+    marker = Path("/dev/shm") / f"execbox-marker-{token}"
+    marker.write_text(f"host-{token}\n")
+    try:
+        result = run_then_healthy(hostile, "python", OWN_SHM.replace("{token}", token))
+        assert result.exit_code == 0, result.output
+        assert marker.name not in result.output, f"the block listed the host's /dev/shm:\n{result.output}"
+        assert "made " not in result.stdout, result.output
+        for kind in ("fifo", "symlink", "link", "folder"):
+            assert f"refused {kind} " in result.stdout, result.output
+        assert "shared memory hello" in result.stdout or "no shared memory EACCES" in result.stdout, (
+            result.output
+        )
+        assert marker.read_text() == f"host-{token}\n"
+        left = sorted(p.name for p in Path("/dev/shm").iterdir() if token in p.name and p != marker)
+        assert left == [], f"the block made {left} in the host's /dev/shm"
+    finally:
+        for path in Path("/dev/shm").iterdir():
+            if token in path.name:
+                path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()

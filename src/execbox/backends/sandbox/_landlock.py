@@ -43,6 +43,7 @@ __all__ = [
     "IOCTL_DEV",
     "READ",
     "READ_FILE",
+    "SHARED_MEMORY",
     "TRUNCATE",
     "WRITE",
     "WRITE_FILE",
@@ -101,6 +102,10 @@ WRITE = (
     | REFER
     | TRUNCATE
 )
+# what POSIX shared memory and semaphores need of their folder (shm_open, sem_open: a file
+# made, opened, sized, linked to its name beside it, removed); not a FIFO, a socket, a
+# symbolic link, a folder, a device node, nor a link or rename from another folder (REFER)
+SHARED_MEMORY = READ_FILE | READ_DIR | WRITE_FILE | MAKE_REG | REMOVE_FILE | TRUNCATE
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall  # called between fork and exec: made here, not there

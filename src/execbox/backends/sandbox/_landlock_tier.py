@@ -24,7 +24,9 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
 - restricts itself with Landlock (``_landlock``): read and execute on the
   system folders and the interpreter's, read on a few files of /etc and on
   /proc, read and write on the workspace and on the folders made for the
-  block (``TMPDIR`` and ``HOME``, and its /dev/shm; removed afterwards),
+  block (``TMPDIR`` and ``HOME``, never in the host's /dev/shm; and its
+  /dev/shm, where only the files POSIX shared memory and semaphores make
+  can be made: ``_landlock.SHARED_MEMORY``; removed afterwards),
   /dev/null and its kin; nothing else: not the host's /tmp, nor the host's
   /dev/shm. With the network off, TCP bind and connect are refused
   (ABI 4+); signals and abstract unix sockets stay inside the block's domain
@@ -127,7 +129,7 @@ DEVICE_RIGHTS = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE | ll.IOCTL_DEV
 DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full")
 DEVICES_RO = ("/dev/random", "/dev/urandom")
 SHM = "/dev/shm"
-SHM_RIGHTS = ll.READ | ll.WRITE  # on the block's own /dev/shm folder, never on the host's
+SHM_RIGHTS = ll.SHARED_MEMORY  # on the block's own /dev/shm folder, never on the host's
 MS_BIND = 0x1000
 MIN_ABI_TRUNCATE = 3
 LANDLOCK_HINT = (
@@ -227,6 +229,8 @@ class LandlockTier:
         self.rules += [(host, SYSTEM_RIGHTS) for host, _ in policy.extra_readonly]  # the driver's folders
         self.rules += [(workspace, WRITABLE_RIGHTS)]
         self.tmp_base = tempfile.gettempdir()
+        if (os.path.realpath(self.tmp_base) + "/").startswith(os.path.realpath(SHM) + "/"):
+            self.tmp_base = "/tmp"  # the block's folders are never in the host's /dev/shm
         if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
             self.tmp_base = "/tmp"
         self.reach = Reach([workspace, *readonly], lease, workspace) if lease is not None else None
