@@ -21,6 +21,13 @@ from execbox._judge import as_cases, compare_output
         ("float", "0.30000000000000004", "0.3", True),
         ("float", "0.31", "0.3", False),
         ("float", "nan x", "nan x", True),
+        # a non-finite value equals only the same one: inf is no answer to 42 (issue 39)
+        ("float", "inf", "42", False),
+        ("float", "-inf", "-1e308", False),
+        ("float", "1e999", "1e308", False),
+        ("float", "nan", "0", False),
+        ("float", "inf", "inf", True),
+        ("float", "-inf", "inf", False),
     ],
 )
 def test_compare_modes(mode, actual, expected, same):
