@@ -24,7 +24,6 @@ install_system_packages() {
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
     # a block with the network on: its own namespace, egress by user-mode networking (sandbox/_egress.py)
     command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
-    command -v pasta >/dev/null 2>&1 || need+=(passt)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
     # test: the toolchains of the language table (src/execbox/_languages.py), Debian's own, in
     # /usr/bin where the sandbox's jail finds them (a rustup rustc under ~/.cargo is not one)
