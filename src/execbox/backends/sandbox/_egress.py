@@ -45,6 +45,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import select
 import shutil
 import subprocess
@@ -89,6 +90,7 @@ FORBIDDEN = (
     "::/0",  # no IPv6 way out is offered: the host's ::1, fc00::/7 and fe80::/10 among them
 )
 START_TIMEOUT_S = 20.0
+SLIRP_LOG_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
 _unshare, _prctl = _libc.unshare, _libc.prctl  # called between fork and exec: made here, not there
 PR_SET_DUMPABLE = 4
@@ -171,8 +173,12 @@ def _own_namespaces(become: Callable[[], None]) -> Callable[[], None]:
     return make
 
 
-def _join(become: Callable[[], None], userns: int | None, netns: int | None) -> Callable[[], None]:
+def _join(
+    become: Callable[[], None], userns: int | None, netns: int | None, log_bytes: int = 0
+) -> Callable[[], None]:
     def join() -> None:  # in a child, before it execs: system calls only
+        if log_bytes:  # what a block's traffic makes it log: its log file, bounded (past it, it ends)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (log_bytes, log_bytes))
         become()
         if userns is not None and setns(userns, CLONE_NEWUSER) != 0:
             raise OSError(ctypes.get_errno(), "execbox: join the egress user namespace")
@@ -253,7 +259,7 @@ def open_egress(become: Callable[[], None], *, backend: str, reachable_dir: Call
                 pass_fds=(ready_w, exit_r, netns),
                 # root of the namespace's user namespace (the jail id on the host): --enable-sandbox makes
                 # a mount namespace and drops every capability there, which a plain user may not
-                preexec_fn=_join(become, userns, None),
+                preexec_fn=_join(become, userns, None, log_bytes=SLIRP_LOG_BYTES),
                 close_fds=True,
             )
         for fd in (ready_w, exit_r):
