@@ -29,6 +29,7 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "security/test_container_host.py": ("docker", "nested"),
     "security/test_docker_host.py": ("docker",),
     "security/test_docker_frames.py": ("docker",),
+    "security/test_judge_docker.py": ("docker",),
     "playground/": ("browser",),
     "papers/": ("docker",),
     "backends/test_docker.py": ("docker",),
