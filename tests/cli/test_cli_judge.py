@@ -43,3 +43,16 @@ def test_judge_names_what_is_wrong(tmp_path):
     cases.write_text("[{}]")
     done = execbox("judge", str(source), "--cases", str(cases))
     assert done.returncode == 2 and "--language" in done.stderr
+
+
+def test_judge_gives_each_case_a_fresh_workspace_unless_shared(tmp_path):
+    source = tmp_path / "count.py"
+    source.write_text(
+        "import os\nprint(len(set(os.listdir('.')) - {'.execbox'}))\nopen(f'left-{os.getpid()}', 'w').close()\n"
+    )
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([{"expected_stdout": "0"}] * 2))
+    fresh = execbox("judge", str(source), "--cases", str(cases), "--backend", "local", "--json")
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    shared = execbox("judge", str(source), "--cases", str(cases), "--backend", "local", "--shared-workspace")
+    assert shared.returncode == 1 and "expected '0', got '1'" in shared.stdout, shared.stdout + shared.stderr

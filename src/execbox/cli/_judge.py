@@ -26,6 +26,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--compare", default="lines", choices=("lines", "exact", "whitespace", "float"))
     cmd.add_argument("--tolerance", type=float, default=1e-6, help="for --compare float (default: 1e-6)")
     cmd.add_argument("--all", action="store_true", help="run every case (default: stop at the first failure)")
+    cmd.add_argument(
+        "--shared-workspace",
+        action="store_true",
+        help="the cases share one workspace (default: each finds it as it was before the first)",
+    )
     cmd.add_argument("--backend", default=DEFAULT_BACKEND, help=f"one of {', '.join(backend_names())}")
     cmd.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per case (default: 10)"
@@ -48,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             compare=args.compare,
             tolerance=args.tolerance,
             stop_on_failure=not args.all,
+            fresh_workspace=not args.shared_workspace,
         )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
