@@ -10,8 +10,10 @@ jailed kernel's round trip 4.3 ms); a unit's socket, two pipes and one
 A unit claimed from the pool (``ZygotePool.claim``) is told ``session``
 on its code socket and ``go`` on its init's, with the status socket. Then
 per block: a JSON request and the block's stdout and stderr on the code
-socket; ``exit N`` back (with a memfd of displays when there are any),
-after the session has closed its ends of the pipes. ``int`` on the status
+socket; ``exit N NONCE`` back (with a memfd of displays when there are
+any), after the session has closed its ends of the pipes. The nonce ties
+each answer to its request (``_session_block``, which reads them): a block
+that answers for itself cannot make the session hand a later block its result. ``int`` on the status
 socket makes the init send SIGINT to the session (a timeout, a cancel): the
 block ends with ``KeyboardInterrupt`` and the state stays; if no answer
 comes within INTERRUPT_GRACE_S, the unit is killed and the next block gets
@@ -23,14 +25,12 @@ leaves, which kills the unit's PID namespace.
 from __future__ import annotations
 
 import base64
-import fcntl
 import itertools
 import json
 import os
 import re
 import select
 import socket
-import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -46,6 +46,7 @@ from ._cgroups import BlockCgroup
 from ._gpu import GpuWatcher, no_watch
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
+from ._session_block import SessionBlock, new_nonce
 from ._sockets import recv_fds_now, send_fds_now
 
 __all__ = ["INTERRUPT_GRACE_S", "Session", "sent_whole", "session_outcome"]
@@ -68,6 +69,10 @@ NOMEM = (
     "The Python session could not take this block: earlier blocks hold all the memory it may use "
     "(Limits.memory_mb); it ran in a fresh session, and the variables and imports of earlier blocks are lost."
 )
+OUT_OF_STEP = (
+    "out of step with its requests: an earlier block answered for itself on the session's socket, and "
+    "its true answer came while this block waited; this block may have run in part"
+)
 LOST_INTERRUPT = (
     "The session did not stop on interrupt (Limits.timeout_s) and was restarted: "
     "its state (variables, imports) is lost."
@@ -82,6 +87,7 @@ class Answer:
     displays: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""  # what happened to the session, for the output
     died: str | None = None  # how the session died during the block
+    dropped: int = 0  # displays the session dropped past Limits.max_output_bytes
 
 
 class Session:
@@ -210,7 +216,8 @@ class Session:
                 # its file, in the jail (where .execbox/ is read-only). The same rule as the
                 # executor's, which then wrote the file: a text it did not write is always sent.
                 request = {k: v for k, v in request.items() if k != "code"}
-            data = json.dumps(request).encode()
+            nonce = new_nonce()  # what ties the answers to this request (_session_block)
+            data = json.dumps({**request, "nonce": nonce, "displays_max": output_limit}).encode()
             try:
                 send_fds_now(self._code, data, [out_w, err_w, *([given] if given is not None else [])])
             except OSError:
@@ -220,7 +227,7 @@ class Session:
             if given is not None:
                 os.close(given)
                 given = None
-            watched = _Block(self._code, self._status)
+            watched = SessionBlock(self._code, self._status, nonce)
             with self.gpu_watch(self._group) as gpu:
                 capture, timed_out, cancelled = watch(
                     out_r,
@@ -242,6 +249,16 @@ class Session:
             note = KEPT if watched.answered and not watched.eof else LOST_INTERRUPT
         elif timed_out or cancelled:
             note = KEPT
+        if watched.stale:  # an earlier block answered for itself: ended, rather than out of step
+            self.close()
+            process = ProcessOutcome(
+                exit_code=KILLED,
+                capture=capture,
+                timed_out=timed_out,
+                cancelled=cancelled,
+                duration_s=time.monotonic() - started,
+            )
+            return Answer(process, died=OUT_OF_STEP)
         if watched.forged is not None:  # the block lied on the session's socket: that session ends
             self.close()
             why = (
@@ -288,7 +305,7 @@ class Session:
         displays = watched.read_displays(output_limit)
         if watched.problem is not None:
             note = f"{note} [{watched.problem}]".strip()
-        return Answer(process, displays, note, died)
+        return Answer(process, displays, note, died, watched.dropped)
 
     def _drain(self) -> None:
         """Drop what an earlier block left on the code socket: the block's
@@ -330,108 +347,6 @@ def _how(code: int | None, group: BlockCgroup | None) -> str:
     return f"signal {code - 128}" if code > 128 else f"exit code {code}"
 
 
-class _Block:
-    """A block running in the session, as ``watch`` sees it: over when the
-    session answers on the code socket (or closes it: it died). ``kill``
-    interrupts it (SIGINT through the unit's init)."""
-
-    def __init__(self, code: socket.socket, status: socket.socket) -> None:
-        self.sock = code
-        self.status = status
-        self.exit_fd: int | None = code.fileno()
-        self.code: int | None = None
-        self.answered = self.eof = self.full = self.nomem = False
-        self.interrupted_at: float | None = None
-        self.display_fd: int | None = None
-        self.started = False  # the session said the block's own code began
-        self.forged: str | None = None  # what was wrong with an answer a block forged
-        self.problem: str | None = None  # what was wrong with the displays it handed over
-
-    def exited(self) -> bool:
-        """Read one answer; True once the block is over. Everything here
-        comes from the block's own process (it holds the socket): an
-        answer that is not one the session gives, or comes out of turn,
-        ends the block as forged (and the session with it)."""
-        try:
-            data, fds = recv_fds_now(self.sock, 64, 4)
-        except BlockingIOError:
-            return False
-        except OSError:
-            data, fds = b"", []
-        for fd in fds[1:]:
-            os.close(fd)
-        if data == b"started" and not self.started and not fds:
-            self.started = True
-            return False
-        self.answered = True
-        self.eof = not data
-        if data in (b"full", b"nomem") and not self.started:  # said before the block's code began
-            self.full, self.nomem = True, data == b"nomem"
-        elif data and exit_status(data) is None:
-            self.forged = f"the session's socket carried {data[:40]!r}, which the session never sends"
-        self.code = exit_status(data) if data else None
-        self.display_fd = fds[0] if fds and self.code is not None else None
-        if fds and self.display_fd is None:
-            os.close(fds[0])
-        return True
-
-    def kill(self) -> None:
-        if self.answered or self.interrupted_at is not None:
-            return
-        self.interrupted_at = time.monotonic()
-        try:
-            self.status.send(b"int", socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
-        except OSError:
-            pass  # the unit is gone
-
-    def wait_answer(self, until: float) -> None:
-        while not self.answered:
-            left = until - time.monotonic()
-            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
-                return
-            self.exited()
-
-    def read_displays(self, limit: int) -> list[dict[str, Any]]:
-        """The block's displays, at most about twice ``limit`` bytes read
-        (what ``session_outcome`` keeps is bounded by ``limit`` itself)."""
-        if self.display_fd is None:
-            return []
-        fd, self.display_fd = self.display_fd, None
-        try:
-            found = json.loads(_read_sealed(fd, 2 * limit + (1 << 16)))
-        except (OSError, ValueError, RecursionError) as exc:  # from the block's own process: anything
-            self.problem = f"the displays handed over were refused: {exc}"[:300]
-            return []
-        finally:
-            os.close(fd)
-        if not isinstance(found, list):
-            self.problem = "the displays handed over were refused: not a list"
-            return []
-        return [d for d in found if isinstance(d, dict)]
-
-
-SEALED = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-
-
-def _read_sealed(fd: int, limit: int) -> bytes:
-    """The whole of a memfd the session sealed, if it is one and holds at
-    most ``limit`` bytes: a regular file whose size no one can change, so
-    the read neither blocks (a pipe, an eventfd, a socket passed instead)
-    nor grows."""
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise OSError("not a file the session made (a memfd)")
-    try:
-        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-    except OSError:
-        raise OSError("not a sealed memfd") from None
-    if seals & SEALED != SEALED:
-        raise OSError("a memfd that was not sealed")
-    if info.st_size > limit:
-        raise OSError(f"{info.st_size} bytes, more than the {limit} a block's displays may take")
-    return os.pread(fd, info.st_size, 0)
-
-
 def session_outcome(
     language: str,
     answer: Answer,
@@ -448,7 +363,7 @@ def session_outcome(
     on the session dying since the last block."""
     outcome = outcome_to_result(language, answer.process, limits)
     output = outcome.output
-    displays, budget, dropped = [], limits.max_output_bytes, 0
+    displays, budget, dropped = [], limits.max_output_bytes, answer.dropped
     for item in answer.displays:
         mime, data = item.get("mime"), item.get("data")
         if not isinstance(mime, str) or not isinstance(data, str) or not _MEDIA_TYPE.fullmatch(mime):

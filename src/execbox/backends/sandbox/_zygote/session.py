@@ -6,8 +6,12 @@ block and leave: it loops here, one block per message on its socket, in
 one ``__main__`` whose globals persist. A message is a JSON request (a
 Python block's text and file, or the argv of a program to fork and exec)
 with the block's stdout and stderr; the answer, on the same socket, is
-``exit N``, with a file of the block's displays when it has any (a JSON list
-of ``{"mime", "data"}``, base64 for images).
+``exit N NONCE`` (the request's ``nonce``: the host ties each answer to its
+request, ``_session_block``), with a file of the block's displays when it
+has any (a JSON list of ``{"mime", "data"}``, base64 for images; those past
+the request's ``displays_max`` bytes dropped, and counted in a last
+``{"dropped": N}``). ``started NONCE`` comes first, when the block's own
+code begins.
 
 As in a notebook, a last statement that is an expression shows its
 ``repr`` (printed, and a ``text/plain`` display); matplotlib figures left
@@ -57,6 +61,8 @@ class Session:
         self.displays = []
         self.null = os.open("/dev/null", os.O_WRONLY)
         self.started = False  # whether the current block's code has begun
+        self.nonce = ""  # the current request's, said back with each answer to it
+        self.displays_max = 1 << 20  # the current request's bound on its displays
         self.spare = []  # held while a block runs: a block that opens every descriptor it may leaves these
 
     def hold(self):
@@ -95,7 +101,10 @@ class Session:
                 continue
             self.started = False
             try:
-                code = self.block(json.loads(data), fds)
+                request = json.loads(data)
+                self.nonce = str(request.get("nonce", ""))
+                self.displays_max = int(request.get("displays_max", self.displays_max))
+                code = self.block(request, fds)
             except KeyboardInterrupt:  # came as the block ended
                 code = 130
             except MemoryError:  # in the session's own steps, not the block's code
@@ -211,7 +220,7 @@ class Session:
     def begin(self):
         """The block's own code starts now: the host hears it before, so
         that a "full" or "nomem" it sees after is a block's forgery."""
-        self.sock.send(b"started")
+        self.sock.send(f"started {self.nonce}".encode())
         self.started = True
 
     def answer(self, code):
@@ -219,7 +228,7 @@ class Session:
         fds = []
         if self.displays:
             fd = os.memfd_create("execbox-displays", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            view = memoryview(json.dumps(self.displays).encode())
+            view = memoryview(json.dumps(kept(self.displays, self.displays_max)).encode())
             while view:
                 view = view[os.write(fd, view) :]
             # sealed: the host reads only a memfd that no one can change while it reads
@@ -231,10 +240,24 @@ class Session:
             fds.append(fd)
             self.displays = []
         try:
-            socket.send_fds(self.sock, [f"exit {code & 0xFF}".encode()], fds)
+            socket.send_fds(self.sock, [f"exit {code & 0xFF} {self.nonce}".encode()], fds)
         finally:
             for fd in fds:
                 os.close(fd)
+
+
+def kept(displays, most):
+    """The displays whose JSON fits in ``most`` bytes, then ``{"dropped": N}``
+    for the rest, if any."""
+    found, left = [], most
+    for item in displays:
+        size = len(json.dumps(item)) + 2
+        if size <= left:
+            found.append(item)
+            left -= size
+    if len(found) < len(displays):
+        found.append({"dropped": len(displays) - len(found)})
+    return found
 
 
 def run_program(argv):
