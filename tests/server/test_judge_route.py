@@ -122,3 +122,38 @@ def test_a_client_that_goes_away_cancels_its_judge_and_frees_its_slot(tmp_path) 
             served = client.post("/v1/run", json={"code": "print('served')"})
             assert served.status_code == 200 and served.json()["output"] == "served\n", served.text
         assert pids.read_text().split() == [first], "a case started after the client left"
+
+
+def test_a_program_cannot_read_its_compiled_checkers_answer(client) -> None:
+    """Issue 39: through /v1/judge a compiled checker was built in the
+    program's workspace (``.execbox/build/<key>/main.c``), where case 2 read
+    the answer embedded in it."""
+    answer = f"answer-{time.monotonic_ns():016x}"[:23]
+    checker = (
+        "#include <stdio.h>\n#include <string.h>\n"
+        f'static const char ANSWER[] = "{answer}";\n'
+        "int main(void) { static char in[1 << 16]; size_t n = fread(in, 1, sizeof in - 1, stdin);\n"
+        "  in[n] = 0; return strstr(in, ANSWER) ? 0 : 1; }\n"
+    )
+    program = (
+        "import os, re\nfound = set()\n"
+        "for top, dirs, files in os.walk('.'):\n"
+        "    for name in files:\n"
+        "        try:\n"
+        "            found.update(re.findall(rb'answer-[0-9a-f]+', open(os.path.join(top, name), 'rb').read()))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(b' '.join(sorted(found)).decode() or 'nothing found')\n"
+    )
+    asked = {
+        "code": program,
+        "language": "python",
+        "cases": [{"checker": {"code": checker, "language": "c"}}] * 2,
+        "stop_on_failure": False,
+        "backend": "sandbox",
+    }
+    reply = client.post("/v1/judge", json=asked)
+    assert reply.status_code == 200, reply.text
+    cases = reply.json()["cases"]
+    assert [c["verdict"] for c in cases] == ["wrong_answer"] * 2, [(c["verdict"], c["stdout"]) for c in cases]
+    assert not any(answer in c["stdout"] for c in cases)
