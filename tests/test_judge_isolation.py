@@ -26,6 +26,12 @@ def _sandbox(workspace: Path, limits: Limits = LIMITS, **options: object) -> San
 
 
 def _make(backend: str, workspace: Path, limits: Limits = LIMITS, **options: object):  # type: ignore[no-untyped-def]
+    if backend == "landlock":
+        from execbox.backends.sandbox._landlock_tier import landlock_problem
+
+        problem = landlock_problem()
+        require("Landlock", problem is None, problem or "")
+        return SandboxExecutor(workspace=workspace, limits=limits, isolation="landlock", **options)  # type: ignore[arg-type]
     if backend == "sandbox":
         return _sandbox(workspace, limits, **options)
     return LocalExecutor(workspace=workspace, limits=limits, **options)  # type: ignore[arg-type]
@@ -100,14 +106,14 @@ def test_a_changed_header_is_a_new_build(tmp_path, backend):
         assert ex.run(CodeBlock("c", source)).stdout == "2\n"
 
 
-@pytest.mark.parametrize("backend", ["local", "sandbox"])
+@pytest.mark.parametrize("backend", ["local", "sandbox", "landlock"])
 def test_a_compilers_memory_is_bounded_without_a_cgroup(tmp_path, backend):
     """``#include "/dev/zero"``: the preprocessor reads without end; under
     a 256 MB limit it must run out of memory there, not grow until the
     compile timeout (it grew past 1.5 GiB)."""
     need_language("c")
     limits = Limits(timeout_s=20, memory_mb=256, compile_timeout_s=20)
-    options = {"cgroups": False} if backend == "sandbox" else {}
+    options = {"cgroups": False} if backend != "local" else {}
     with _make(backend, tmp_path / "ws", limits, **options) as ex:
         block = ex.run(CodeBlock("c", '#include "/dev/zero"\nint main(void) { return 0; }\n')).blocks[0]
     assert block.status == "compile_error"
