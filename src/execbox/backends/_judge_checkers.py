@@ -45,7 +45,7 @@ def checker_executor(executor: Executor) -> Executor:
     """A new executor, not started, for the checkers of a judgement of
     ``executor``'s (the module docstring)."""
     options = {k: v for k, v in executor._init_options.items() if k not in _HELD}
-    options.update(limits=executor.limits, keep_code_files=False)
+    options.update(limits=executor.limits.replace(gpu_memory_mb=None), keep_code_files=False)
     if executor.environment is not None:  # the one it runs now (use_environment may have changed it)
         options.pop("image", None)
         options["environment"] = executor.environment
