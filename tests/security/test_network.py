@@ -1,6 +1,7 @@
 """Network: nothing reaches the host or the outside unless Limits(network=True),
 and with it the internet, never this machine (its loopback, its addresses,
-link-local: the sandbox's egress namespace, backends/sandbox/_egress.py)."""
+link-local: the sandbox's egress namespace, backends/sandbox/_egress.py; the
+Docker container's routing rules, backends/docker/_agent/egress.py)."""
 
 from __future__ import annotations
 
@@ -240,20 +241,18 @@ def test_host_unix_sockets_are_unreachable(hostile):
 NETWORK_ON = LIMITS.replace(network=True, timeout_s=30)
 # what the Landlock tier says for the network on: it has no namespace to keep a block from the host
 LANDLOCK_REFUSES = r"network=True\) needs the namespaces tier"
-# Docker's bridge (README, "Security model"): the host's loopback stays the container's own, but the
-# bridge's gateway is the host, and the host routes the rest (the metadata endpoint among it)
-DOCKER_BRIDGE = (
-    "Docker's bridge reaches the host's addresses and whatever the host routes (README, Security "
-    "model: network on in Docker); the sandbox backend keeps a block from them"
-)
+# what the Docker backend says under gVisor: its netstack has no routing rules to keep a block from the host
+GVISOR_REFUSES = r"gVisor's network stack has no routing rules"
 
 
 def _network_on(mode, make_hostile):
-    """An executor of ``mode`` with the network on; the Landlock tier refuses one (checked here)."""
-    if mode == "landlock":
-        with pytest.raises(BackendUnavailableError, match=LANDLOCK_REFUSES):
+    """An executor of ``mode`` with the network on; the Landlock tier and
+    Docker under gVisor refuse one (checked here)."""
+    refuses = {"landlock": LANDLOCK_REFUSES, "docker-gvisor": GVISOR_REFUSES}
+    if mode in refuses:
+        with pytest.raises(BackendUnavailableError, match=refuses[mode]):
             make_hostile(NETWORK_ON)
-        pytest.skip("not for landlock: it refuses the network on (checked above)")
+        pytest.skip(f"not for {mode}: it refuses the network on (checked above)")
     return make_hostile(NETWORK_ON)
 
 
@@ -295,8 +294,6 @@ def test_network_on_reaches_the_package_index(mode, make_hostile):
         pytest.skip(f"this host itself cannot fetch {url} ({exc})")
     executor = _network_on(mode, make_hostile)
     result = run_then_healthy(executor, "python", FETCH.format(url=url))
-    if mode == "docker-gvisor" and ("No route" in result.output or "name resolution" in result.output):
-        pytest.skip(f"gVisor's network on this engine has no way out (its netstack's setup): {result.output}")
     if mode in DOCKER_MODES and result.output.startswith("UNTRUSTED"):
         # the index answered, with a certificate the image's CA store lacks (the host's is not the image's)
         return
@@ -315,14 +312,13 @@ def test_network_on_does_not_reach_the_hosts_loopback(mode, make_hostile, tcp_se
 
 def _host_addresses() -> list[str]:
     """Every IPv4 address of this host's interfaces (its default route's first)."""
-    from execbox.backends.sandbox._netlink import host_addresses
+    from execbox.backends._netlink import host_addresses
 
     found = [a for a in host_addresses() if ":" not in a and not a.startswith("127.")]
     return list(dict.fromkeys([_host_address(), *found]))
 
 
 def test_network_on_does_not_reach_the_hosts_own_addresses(mode, make_hostile):
-    not_for(mode, DOCKER_MODES, DOCKER_BRIDGE)
     server = TcpServer(host="0.0.0.0")
     try:
         executor = _network_on(mode, make_hostile)
@@ -348,12 +344,57 @@ except OSError as exc:
 def test_network_on_has_no_route_to_link_local(mode, make_hostile):
     # the cloud metadata endpoint, which hands out the machine's credentials: refused at once (no
     # route), not left to time out where a real one would have answered
-    not_for(mode, DOCKER_MODES, DOCKER_BRIDGE)
     executor = _network_on(mode, make_hostile)
     result = run_then_healthy(executor, "python", UNREACHABLE)
     assert "CONNECTED" not in result.output
     refused = {errno.errorcode[e] for e in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EACCES, errno.EPERM)}
     assert result.output.split()[-1] in refused, result.output
+
+
+# A block that tries to take the rules away: every IPv4 rule from priority 0 to 399, and IPv6's, deleted
+# by route netlink (RTM_DELRULE; as `ip rule del` does), and `ip rule flush` where the image has ip
+REMOVE_RULES = (
+    """
+import errno, shutil, socket, struct, subprocess
+def delete(family, priority):
+    body = struct.pack("=BBBBBBBBI", family, 0, 0, 0, 0, 0, 0, 0, 0) + struct.pack("=HHI", 8, 6, priority)
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as s:
+            s.settimeout(5)
+            s.bind((0, 0))
+            s.send(struct.pack("=IHHII", 16 + len(body), 33, 0x1 | 0x4, 1, 0) + body)
+            reply = s.recv(65536)
+    except OSError as exc:  # no netlink socket at all: refused too
+        return exc.errno
+    return -struct.unpack_from("=i", reply, 16)[0]
+said = {{}}
+for family, priorities in ((socket.AF_INET, range(400)), (socket.AF_INET6, range(400))):
+    for priority in priorities:
+        code = delete(family, priority)
+        said[code] = said.get(code, 0) + 1
+print("deleted", said.pop(0, 0), "refused", sorted(errno.errorcode.get(c, c) for c in said))
+if shutil.which("ip"):
+    print("ip", subprocess.run(["ip", "rule", "flush"], capture_output=True, text=True).returncode)
+"""
+    + CONNECT
+)
+
+
+def test_network_on_a_block_cannot_remove_the_rules(mode, make_hostile):
+    server = TcpServer(host="0.0.0.0")
+    address = _host_address()
+    try:
+        executor = _network_on(mode, make_hostile)
+        removing = run_then_healthy(executor, "python", REMOVE_RULES.format(host=address, port=server.port))
+        after = run_then_healthy(executor, "python", CONNECT.format(host=address, port=server.port))
+    finally:
+        server.close()
+    assert "deleted 0 refused" in removing.output, removing.output
+    assert "EPERM" in removing.output or "EACCES" in removing.output, removing.output
+    assert "ip 0" not in removing.output, removing.output
+    assert "CONNECTED" not in removing.output + after.output, removing.output + after.output
+    assert "failed" in after.output, after.output
+    assert server.accepted == []
 
 
 def _slirp_children() -> set[int]:

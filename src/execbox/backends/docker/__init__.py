@@ -50,6 +50,7 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
+from .._netlink import host_addresses
 from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome, outcome_to_result
 from ._container import (
@@ -255,6 +256,8 @@ class DockerExecutor(Executor):
             self._link = None
         self._make_matplotlib_folder()
         agent = self._agent_key() not in _agentless
+        if not agent and self.limits.network:
+            raise self._network_refused("the image's python3 cannot run execbox's agent (seen before)")
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
         volumes = settings.get("volumes")
         sealed = (
@@ -275,6 +278,10 @@ class DockerExecutor(Executor):
                 link = AgentLink(self._client, container.id)
                 info = link.handshake()
             except (NoAgent, ContainerGone) as failed:
+                if self.limits.network:  # no agent, no routing rules: never the host's network
+                    self._kill_container(container.id)
+                    said = "the image has no python3" if isinstance(failed, NoAgent) else str(failed)
+                    raise self._network_refused(said) from None
                 # no python3; or its python3 could not run the agent (too old?), or the agent refused to (it
                 # could not keep blocks off its channel: the block user is root, container_create_kwargs
                 # took its capabilities, no ctypes): by exec, in a new container, the block user's
@@ -298,6 +305,21 @@ class DockerExecutor(Executor):
             found = exec_output(self._client, container.id, ["/bin/sh", "-c", _PROBE])
             _programs[key] = frozenset(found.split())
         _programs[self._programs_key(self._image or "")] = _programs[key]
+
+    def _network_refused(self, why: str) -> BackendUnavailableError:
+        """Why the network on cannot be had (``_agent/egress.py``): never Docker's bridge as it is."""
+        change = (
+            "gVisor's network stack has no routing rules: use runtime runc (execbox's `docker` mode)"
+            if self.runtime == "runsc"
+            else "Use an image with python3 3.7 or later, and leave the container's user and capabilities "
+            "to execbox (container_create_kwargs)"
+        )
+        return BackendUnavailableError(
+            "docker",
+            "Limits(network=True) needs execbox's agent in the container, which installs the routing rules "
+            f"that keep blocks off this machine before any block runs; it could not ({why}). {change}, or "
+            "set Limits(network=False)",
+        )
 
     def _agent_key(self) -> tuple[str, ...]:
         """What an agent's start depends on besides the programs: who blocks
@@ -336,7 +358,15 @@ class DockerExecutor(Executor):
             name=self.container_name,
             keep=not self.stop_container,
             agent=agent,
+            host_addresses=self._host_addresses() if self.limits.network else (),
         )
+
+    def _host_addresses(self) -> list[str]:
+        """This host's own addresses, which the container's rules make unreachable (read at each start)."""
+        try:
+            return host_addresses()
+        except OSError as exc:
+            raise self._network_refused(f"this host's own addresses could not be read ({exc})") from None
 
     def _run_container(self, settings: dict[str, Any]) -> Any:
         with engine_errors(

@@ -8,12 +8,13 @@ No I/O in ``container_settings``; the rest talks to the engine.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import socket
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "AGENT_CAPABILITIES",
     "AGENT_COMMAND",
     "AGENT_USER",
+    "EGRESS_CAPABILITY",
     "KEEPALIVE",
     "WORKDIR",
     "WRITABLE_INTERNAL",
@@ -47,14 +49,18 @@ KEEPALIVE = ["sleep", "infinity"]
 AGENT_SOURCE = Path(__file__).with_name("_agent")
 RUN_FILE_SOURCE = Path(__file__).parent.parent / "sandbox" / "_zygote"
 AGENT_MOUNT, RUN_FILE_MOUNT = "/opt/execbox/agent", "/opt/execbox/run_file"
-# The container's command, with who blocks run as after it ($1): the agent
-# when the image has python3; else a word to the host (after its hello, a
-# line) and the keep-alive, for exec (in a new container: this one is root's).
+# The routing rules of the network on (the sandbox's too), bound in read-only for the agent (_agent/egress.py)
+NETLINK_SOURCE = Path(__file__).parent.parent / "_netlink.py"
+NETLINK_MOUNT = "/opt/execbox/netlink.py"
+# The container's command, with who blocks run as after it ($1) and, with
+# the network on, the config of its routing rules ($2): the agent when the
+# image has python3; else a word to the host (after its hello, a line) and
+# the keep-alive, for exec (in a new container: this one is root's).
 AGENT_COMMAND = [
     "/bin/sh",
     "-c",
     "command -v python3 >/dev/null 2>&1 && "
-    f'exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT} "$1"; '
+    f'exec python3 -u {AGENT_MOUNT}/agent.py {RUN_FILE_MOUNT} "$1" "$2"; '
     "read -r _; echo execbox-no-agent; exec sleep infinity </dev/null >/dev/null 2>&1",
     "execbox-agent",
 ]
@@ -63,6 +69,8 @@ AGENT_COMMAND = [
 # so that no block owns the container's stdio, the host's channel
 AGENT_USER = "0:0"
 AGENT_CAPABILITIES = ["SETUID", "SETGID", "SETPCAP"]
+# and, with the network on, to install the routing rules at its start (then dropped: _agent/egress.py)
+EGRESS_CAPABILITY = "NET_ADMIN"
 NOBODY = "65534:65534"
 LABEL_OWNER = "org.execbox.owner"
 LABEL_KEEP = "org.execbox.keep"
@@ -103,13 +111,18 @@ def container_settings(
     name: str | None,
     keep: bool,
     agent: bool,
+    host_addresses: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for ``containers.create``: hardened by default.
     ``agent``: the container's command is execbox's agent (``_agent/``,
     bound in read-only), talked to over the attached stdin and stdout (not
     logged: a block's output is no business of the engine's log), started
     as root with AGENT_CAPABILITIES alone, and blocks run as ``user``;
-    else the keep-alive as ``user``, and each block a ``docker exec``."""
+    else the keep-alive as ``user``, and each block a ``docker exec``.
+    With ``limits.network`` (the agent's alone: ``agent`` must be true),
+    Docker's bridge, narrowed by the routing rules the agent installs at
+    its start (``_agent/egress.py``: CAP_NET_ADMIN until then), which make
+    the forbidden ranges and ``host_addresses`` unreachable."""
     from docker.types import LogConfig, Ulimit
 
     overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
@@ -135,16 +148,23 @@ def container_settings(
         },
         **volumes,
     }
+    if limits.network and not agent:
+        raise ConfigurationError("the network on needs the agent: it installs the container's routing rules")
+    command = [*AGENT_COMMAND, user] if agent else list(KEEPALIVE)
     if agent:
         mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
         mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
         settings.update(
             stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE), cap_add=list(AGENT_CAPABILITIES)
         )
+    if limits.network:
+        mounts[str(NETLINK_SOURCE)] = {"bind": NETLINK_MOUNT, "mode": "ro"}
+        settings["cap_add"].append(EGRESS_CAPABILITY)
+        command.append(json.dumps({"netlink": NETLINK_MOUNT, "host_addresses": list(host_addresses)}))
     settings.update(
         {
             # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
-            "command": [*AGENT_COMMAND, user] if agent else list(KEEPALIVE),
+            "command": command,
             "working_dir": WORKDIR,
             "environment": dict(env),
             "volumes": mounts,

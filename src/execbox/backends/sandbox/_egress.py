@@ -56,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..._errors import BackendUnavailableError
-from . import _netlink
+from .. import _netlink
 from ._jail import CLONE_NEWNET, CLONE_NEWUSER
 from ._jail import setns_net as setns
 
@@ -76,19 +76,7 @@ INSTALL_SLIRP = (
     "apt-get install slirp4netns (./dev.sh does), or set Limits(network=False)"
 )
 GATEWAY, DNS_FORWARDER = "10.0.2.2", "10.0.2.3"  # slirp4netns's defaults (--cidr 10.0.2.0/24)
-FORBIDDEN = (
-    "0.0.0.0/8",
-    "10.0.0.0/8",  # slirp4netns's own network among them: its gateway is the host's loopback
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/3",
-    "::/0",  # no IPv6 way out is offered: the host's ::1, fc00::/7 and fe80::/10 among them
-)
+FORBIDDEN = _netlink.FORBIDDEN  # (the Docker backend holds the same rule: backends/_netlink.py)
 START_TIMEOUT_S = 20.0
 SLIRP_LOG_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -97,17 +85,10 @@ PR_SET_DUMPABLE = 4
 
 
 def forbidden_rules(host_addresses: list[str]) -> list[list[object]]:
-    """The namespace's rules, (network, priority, unreachable, protocol,
-    port) each: DNS to the forwarder first, then every forbidden range and
-    host address unreachable (the local table, the namespace's own
-    loopback and address, is looked up before all of them)."""
-    rules: list[list[object]] = [
-        [f"{DNS_FORWARDER}/32", 100, False, 17, 53],
-        [f"{DNS_FORWARDER}/32", 101, False, 6, 53],
-    ]
-    ranges = [*FORBIDDEN, *(a + ("/32" if ":" not in a else "/128") for a in host_addresses)]
-    rules += [[net, 200 + n, True, None, None] for n, net in enumerate(dict.fromkeys(ranges))]
-    return rules
+    """The namespace's rules (``_netlink.forbidden_rules``): DNS to the
+    forwarder first, then every forbidden range and host address
+    unreachable."""
+    return _netlink.forbidden_rules([DNS_FORWARDER], host_addresses)
 
 
 class Egress:

@@ -5,9 +5,11 @@ fork and two frames on the container's attached stream).
 
 Runs INSIDE the container, standard library only, Python 3.6 or later: this
 file's folder is bound in read-only and this file is the container's command
-(``python3 -u agent.py ZYGOTE_DIR USER``, under the engine's init; ZYGOTE_DIR
-holds the sandbox's ``run_file.py``, bound in read-only too; USER is who
-blocks run as, ``uid:gid`` or names, as Docker's ``--user``). It talks to
+(``python3 -u agent.py ZYGOTE_DIR USER [EGRESS]``, under the engine's init;
+ZYGOTE_DIR holds the sandbox's ``run_file.py``, bound in read-only too; USER
+is who blocks run as, ``uid:gid`` or names, as Docker's ``--user``; EGRESS,
+with the network on, the config of the routing rules installed before
+anything else, ``egress.py``: the internet, not this machine). It talks to
 the host over its stdin and stdout (``wire.py``): the attached stream works
 on runc and on gVisor alike, where a unix socket in a bind mount does not.
 
@@ -63,13 +65,14 @@ import sys
 import time
 
 import blockuser  # beside this file
+import egress
 import killer
 import wire
 from outgoing import Outgoing
 from scratch import empty_scratch, oom_kills, processes
 
 # a block's own modules of these names are not shadowed
-for _name in ("blockuser", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
+for _name in ("blockuser", "egress", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
     del sys.modules[_name]
 
 # the programs of the language table (execbox/_languages.py) an image may have
@@ -388,12 +391,16 @@ def main():
     try:
         prctl = blockuser.load_prctl()
         user = blockuser.BlockUser(sys.argv[2])
+        if len(sys.argv) > 3 and sys.argv[3]:
+            egress.guard(sys.argv[3])  # first: still root with CAP_NET_ADMIN, and no block has run
         # made as root: its own pipe is not the block user's (gVisor leaves /proc/PID/fd open to that uid)
         agent = Agent(run_python_file, user, prctl)
         blockuser.enter(user, prctl)
         blockuser.probe(user, prctl)
     except blockuser.Refused as exc:  # the host runs this image's blocks as docker exec instead
         raise SystemExit(f"execbox-agent: {exc}") from None
+    except egress.Unguarded as exc:  # the host refuses the network on: never the host's network
+        raise SystemExit(f"execbox-agent: Limits(network=True): {exc}") from None
     agent.serve()
 
 

@@ -1,15 +1,21 @@
-"""Route netlink, the few messages execbox sends: the host's own addresses
-(``host_addresses``), and the routing rules of an egress namespace
-(``_egress``), which this file installs when run as a script in that
-namespace (``hold``), with its capabilities.
+"""Route netlink, the few messages execbox sends to keep a block with the
+network on off this machine: the host's own addresses (``host_addresses``)
+and the routing rules that make them, the host's loopback, link-local and
+the private ranges unreachable (``forbidden_rules``, ``install``). Two
+users, one rule: the sandbox's egress namespace (``sandbox._egress`` runs
+this file as a script in it: ``hold``, with its capabilities) and the
+Docker backend's container (its agent loads this file, bound in read-only,
+and installs the rules before any block runs: ``docker/_agent/egress.py``).
 
 Plain ``socket.AF_NETLINK``, no ``ip`` program: iproute2 is not in every
-image (Debian's slim ones lack it). This file imports nothing of execbox:
-it runs as ``python -I -S -c SOURCE CONFIG``.
+image (Debian's slim ones lack it). This file imports nothing of execbox
+and runs on Python 3.7 or later: it runs as ``python -I -S -c SOURCE
+CONFIG``, and in a container's own Python.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import ipaddress
 import json
@@ -18,7 +24,15 @@ import socket
 import struct
 import sys
 
-__all__ = ["hold", "host_addresses", "rule_message"]
+__all__ = [
+    "FORBIDDEN",
+    "MAX_NAMESERVERS",
+    "forbidden_rules",
+    "hold",
+    "host_addresses",
+    "install",
+    "rule_message",
+]
 
 RTM_GETADDR, RTM_NEWRULE = 22, 32
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE, NLM_F_DUMP = 0x1, 0x4, 0x200, 0x400, 0x300
@@ -29,6 +43,21 @@ FR_ACT_TO_TBL, FR_ACT_UNREACHABLE = 1, 7
 RT_TABLE_MAIN = 254
 SIOCSIFFLAGS, IFF_UP_RUNNING_LOOPBACK = 0x8914, 0x1 | 0x8 | 0x40
 MAX_REPLY = 1 << 16
+# What a block with the network on never reaches (the host's own addresses are added to it)
+FORBIDDEN = (
+    "0.0.0.0/8",
+    "10.0.0.0/8",  # slirp4netns's own network among them: its gateway is the host's loopback
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",  # link-local: the cloud metadata endpoint, which hands out credentials
+    "172.16.0.0/12",  # Docker's bridges among them: their gateway is the host
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/3",
+    "::/0",  # no IPv6 way out is offered: the host's ::1, fc00::/7 and fe80::/10 among them
+)
+MAX_NAMESERVERS = 8  # DNS rules take priorities 100 to 115; the forbidden ones start at 200
 
 
 def _attr(kind: int, payload: bytes) -> bytes:
@@ -112,13 +141,28 @@ def rule_message(
     return body
 
 
-def hold(config: dict[str, list[list[object]]]) -> None:
-    """In an egress namespace, with its capabilities (its user namespace's
-    root, or the host's): bring loopback up, install the rules of
-    ``config``, say ``ok``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP_RUNNING_LOOPBACK))
-    for network, priority, unreachable, protocol, port in config["rules"]:
+def forbidden_rules(nameservers: list[str], host_addresses: list[str]) -> list[list[object]]:
+    """The rules, (network, priority, unreachable, protocol, port) each:
+    DNS (UDP and TCP port 53) to each of ``nameservers`` (IPv4; the first
+    MAX_NAMESERVERS) looked up in the main table first, then every forbidden
+    range and host address unreachable. The local table (the namespace's
+    own loopback and addresses) is looked up before all of them."""
+    rules: list[list[object]] = []
+    servers = [s for s in dict.fromkeys(nameservers) if ipaddress.ip_address(s).version == 4]
+    for n, server in enumerate(servers[:MAX_NAMESERVERS]):
+        rules += [[f"{server}/32", 100 + 2 * n, False, 17, 53], [f"{server}/32", 101 + 2 * n, False, 6, 53]]
+    ranges = [*FORBIDDEN, *(a + ("/32" if ":" not in a else "/128") for a in host_addresses)]
+    rules += [[net, 200 + n, True, None, None] for n, net in enumerate(dict.fromkeys(ranges))]
+    return rules
+
+
+def install(rules: list[list[object]]) -> None:
+    """Add ``rules`` (``forbidden_rules``) to this process's network
+    namespace; OSError with the kernel's errno for one refused (EPERM:
+    no CAP_NET_ADMIN; EOPNOTSUPP: a network stack without routing rules,
+    gVisor's). An IPv6 rule where the kernel has no IPv6 at all
+    (EAFNOSUPPORT) is left out: there is no IPv6 to forbid."""
+    for network, priority, unreachable, protocol, port in rules:
         body = rule_message(
             str(network),
             int(str(priority)),
@@ -126,7 +170,20 @@ def hold(config: dict[str, list[list[object]]]) -> None:
             protocol=None if protocol is None else int(str(protocol)),
             port=None if port is None else int(str(port)),
         )
-        _talk(RTM_NEWRULE, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+        try:
+            _talk(RTM_NEWRULE, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body)
+        except OSError as exc:
+            if not (exc.errno == errno.EAFNOSUPPORT and ":" in str(network)):
+                raise
+
+
+def hold(config: dict[str, list[list[object]]]) -> None:
+    """In an egress namespace, with its capabilities (its user namespace's
+    root, or the host's): bring loopback up, install the rules of
+    ``config``, say ``ok``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP_RUNNING_LOOPBACK))
+    install(config["rules"])
     print("ok", flush=True)
 
 
