@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from execbox import BackendUnavailableError, CodeBlock, DockerExecutor, Limits
+from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, DockerExecutor, Limits
 from execbox.backends._netlink import FORBIDDEN
 from tests.conftest import require, require_docker
 
@@ -147,4 +147,16 @@ def test_network_on_under_gvisor_is_refused(tmp_path, client):
     ex = DockerExecutor(workspace=tmp_path / "ws", runtime="runsc", limits=NETWORK_ON)
     with pytest.raises(BackendUnavailableError, match=r"gVisor's network stack has no routing rules"):
         ex.start()
+    ex.close()
+
+
+@pytest.mark.parametrize("shared", ["host", "container:someone"])
+def test_network_on_in_a_shared_network_namespace_is_refused(tmp_path, shared):
+    # the rules would go in the host's namespace (or another container's), which must not be touched
+    ex = DockerExecutor(
+        workspace=tmp_path / "ws", limits=NETWORK_ON, container_create_kwargs={"network_mode": shared}
+    )
+    with pytest.warns(UserWarning, match="network_mode"):
+        with pytest.raises(ConfigurationError, match=r"network_mode=.*leave network_mode to execbox"):
+            ex.start()
     ex.close()

@@ -12,13 +12,18 @@ tmpfs /tmp, a non-root user, no capabilities and no-new-privileges. A
 timeout kills everything the block started inside the container; the
 container is killed before the workspace is touched on ``close()``.
 
-``Limits(network=True)`` is Docker's default bridge, as the engine sets it
-up: the host's loopback stays the container's own, but the bridge's gateway
-is the host and the host's NAT routes the rest (its other addresses, its
-private networks, the cloud metadata endpoint). Unlike the sandbox's
-egress namespace (``sandbox._egress``), execbox does not narrow it: that
-needs the host's firewall (root), which the engine's users need not have
-(README, "Security model"; the hostile battery skips those rows here).
+``Limits(network=True)`` is the internet, not this machine, as on the
+sandbox: Docker's default bridge (whose gateway is the host, which routes
+the rest: its other addresses, its private networks, the cloud metadata
+endpoint), narrowed by routing rules in the container's own network
+namespace that the agent installs before any block runs
+(``_agent/egress.py``; the rules are the sandbox's, ``backends/_netlink.py``,
+with this host's addresses read at each start): the host, link-local, the
+private ranges and IPv6 unreachable, DNS to the container's nameservers on
+port 53 alone. The agent holds CAP_NET_ADMIN for that and drops it; no block
+holds it. Where they cannot be installed (no agent: an image without
+python3; gVisor, whose netstack has no routing rules) the container does not
+start with the network on (``_network_refused``): never the bridge as it is.
 """
 
 from __future__ import annotations
@@ -259,6 +264,14 @@ class DockerExecutor(Executor):
         if not agent and self.limits.network:
             raise self._network_refused("the image's python3 cannot run execbox's agent (seen before)")
         settings = merge_overrides(self._settings(agent), self.container_create_kwargs)
+        shared = str(settings.get("network_mode", ""))
+        if self.limits.network and (shared == "host" or shared.startswith("container:")):
+            # the rules go in the container's network namespace: here, the host's or another container's
+            raise ConfigurationError(
+                f"Limits(network=True) with container_create_kwargs network_mode={shared!r}: the container's "
+                "routing rules would be installed in a namespace it shares, and the host would be reachable; "
+                "leave network_mode to execbox (or give a network of the engine's by name)"
+            )
         volumes = settings.get("volumes")
         sealed = (
             isinstance(volumes, Mapping)

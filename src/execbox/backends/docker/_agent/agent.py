@@ -65,14 +65,13 @@ import sys
 import time
 
 import blockuser  # beside this file
-import egress
 import killer
 import wire
 from outgoing import Outgoing
 from scratch import empty_scratch, oom_kills, processes
 
 # a block's own modules of these names are not shadowed
-for _name in ("blockuser", "egress", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
+for _name in ("blockuser", "ipc_sweep", "killer", "outgoing", "scratch", "wire"):
     del sys.modules[_name]
 
 # the programs of the language table (execbox/_languages.py) an image may have
@@ -391,16 +390,17 @@ def main():
     try:
         prctl = blockuser.load_prctl()
         user = blockuser.BlockUser(sys.argv[2])
-        if len(sys.argv) > 3 and sys.argv[3]:
-            egress.guard(sys.argv[3])  # first: still root with CAP_NET_ADMIN, and no block has run
+        if len(sys.argv) > 3 and sys.argv[3]:  # the network on: first, root with CAP_NET_ADMIN, no block run
+            import egress  # beside this file, imported only then
+
+            del sys.modules["egress"]  # (a block's own module of that name is not shadowed)
+            egress.guard_or_leave(sys.argv[3])
         # made as root: its own pipe is not the block user's (gVisor leaves /proc/PID/fd open to that uid)
         agent = Agent(run_python_file, user, prctl)
         blockuser.enter(user, prctl)
         blockuser.probe(user, prctl)
     except blockuser.Refused as exc:  # the host runs this image's blocks as docker exec instead
         raise SystemExit(f"execbox-agent: {exc}") from None
-    except egress.Unguarded as exc:  # the host refuses the network on: never the host's network
-        raise SystemExit(f"execbox-agent: Limits(network=True): {exc}") from None
     agent.serve()
 
 

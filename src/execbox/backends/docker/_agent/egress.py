@@ -30,7 +30,7 @@ import ipaddress
 import json
 import os
 
-__all__ = ["CAP_NET_ADMIN", "Unguarded", "drop_capability", "guard", "nameservers"]
+__all__ = ["CAP_NET_ADMIN", "Unguarded", "drop_capability", "guard", "guard_or_leave", "nameservers"]
 
 CAP_NET_ADMIN = 12
 RESOLV_CONF = "/etc/resolv.conf"
@@ -124,3 +124,12 @@ def guard(config_text):
     except (OSError, AttributeError) as exc:
         raise Unguarded(f"the agent could not drop CAP_NET_ADMIN ({exc})") from None
     return len(rules)
+
+
+def guard_or_leave(config_text):
+    """``guard``, or the agent leaves (SystemExit) saying why: the host then
+    refuses the network on, never hands out the host's network."""
+    try:
+        return guard(config_text)
+    except Unguarded as exc:
+        raise SystemExit(f"execbox-agent: Limits(network=True): {exc}") from None
