@@ -380,6 +380,7 @@ if shutil.which("ip"):
 )
 
 
+@pytest.mark.as_user  # as a non-root user too: the sandbox's rules are then its user namespace's
 def test_network_on_a_block_cannot_remove_the_rules(mode, make_hostile):
     server = TcpServer(host="0.0.0.0")
     address = _host_address()
