@@ -1,5 +1,9 @@
 """The stateless routes: ``GET /v1/info``, ``POST /v1/run`` and
-``POST /v1/batch`` (NDJSON, one line per request as it finishes)."""
+``POST /v1/batch`` (NDJSON, one line per request as it finishes).
+
+A run whose client goes away is cancelled (``unless_gone`` for ``/v1/run``;
+a batch's stream is cancelled by Starlette on the disconnect): its block
+killed, its executor not reused, its slot freed (security issue 39)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from starlette.routing import Route
 from .._errors import ExecboxError, WorkspaceError
 from .._version import __version__
 from ._bodies import BatchRequest, checked
+from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
 from ._state import ServerState, state_of
 from ._wire import RunJob, encode_file, read_file, read_json, run_request
@@ -71,7 +76,7 @@ async def run(request: Request) -> Response:
     todo = run_request(await read_json(request, state.config.max_upload_bytes), state.config)
     await state.load.enter()
     try:
-        return JSONResponse(await _run_one(state, todo))
+        return JSONResponse(await unless_gone(request, _run_one(state, todo)))
     finally:
         state.load.release()
 

@@ -31,6 +31,7 @@ from .._languages import find_language
 from .._models import CodeBlock
 from ._bodies import DEFAULT_TIMEOUT_S, SANDBOX_FUSION_LANGUAGES, RunCodeRequest, checked
 from ._config import ServerConfig
+from ._disconnect import unless_gone
 from ._errors import ApiError
 from ._routes_run import _run_one
 from ._state import state_of
@@ -50,7 +51,7 @@ async def run_code(request: Request) -> Response:
         return JSONResponse(_answer("SandboxError", why))
     await state.load.enter()
     try:
-        result = await _run_one(state, todo)
+        result = await unless_gone(request, _run_one(state, todo))  # a client gone: its run killed
     finally:
         state.load.release()
     return JSONResponse(_answer_of(result, language))
