@@ -24,6 +24,7 @@ from ._config import ServerConfig
 from ._connections import ConnectionGuard
 from ._errors import ApiError, error_response
 from ._guard import RequestGuard
+from ._malloc import give_back_big_frees
 from ._openapi import openapi
 from ._routes_files import ROUTES as FILE_ROUTES
 from ._routes_judge import JUDGE_ROUTES
@@ -93,6 +94,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
 
 def create_app(config: ServerConfig, worker: Worker | None = None) -> ASGIApp:
     """The ASGI app of ``execbox serve`` (of its worker process ``worker``)."""
+    give_back_big_frees()  # a block's output in MiB buffers: freed, given back (_malloc)
     state = ServerState(config, worker)
 
     @contextlib.asynccontextmanager
