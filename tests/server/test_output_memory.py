@@ -10,14 +10,16 @@ limit the worker was killed and every session on it lost)."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.server._http import Server, descendants, running_server
+from tests.server._http import Server, descendants, error_of, running_server
 
 # measures the memory of a load it makes; a gigabyte through a pipe takes seconds
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
@@ -117,3 +119,107 @@ def test_a_gigabyte_printed_under_a_small_cap_leaves_the_server_flat(workers: in
         )
         assert run(client, neighbour, "print('still here')")["result"]["output"] == "still here\n"
         assert os.path.exists(f"/proc/{server.proc.pid}")
+
+
+KEPT_FLOODS = 5  # per session, four sessions: 20 floods
+KEPT_FLOOD_MIB = 64
+
+
+def flood(mib: int) -> str:
+    return FLOOD.replace(f"range({PRINTED_MIB})", f"range({mib})")
+
+
+def memory_mib(pid: int) -> tuple[int, int] | None:
+    """The process's resident memory now and at its peak (VmRSS, VmHWM), None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = {
+        line.split(":")[0]: int(line.split()[1]) // 1024
+        for line in text.splitlines()
+        if line.startswith(("VmRSS:", "VmHWM:"))
+    }
+    return found["VmRSS"], found["VmHWM"]
+
+
+def sse_lines(client: httpx.Client, method: str, url: str, **kwargs: Any) -> tuple[list[str], str]:
+    """The raw lines of an event stream (ids, names, data as sent), and its execution's id."""
+    with client.stream(method, url, headers={"Accept": "text/event-stream"}, **kwargs) as stream:
+        assert stream.status_code == 200, stream.read()
+        return [line for line in stream.iter_lines() if not line.startswith(":")], stream.headers[
+            "X-Execution-Id"
+        ]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_twenty_floods_in_four_sessions_leave_each_server_process_flat(workers: int) -> None:
+    """Kept executions (for replay) add up: 20 floods of 64 MiB under a
+    1 MiB cap in four sessions at once, and each server process's resident
+    memory (now and at its peak) grows by less than 64 MiB. The oldest
+    kept execution is dropped past the budget (410 naming the option to
+    raise), the latest replays whole, event for event."""
+    with running_server("--backend", "local", "--workers", str(workers), "--max-concurrency", "4") as server:
+        clients = [server.client(limits=httpx.Limits(max_connections=1), timeout=300.0) for _ in range(4)]
+        try:
+            sessions = [open_session(client) for client in clients]
+            for client, sid in zip(clients, sessions, strict=True):
+                assert run(client, sid, "print('warm')")["result"]["output"] == "warm\n"
+            before = {pid: memory_mib(pid) for pid in [server.proc.pid, *descendants(server.proc.pid)]}
+            ids: list[list[str]] = [[] for _ in sessions]
+            last: list[str] = []
+            failed: list[BaseException] = []
+
+            def tenant(n: int) -> None:
+                client, sid = clients[n], sessions[n]
+                try:
+                    for i in range(KEPT_FLOODS):
+                        if n == 0 and i == KEPT_FLOODS - 1:  # the latest: streamed, to replay later
+                            lines, eid = sse_lines(
+                                client,
+                                "POST",
+                                f"/v1/sessions/{sid}/executions",
+                                json={"code": flood(KEPT_FLOOD_MIB)},
+                            )
+                            last.extend(lines)
+                        else:
+                            eid = run(client, sid, flood(KEPT_FLOOD_MIB))["id"]
+                        ids[n].append(eid)
+                except BaseException as exc:  # noqa: BLE001 - said by the test's thread
+                    failed.append(exc)
+
+            threads = [threading.Thread(target=tenant, args=(n,)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not failed, failed
+            after = {pid: memory_mib(pid) for pid in before}
+            table = {pid: (before[pid], after[pid]) for pid in before}
+            print(f"memory (VmRSS, VmHWM) MiB before, after: {table}")
+            grown = {
+                pid: (now[0] - was[0], now[1] - was[1])
+                for pid, (was, now) in table.items()
+                if was is not None and now is not None
+            }
+            assert len(grown) == len([m for m in before.values() if m is not None]), (
+                f"a process died: {table}"
+            )
+            assert max(max(g) for g in grown.values()) < GROWTH_MIB, (
+                f"the server's processes' memory (VmRSS, VmHWM) grew by {grown} MiB (before, after: {table}) "
+                f"for 20 floods of {KEPT_FLOOD_MIB} MiB under a {CAP}-byte cap in four sessions"
+            )
+
+            client, sid = clients[0], sessions[0]
+            replay, _ = sse_lines(client, "GET", f"/v1/sessions/{sid}/executions/{ids[0][-1]}/events")
+            names = [line for line in last if line.startswith("event: ")]
+            assert names[-1] == "event: end" and names.count("event: truncated") == 1, names[-3:]
+            assert replay == last, (
+                f"the replay differs from the stream: {len(replay)} lines, {len(last)} streamed"
+            )
+            gone = client.get(f"/v1/sessions/{sid}/executions/{ids[0][0]}/events")
+            error = error_of(gone, 410, "execution_gone")
+            assert "--session-kept-mb" in error["message"] or "--kept-mb" in error["message"], error
+        finally:
+            for client in clients:
+                client.close()

@@ -125,6 +125,22 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="the most ttl_s a session may ask (default: 86400)",
     )
     cmd.add_argument(
+        "--session-kept-mb",
+        type=int,
+        default=8,
+        metavar="MB",
+        help="what a session's finished executions (results and events, kept for replay) may hold; "
+        "past it its oldest are dropped, its latest kept (default: 8)",
+    )
+    cmd.add_argument(
+        "--kept-mb",
+        type=int,
+        default=16,
+        metavar="MB",
+        help="what the finished executions of all sessions may hold, per server process (each of "
+        "--workers); past it the oldest are dropped (default: 16)",
+    )
+    cmd.add_argument(
         "--ray",
         default=None,
         metavar="ADDRESS",
@@ -198,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
         session_ttl_s=args.session_ttl,
         session_idle_ttl_s=args.idle_ttl,
         max_session_ttl_s=args.max_session_ttl,
+        session_kept_bytes=args.session_kept_mb << 20,
+        kept_bytes=args.kept_mb << 20,
         keepalive_s=args.sse_keepalive,
         keep_alive_s=args.keep_alive,
         ray_address=args.ray,

@@ -14,12 +14,16 @@ from .._gpus import check_gpu_backend, parse_gpus
 from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
 
-__all__ = ["MIN_KEEP_ALIVE_S", "ServerConfig", "is_loopback"]
+__all__ = ["KEPT_BYTES", "MIN_KEEP_ALIVE_S", "SESSION_KEPT_BYTES", "ServerConfig", "is_loopback"]
 
 # execbox's client keeps an idle connection 4 s at most, httpx's default 5 s (see _connections)
 MIN_KEEP_ALIVE_S = 5.0
 # worker processes at most (a session's id names its worker in two hex digits)
 MAX_WORKERS = 64
+# what finished executions kept for replay may hold, per session and per server process (see _kept):
+# within the 64 MiB beside the floods that run (four under a 1 MiB cap: about 30 MiB at their peak)
+SESSION_KEPT_BYTES = 8 * MiB
+KEPT_BYTES = 16 * MiB
 
 
 def is_loopback(host: str) -> bool:
@@ -55,6 +59,10 @@ class ServerConfig:
       indices and UUIDs, ``--allow-gpus``; None: none).
     - ``max_upload_bytes``: a request body or a file sent or fetched (``--max-upload-mb``).
     - ``session_ttl_s`` / ``session_idle_ttl_s``: defaults, ``max_session_ttl_s`` the most.
+    - ``session_kept_bytes`` / ``kept_bytes``: what a session's finished
+      executions (results and events, kept for replay) may hold, and what
+      all of one server process's may (``--session-kept-mb``, ``--kept-mb``;
+      past them the oldest are dropped: see ``_kept``).
     - ``keepalive_s``: the SSE ``: keepalive`` comment's period (``--sse-keepalive``).
     - ``keep_alive_s``: how long an idle HTTP connection is kept (``--keep-alive``;
       at least 5 s, above what clients keep one: see ``_connections``).
@@ -86,6 +94,8 @@ class ServerConfig:
     session_ttl_s: float = 3600.0
     session_idle_ttl_s: float = 600.0
     max_session_ttl_s: float = 86400.0
+    session_kept_bytes: int = SESSION_KEPT_BYTES
+    kept_bytes: int = KEPT_BYTES
     keepalive_s: float = 15.0
     keep_alive_s: float = 75.0
     reap_interval_s: float = 0.5
@@ -131,7 +141,13 @@ class ServerConfig:
                 f"ServerConfig.workers (--workers) must be a whole number from 1 to {MAX_WORKERS}, "
                 f"got {self.workers!r}"
             )
-        for name in ("max_sessions", "max_concurrency", "max_upload_bytes"):
+        for name in (
+            "max_sessions",
+            "max_concurrency",
+            "max_upload_bytes",
+            "session_kept_bytes",
+            "kept_bytes",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigurationError(

@@ -6,7 +6,8 @@ work that holds a slot of the server's concurrency for long (a judge of up
 to ``MAX_CASES`` cases of up to ``timeout_s`` each), ``unless_gone`` runs
 it beside a watch on the request's ``http.disconnect`` and cancels it when
 that comes (security issue 39: a judge kept its slot for all its cases
-after its client left). Cancelling is what the work's own cancellation
+after its client left; ``/v1/run`` and ``/run_code`` ran their block to its
+end). Cancelling is what the work's own cancellation
 does (``Executor.ajudge``: the case that runs is killed, the rest never
 run); its ``finally`` blocks release what it held.
 """

@@ -13,6 +13,8 @@ adds ``reason``). The codes::
     405 method_not_allowed
     409 execution_running  the session runs another execution (retryable)
     410 session_expired    the session ended; ``reason``: ttl, idle, deleted or node_lost (--ray)
+    410 execution_gone     a session's execution no longer kept; ``reason``: session_kept_bytes
+                           (--session-kept-mb), kept_bytes (--kept-mb), kept_count (see _kept)
     413 too_large          a body or a file over the server's size limit, or too many JSON values
     415 unsupported_media_type  a JSON route's body sent without Content-Type: application/json
     429 busy               over --max-concurrency or --max-sessions, or the Ray cluster is full

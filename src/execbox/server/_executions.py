@@ -19,6 +19,8 @@ neither fills the server's memory nor its loop's queue (security issue 39:
 512 MiB printed under a 1 MiB cap grew the server from 45 to 704 MiB). What
 it printed is also kept as a head and a tail (``Capture``, the same bound),
 for a result made here when the run was cancelled before the core ended it.
+Once it ended, its events and result are held once (``_replay``), and
+``kept_bytes`` says what they hold, for the budgets of ``_kept``.
 """
 
 from __future__ import annotations
@@ -44,11 +46,9 @@ from .._run_events import (
 from ..backends import Executor
 from ..backends._output import Capture
 from ._errors import ApiError, from_execbox
+from ._replay import END, EVENT_COST, KeptResult, footprint, keep_events, materialized
 
 __all__ = ["EVENT_COST", "Execution"]
-
-# what one kept event costs the server over its text (the tuple, its dict, the objects), in bytes
-EVENT_COST = 256
 
 
 class Execution:
@@ -58,7 +58,9 @@ class Execution:
         self.executor = executor
         self.blocks = blocks
         self.status = "running"  # then completed, cancelled or failed
-        self.result: ExecutionResult | None = None
+        self._result: ExecutionResult | None = None
+        self._kept: KeptResult | None = None  # the result once it ended, held once (_replay)
+        self.kept_bytes = 0  # what it holds once it ended (_replay.footprint)
         self.error: ApiError | None = None
         self.node_lost: str | None = None  # why, when the Ray node it ran on (--ray) was lost
         self.started = time.time()
@@ -76,6 +78,14 @@ class Execution:
     def done(self) -> bool:
         return self.status != "running"
 
+    @property
+    def result(self) -> ExecutionResult | None:
+        return self._kept.full() if self._kept is not None else self._result
+
+    @result.setter
+    def result(self, result: ExecutionResult | None) -> None:
+        self._result, self._kept = result, None
+
     def start(self, on_done: Callable[[Execution], None]) -> None:
         self._emit(
             "start", {"execution_id": self.id, "session_id": self.session_id, "blocks": len(self.blocks)}
@@ -88,8 +98,9 @@ class Execution:
         if task.cancelled() and self.status == "running":
             self.status = "cancelled"
             self.result = self._cancelled_result()
+            self._keep()
             on_done(self)
-            self._emit("end", self.summary())
+            self._emit("end", END)
 
     async def _run(self, on_done: Callable[[Execution], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -119,8 +130,20 @@ class Execution:
         finally:
             with self._lock:
                 self._printed = None  # its ended run's result has the output
-            on_done(self)
-        self._emit("end", self.summary())
+            try:
+                self._keep()
+            finally:
+                on_done(self)
+        self._emit("end", END)
+
+    def _keep(self) -> None:
+        """Hold its events and result once (``_replay``), and count what they hold."""
+        result, self._core_end = self._result, None  # the core's result: held once below
+        if result is not None:
+            self._kept, self._result = KeptResult(result), None
+        self.events = keep_events(self.events, result)
+        error = self.error.body() if self.error is not None else None
+        self.kept_bytes = footprint(self.events, self._kept, error)
 
     def _gate(self, event: RunEvent) -> list[RunEvent]:
         """What of ``event`` the events may keep (in the executor's thread):
@@ -157,10 +180,12 @@ class Execution:
     def _event(self, event: RunEvent) -> None:
         """A core event, as the stream sends it: start and end are the
         execution's own (with its ids; the end also when execbox failed)."""
+        if self.done:  # one come after the end (its result, if any, is the one held)
+            return
         if isinstance(event, EndEvent):
             self._core_end = event
             return
-        if isinstance(event, StartEvent) or self.done:
+        if isinstance(event, StartEvent):
             return
         self._emit(event.kind, event_to_dict(event))
 
@@ -212,7 +237,7 @@ class Execution:
         while True:
             changed = self._changed
             while sent < len(self.events):
-                item = self.events[sent]
+                item = materialized(self.events[sent], self.summary)
                 sent += 1
                 yield item
                 if item[1] == "end":

@@ -51,7 +51,8 @@ BUSY = {
     "content": {"application/json": {"schema": ref("Error")}},
 }
 GONE = {
-    "description": "The session ended: error.reason is ttl, idle or deleted",
+    "description": "The session ended (error.code session_expired, error.reason ttl, idle, deleted "
+    "or node_lost), or the execution is no longer kept (execution_gone: error.reason names the budget)",
     "content": {"application/json": {"schema": ref("Error")}},
 }
 SID = {"name": "sid", "in": "path", "required": True, "schema": {"type": "string"}}

@@ -124,6 +124,7 @@ async def _open(
         ttl_s=ttl_s,
         idle_ttl_s=idle_ttl_s,
         worker=state.worker.index,
+        keeper=state.sessions.keeper,
     )
 
 
@@ -178,6 +179,7 @@ async def execute(request: Request) -> Response:
         state.load.release()
         if session.running is finished:
             session.running = None
+        session.kept(finished)  # the oldest kept may be dropped for it (_kept)
         session.touch()
         if finished.node_lost:  # the session's node is gone: so is the session (410 node_lost from now on)
             finished.error = ApiError(

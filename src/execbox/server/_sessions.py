@@ -34,12 +34,12 @@ from ..backends import Executor
 from ._board import Board
 from ._errors import ApiError
 from ._executions import Execution
+from ._kept import Keeper
 from ._load import busy
 
 __all__ = ["KEY_HEADER", "Session", "SessionStore", "new_key"]
 
 REMEMBERED = 10_000
-KEPT_EXECUTIONS = 16  # per session, for replay
 KEY_HEADER = "X-Execbox-Session-Key"
 
 
@@ -101,6 +101,7 @@ class Session:
         ttl_s: float,
         idle_ttl_s: float,
         worker: int = 0,
+        keeper: Keeper,
     ) -> None:
         self.id = session_id(worker)
         self.key_digest = key_digest(key)
@@ -111,8 +112,11 @@ class Session:
         self.idle_ttl_s = idle_ttl_s
         self.created = time.time()
         self.last_used = self.created
-        self.executions: OrderedDict[str, Execution] = OrderedDict()
+        self.executions: OrderedDict[str, Execution] = OrderedDict()  # kept, in the order they started
         self.running: Execution | None = None
+        self.keeper = keeper  # the process's: what finished executions hold, within its budgets
+        self.kept_bytes = 0  # what this session's finished executions hold (see _kept)
+        self.ended = False  # set once it ended (its executions no longer charged)
 
     @property
     def expires_at(self) -> float:
@@ -133,21 +137,17 @@ class Session:
         return None
 
     def add(self, execution: Execution) -> None:
-        self.executions[execution.id] = execution
-        while len(self.executions) > KEPT_EXECUTIONS:
-            oldest = next(iter(self.executions))
-            if self.executions[oldest] is self.running:
-                break
-            del self.executions[oldest]
+        self.keeper.started(self, execution)
+
+    def kept(self, execution: Execution) -> None:
+        """``execution`` ended: what it holds charged to the budgets."""
+        self.keeper.finished(self, execution, execution.kept_bytes)
 
     def execution(self, eid: str) -> Execution:
+        """A kept execution; 410 once it was dropped (``_kept``), 404 for one never made here."""
         found = self.executions.get(eid)
         if found is None:
-            raise ApiError(
-                404,
-                "not_found",
-                f"no execution {eid!r} in session {self.id} (the last {KEPT_EXECUTIONS} are kept)",
-            )
+            raise self.keeper.gone(self.id, eid)
         return found
 
     def info(self, state: str = "open") -> dict[str, Any]:
@@ -171,8 +171,11 @@ class Session:
 class SessionStore:
     """The open sessions, the ended ones' reasons, and the reaper."""
 
-    def __init__(self, max_sessions: int, board: Board | None = None, me: int = 0) -> None:
+    def __init__(
+        self, max_sessions: int, board: Board | None = None, me: int = 0, keeper: Keeper | None = None
+    ) -> None:
         self.max_sessions = max_sessions
+        self.keeper = keeper or Keeper()  # what this process keeps of finished executions
         self.board = board or Board(1)  # the server's count of sessions, over its workers
         self.me = me
         self._open: dict[str, Session] = {}
@@ -251,6 +254,7 @@ class SessionStore:
         if self._open.pop(session.id, None) is None:
             return None
         self.board.drop_session(self.me)
+        self.keeper.forget(session)
         self._ended[session.id] = (reason, session.key_digest)
         while len(self._ended) > REMEMBERED:
             self._ended.popitem(last=False)

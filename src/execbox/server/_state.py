@@ -13,6 +13,7 @@ from .._errors import ExecboxError
 from ..backends import get_backend
 from ._config import ServerConfig
 from ._executors import ExecutorPool
+from ._kept import Keeper
 from ._load import Load
 from ._sessions import SessionStore
 from ._worker import Worker
@@ -29,7 +30,9 @@ class ServerState:
         # fewer made the 16-core server start and close an executor per run (see docs/scale.md)
         self.pool = ExecutorPool(max_idle=config.max_concurrency, make=config.make_executor)
         self.load = Load(config.max_concurrency, config.max_queued or 0, config.max_queue_wait_s, board, me)
-        self.sessions = SessionStore(config.max_sessions, board, me)
+        self.sessions = SessionStore(
+            config.max_sessions, board, me, Keeper(config.session_kept_bytes, config.kept_bytes)
+        )
         self._backends: dict[str, Any] | None = None
 
     async def backends(self) -> dict[str, Any]:
