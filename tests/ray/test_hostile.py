@@ -18,6 +18,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
+
 from execbox import CodeBlock, Limits
 from tests.ray._cluster import ray_executor, shared_cluster
 
@@ -94,13 +96,18 @@ def _host_copies(mark: str, skip: Path) -> list[str]:
     return found
 
 
-def test_a_block_on_a_node_reaches_nothing_of_ray(tmp_path):
+@pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
+def test_a_block_on_a_node_reaches_nothing_of_ray(tmp_path, network):
+    """With the network on too: it is the internet through the node's egress
+    namespace (sandbox/_egress.py), never the node's loopback, where the
+    GCS listens without authentication (a block that reached it could
+    overwrite a pickled class the driver loads)."""
     cluster = shared_cluster()
     session = _session_dir()
     assert os.path.exists(os.path.join(session, "sockets", "raylet")), (
         "the probe's targets must exist on the host"
     )
-    executor = ray_executor(tmp_path / "ws", Limits(timeout_s=30))
+    executor = ray_executor(tmp_path / "ws", Limits(timeout_s=30, network=network))
     with executor:
         result = executor.run(CodeBlock("python", PROBE.format(gcs=cluster.address, session=session)))
     assert result.ok, result.output
