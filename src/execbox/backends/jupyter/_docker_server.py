@@ -14,9 +14,17 @@ jupyter_kernel_gateway from a wheelhouse), or is the user's
 
 Kernels get no network unless ``Limits(network=True)``: the container sits
 alone on an internal Docker network (no route out) and is reached at its
-address there, which only this host can reach; with network, it is on the
-default bridge and its port is published on 127.0.0.1 only. Either way a
-generated token guards it. The
+address there, which only this host can reach. With network, the internet,
+not this machine, as the Docker backend's: the container is on the default
+bridge, and before the gateway starts an entry of execbox's
+(``_docker_guard.py``, ``_gateway_entry.py``; it needs the image's python3
+and runc: gVisor has no routing rules) installs the Docker backend's
+routing rules in the container (this host's addresses, the bridge's gateway
+among them, link-local, the private ranges and IPv6 unreachable; DNS to the
+container's nameservers alone), then runs the image's command as the
+non-root user with no capability at all; the host reaches the gateway
+through the entry's relay, whose port is published on 127.0.0.1 only.
+Either way a generated token guards it. The
 executor talks to it with the gateway client (``shared_files=False``: the
 container does not see the executor's workspace, so results come back as
 messages and images are saved on this side).
@@ -35,6 +43,7 @@ from ..._models import Limits
 from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ...images import ImageSpec, build_image
 from ..docker._container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
+from ._docker_guard import RELAY_PORT, await_guard, guarded, this_hosts_addresses
 from ._gateway import JupyterConnectionInfo
 
 __all__ = ["DockerJupyterServer", "jupyter_spec"]
@@ -67,8 +76,11 @@ class DockerJupyterServer:
       (default: execbox's gateway image, built when missing, with
       ``packages`` added).
     - ``limits``: memory, processes, CPU and network of the whole container
-      (network is off unless ``Limits(network=True)``; the published port
-      works either way).
+      (network is off unless ``Limits(network=True)``: then the internet,
+      not this machine, as the Docker backend's; refused, with
+      ``BackendUnavailableError``, where the container's routing rules
+      cannot be installed: gVisor, an image without python3; the published
+      port works either way).
     - ``docker_env``: variables for the server and its kernels.
     - ``auto_remove`` / ``stop_container`` / ``container_name`` / ``runtime``
       as in ``DockerExecutor``.
@@ -153,8 +165,14 @@ class DockerJupyterServer:
         settings["environment"] = {**self.docker_env, "TOKEN": self.token}
         try:
             with engine_errors("the Jupyter container could not start"):
-                if self.limits.network:  # the default bridge, the port published on loopback only
-                    settings["ports"] = {f"{PORT}/tcp": ("127.0.0.1", None)}
+                if self.limits.network:  # the default bridge, narrowed; the port published on loopback only
+                    settings = guarded(
+                        settings,
+                        client.api.inspect_image(image)["Config"],
+                        user=NOBODY,
+                        addresses=this_hosts_addresses(self.runtime),
+                        gateway_port=PORT,
+                    )
                 else:  # a network of its own with no way out; reached at its address
                     self._network = client.networks.create(
                         f"execbox-jupyter-{secrets.token_hex(6)}",
@@ -166,9 +184,11 @@ class DockerJupyterServer:
                 self._container = client.containers.run(**settings)
                 self._container.reload()
                 if self.limits.network:
+                    progress("installing the container's routing rules")
+                    await_guard(self._container, self.runtime)  # running then: its port is published
                     self.host, self.port = (
                         "127.0.0.1",
-                        int(self._container.ports[f"{PORT}/tcp"][0]["HostPort"]),
+                        int(self._container.ports[f"{RELAY_PORT}/tcp"][0]["HostPort"]),
                     )
                 else:
                     networks = self._container.attrs["NetworkSettings"]["Networks"]

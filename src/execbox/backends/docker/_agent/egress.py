@@ -30,7 +30,16 @@ import ipaddress
 import json
 import os
 
-__all__ = ["CAP_NET_ADMIN", "Unguarded", "drop_capability", "guard", "guard_or_leave", "nameservers"]
+__all__ = [
+    "CAP_NET_ADMIN",
+    "Unguarded",
+    "drop_capabilities",
+    "drop_capability",
+    "guard",
+    "guard_or_leave",
+    "load_netlink",
+    "nameservers",
+]
 
 CAP_NET_ADMIN = 12
 RESOLV_CONF = "/etc/resolv.conf"
@@ -80,20 +89,29 @@ class _Data(ctypes.Structure):
 def drop_capability(cap):
     """Take ``cap`` out of this process's effective, permitted and
     inheritable sets (OSError where the kernel refuses)."""
+    drop_capabilities([cap])
+
+
+def drop_capabilities(caps):
+    """Take each of ``caps`` out of this process's effective, permitted and
+    inheritable sets (OSError where the kernel refuses); ``range(64)``
+    empties them (the Docker-hosted Jupyter server's entry, jupyter/_gateway_entry.py)."""
     libc = ctypes.CDLL(None, use_errno=True)
     header, data = _Header(_CAP_VERSION_3, 0), (_Data * 2)()
     if libc.capget(ctypes.byref(header), data) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"capget: {os.strerror(code)}")
-    word, bit = divmod(cap, 32)
-    for field in ("effective", "permitted", "inheritable"):
-        setattr(data[word], field, getattr(data[word], field) & ~(1 << bit))
+    for cap in caps:
+        word, bit = divmod(cap, 32)
+        for field in ("effective", "permitted", "inheritable"):
+            setattr(data[word], field, getattr(data[word], field) & ~(1 << bit))
     if libc.capset(ctypes.byref(header), data) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"capset: {os.strerror(code)}")
 
 
-def _load(path):
+def load_netlink(path):
+    """The rules' module (``backends/_netlink.py``, bound in read-only at ``path``)."""
     spec = importlib.util.spec_from_file_location("execbox_netlink", path)
     if spec is None or spec.loader is None:
         raise Unguarded(f"no rules' module at {path}")
@@ -108,7 +126,7 @@ def guard(config_text):
     CAP_NET_ADMIN; the number of rules. Unguarded when they cannot be."""
     try:
         config = json.loads(config_text)
-        netlink = _load(config["netlink"])
+        netlink = load_netlink(config["netlink"])
         rules = netlink.forbidden_rules(nameservers(), [str(a) for a in config["host_addresses"]])
     except (ValueError, KeyError, TypeError, OSError, SyntaxError, ImportError) as exc:
         raise Unguarded(f"the container's routing rules could not be made ({exc!r})") from None
