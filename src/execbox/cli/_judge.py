@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
-from .._languages import find_language
 from .._models import Limits
 from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+from ._source_language import language_of_file
 
 __all__ = ["register"]
 
@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     source = _text(args.file)
-    language = args.language or _language_of(args.file)
+    language = language_of_file(args.file, args.language)
     cases = _cases(_text(args.cases), args.cases)
     limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
     with create_executor(args.backend, limits=limits) as executor:
@@ -73,14 +73,6 @@ def _text(name: str) -> str:
     if not path.is_file():
         raise ConfigurationError(f"no such file: {name}")
     return path.read_text(encoding="utf-8", errors="replace")
-
-
-def _language_of(name: str) -> str:
-    suffix = Path(name).suffix.lower().lstrip(".")
-    found = find_language(suffix) if suffix else None
-    if found is None:
-        raise ConfigurationError(f"cannot tell the language of {name}: give --language")
-    return found.name
 
 
 def _cases(text: str, name: str) -> list[Any]:

@@ -18,6 +18,7 @@ from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
 from ._kept_workspace import cli_workspace
 from ._limit_options import add_limit_options, limits_from
 from ._progress import progress_printer
+from ._source_language import language_of_file
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,7 +28,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.set_defaults(handler=run_reply)
 
     exe = commands.add_parser("exec", help="run one piece of code")
-    exe.add_argument("-l", "--language", default="python", help="language of the code (default: python)")
+    exe.add_argument(
+        "-l",
+        "--language",
+        default=None,
+        help="language of the code (default: from FILE's suffix, as judge takes it; python for -c, "
+        "standard input or a FILE without one)",
+    )
     source = exe.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--code", help="the code itself")
     source.add_argument(
@@ -98,9 +105,10 @@ def run_reply(args: argparse.Namespace) -> int:
 
 
 def run_code(args: argparse.Namespace) -> int:
+    language = language_of_file(None if args.code is not None else args.file, args.language, "python")
     code = args.code if args.code is not None else _read(args.file)
     stdin = None if args.stdin is None else _read(args.stdin)
-    return _execute(args, [CodeBlock(args.language, code, stdin=stdin)], raw=True)
+    return _execute(args, [CodeBlock(language, code, stdin=stdin)], raw=True)
 
 
 def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = False) -> int:
