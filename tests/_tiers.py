@@ -39,6 +39,7 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "backends/test_docker_images.py": ("docker",),
     "backends/test_docker_jupyter.py": ("docker",),
     "backends/test_docker_languages.py": ("docker",),
+    "backends/test_docker_network.py": ("docker",),
     "backends/test_docker_progress.py": ("docker",),
     "backends/test_soak_docker.py": ("docker", "slow", "alone"),
     "backends/test_soak_sandbox.py": ("slow", "alone"),
