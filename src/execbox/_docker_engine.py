@@ -27,7 +27,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._errors import BackendUnavailableError, ConfigurationError, ExecboxError, ImageMissingError
+from ._errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    ExecboxError,
+    ImageMissingError,
+    install_hint,
+)
 
 __all__ = [
     "docker_client",
@@ -62,7 +68,7 @@ def docker_client() -> Any:
             import docker
         except ImportError:
             raise BackendUnavailableError(
-                "docker", "the Docker SDK is not installed: pip install 'execbox[docker]'"
+                "docker", f"the Docker SDK is not installed: {install_hint('docker')}"
             ) from None
         try:
             client = docker.DockerClient(base_url=address, version="auto", timeout=120)

@@ -29,9 +29,20 @@ the caller: ``_docker_engine.engine_errors`` translates them.
 
 A warning, not an error: ``WeakerIsolationWarning`` (a ``UserWarning``) when
 the sandbox runs blocks in its weaker tier (Landlock, no namespaces).
+
+``install_hint(extra)`` is the one place that says how to install one of
+execbox's extras (``server``, ``jupyter``...): execbox is not on the
+package index, so it names a command that works here: pip of the Python
+running execbox, on its checkout (an editable install) or on a wheel.
 """
 
 from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from ._version import __version__
 
 __all__ = [
     "BackendUnavailableError",
@@ -53,6 +64,7 @@ __all__ = [
     "StallError",
     "WeakerIsolationWarning",
     "WorkspaceError",
+    "install_hint",
 ]
 
 
@@ -247,3 +259,26 @@ class StallError(ExecboxError, TimeoutError):
 class WeakerIsolationWarning(UserWarning):
     """The sandbox isolates blocks with its weaker tier here (Landlock,
     seccomp and rlimits, no namespaces): the message says why."""
+
+
+def _checkout() -> Path | None:
+    """The checkout execbox runs from (an editable install: ``src/execbox``
+    beside ``pyproject.toml``), if it does."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() and (root / "src" / "execbox").is_dir() else None
+
+
+def install_hint(extra: str) -> str:
+    """How to install execbox's ``extra`` for the Python running execbox: a
+    command that works as printed (execbox is not on the package index, and
+    ``pip`` may not be on PATH: ``python -m pip`` of this interpreter is)."""
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    root = _checkout()
+    if root is not None:
+        return f"{pip} -e {shlex.quote(f'{root}[{extra}]')} (execbox's {extra} extra, from its checkout)"
+    wheel = f"execbox-{__version__}-py3-none-any.whl"
+    return (
+        f"{pip} {shlex.quote(f'{wheel}[{extra}]')} (execbox's {extra} extra: the wheel execbox was "
+        f"installed from; `python -m build` in a checkout makes it in dist/), or, in a checkout, "
+        f"{pip} -e {shlex.quote(f'.[{extra}]')}"
+    )

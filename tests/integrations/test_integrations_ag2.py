@@ -195,4 +195,4 @@ def test_a_given_workspace_object_is_shared(tmp_path):
 
 
 def test_without_ag2_the_import_error_says_what_to_install():
-    assert "pip install 'execbox[ag2]'" in import_error_without("autogen", "execbox.integrations.ag2")
+    assert "[ag2]' (execbox's ag2 extra" in import_error_without("autogen", "execbox.integrations.ag2")

@@ -275,7 +275,7 @@ def test_bad_arguments_name_what_to_change(tmp_path):
 
 
 def test_without_autogen_core_the_import_error_says_what_to_install():
-    assert "pip install 'execbox[autogen]'" in import_error_without(
+    assert "[autogen]' (execbox's autogen extra" in import_error_without(
         "autogen_core", "execbox.integrations.autogen"
     )
 

@@ -258,4 +258,4 @@ def test_without_httpx_execbox_imports_and_client_names_the_extra():
         env={**os.environ, "PYTHONPATH": SRC},
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'execbox[client]'" in done.stdout
+    assert "-m pip install -e" in done.stdout and "[client]'" in done.stdout

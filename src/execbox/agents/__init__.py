@@ -9,7 +9,7 @@ teams of agents in one chat (round robin, or a selector picks the speaker).
     agent = AssistantAgent("assistant", ModelClient("gpt-4o-mini"), tools=[PythonTool()])
     print(agent.run("What is the 20th Fibonacci number?").content)
 
-The clients need their SDK (``pip install 'execbox[agents]'``); the rest
+The clients need their SDK (execbox's ``agents`` extra); the rest
 imports without them.
 """
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .._errors import ConfigurationError, ModelError
+from .._errors import ConfigurationError, ModelError, install_hint
 from ..tools import _bounded_json as bounded_json
 from ._json import schema_of
 from ._model import _safe_name, sdk_error
@@ -66,7 +66,7 @@ class AnthropicClient:
             import anthropic
         except ImportError:
             raise ConfigurationError(
-                "AnthropicClient needs the Anthropic SDK: pip install 'execbox[agents]'"
+                f"AnthropicClient needs the Anthropic SDK: {install_hint('agents')}"
             ) from None
         if not isinstance(model, str) or not model:
             raise ConfigurationError(

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .._errors import ConfigurationError, ModelError
+from .._errors import ConfigurationError, ModelError, install_hint
 from ._json import parse_json_reply, schema_of
 from ._reply import OPENAI_MESSAGE_KEYS, ModelReply, ToolCall
 from ._usage import Usage
@@ -70,9 +70,7 @@ class ModelClient:
         try:
             import openai
         except ImportError:
-            raise ConfigurationError(
-                "ModelClient needs the OpenAI SDK: pip install 'execbox[agents]'"
-            ) from None
+            raise ConfigurationError(f"ModelClient needs the OpenAI SDK: {install_hint('agents')}") from None
         if not isinstance(model, str) or not model:
             raise ConfigurationError("ModelClient(model=...) needs the model's name, such as 'gpt-4o-mini'")
         self.model = model

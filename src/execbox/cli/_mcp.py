@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, install_hint
 from ..backends import DEFAULT_BACKEND, backend_names
 
 __all__ = ["register"]
@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "mcp",
         help="serve execbox to MCP clients (stdio or streamable HTTP)",
         description="Serve execbox's tools (run_code, list_files, read_file, write_file, reset_session) "
-        "over the Model Context Protocol. Needs: pip install 'execbox[mcp]'.",
+        "over the Model Context Protocol. Needs the mcp extra: " + install_hint("mcp") + ".",
     )
     cmd.add_argument(
         "--transport",

@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, install_hint
 from .._models import Limits
 from ..backends import DEFAULT_BACKEND, backend_names
 
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="open the web playground (execbox serve on a free loopback port)",
         description="Start execbox serve on 127.0.0.1 and a free port, and open its web playground in the "
         "browser: paste a model's reply, run it, watch the output stream, see plots and files. "
-        "Needs: pip install 'execbox[server]'.",
+        f"Needs the server extra: {install_hint('server')}.",
     )
     cmd.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     cmd.add_argument(
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         from ..server._serve import page_url
     except ImportError as exc:
         raise ConfigurationError(
-            f"execbox playground needs the server extra: pip install 'execbox[server]' ({exc})"
+            f"execbox playground needs the server extra: {install_hint('server')} ({exc})"
         ) from exc
     port = args.port or free_port()
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip() and b.strip() != args.backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, install_hint
 from .._models import Limits
 from ..backends import DEFAULT_BACKEND, backend_names
 
@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "serve",
         help="serve execbox over HTTP (runs, sessions, streamed output, files)",
         description="Serve execbox over HTTP: /v1/run, /v1/batch, sessions with streamed executions "
-        "and files; the API is at /openapi.json. Needs: pip install 'execbox[server]'.",
+        "and files; the API is at /openapi.json. Needs the server extra: " + install_hint("server") + ".",
     )
     cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     cmd.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
@@ -145,7 +145,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=None,
         metavar="ADDRESS",
         help="run every executor on this Ray cluster (auto, HOST:PORT or ray://...): stateless runs "
-        "on its least loaded node, a session pinned to one node (pip install 'execbox[ray]')",
+        "on its least loaded node, a session pinned to one node (the ray extra: " + install_hint("ray") + ")",
     )
     cmd.add_argument(
         "--sse-keepalive",
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         from ..server import ServerConfig, serve
     except ImportError as exc:
         raise ConfigurationError(
-            f"execbox serve needs the server extra: pip install 'execbox[server]' ({exc})"
+            f"execbox serve needs the server extra: {install_hint('server')} ({exc})"
         ) from exc
     config = ServerConfig(
         host=args.host,

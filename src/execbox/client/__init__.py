@@ -1,4 +1,4 @@
-"""The Python client of ``execbox serve`` (``pip install 'execbox[client]'``:
+"""The Python client of ``execbox serve`` (execbox's ``client`` extra:
 httpx, imported when a ``Client`` is made).
 
 A run in a fresh workspace, files in and out::

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .._errors import ConfigurationError, ServiceError
+from .._errors import ConfigurationError, ServiceError, install_hint
 from .._version import __version__
 from ._answers import parse_json
 from ._wire import service_error
@@ -49,7 +49,7 @@ def load_httpx() -> Any:
     try:
         import httpx
     except ImportError:
-        raise ConfigurationError("execbox.Client needs httpx: pip install 'execbox[client]'") from None
+        raise ConfigurationError(f"execbox.Client needs httpx: {install_hint('client')}") from None
     return httpx
 
 
@@ -227,7 +227,7 @@ class Transport:
         except httpx.ConnectError as exc:
             raise ServiceError(
                 f"cannot connect to execbox serve at {self.base_url} ({exc}): start it with "
-                f"`execbox serve` (pip install 'execbox[server]'), or pass the URL it listens "
+                f"`execbox serve` (its server extra: {install_hint('server')}), or pass the URL it listens "
                 f"on as Client(base_url=...)",
                 code="unreachable",
                 retryable=True,

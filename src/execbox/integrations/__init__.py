@@ -5,10 +5,10 @@ itself, so ``import execbox.integrations`` works with neither installed:
 
 - ``execbox.integrations.ag2``: ``AG2CodeExecutor``, an AG2 code executor
   (``autogen.coding.CodeExecutor``) for ``ConversableAgent(
-  code_execution_config={"executor": ...})``; ``pip install 'execbox[ag2]'``.
+  code_execution_config={"executor": ...})``; execbox's ``ag2`` extra.
 - ``execbox.integrations.autogen``: ``AutoGenCodeExecutor``, an AutoGen
   code executor (``autogen_core.code_executor.CodeExecutor``, a component)
-  for ``CodeExecutorAgent``; ``pip install 'execbox[autogen]'``.
+  for ``CodeExecutorAgent``; execbox's ``autogen`` extra.
 
 Both wrap any execbox executor (``LocalExecutor``, ``SandboxExecutor``,
 ``JupyterExecutor``, ``DockerExecutor``...) or make one from a backend name

@@ -10,7 +10,7 @@ The agent finds code blocks with ``runner.code_extractor`` (execbox's own
 extractor: language aliases, ``~~~`` fences, ``# filename:`` comments and
 ``python:app.py`` info strings), runs them on the execbox executor and replies
 ``exitcode: 0 (execution succeeded)\\nCode output: ...``. Needs AG2
-(``pip install 'execbox[ag2]'``), whose module is ``autogen``.
+(execbox's ``ag2`` extra), whose module is ``autogen``.
 
 As a drop-in for AG2's ``LocalCommandLineCodeExecutor`` it takes AG2's
 option names: ``timeout`` (``limits=Limits(timeout_s=...)``), ``work_dir``
@@ -57,6 +57,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Self
 
+from .._errors import install_hint
+
 try:
     from autogen.coding import CodeBlock as _AG2CodeBlock
     from autogen.coding import CodeExecutor as _AG2CodeExecutor
@@ -65,7 +67,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
         "execbox.integrations.ag2 needs AG2 (its module is 'autogen', with autogen.coding): "
-        f"pip install 'execbox[ag2]' ({exc})"
+        f"{install_hint('ag2')} ({exc})"
     ) from exc
 
 from pydantic import Field

@@ -12,7 +12,7 @@ executor stays usable), as AutoGen's own executors return a result on
 cancellation. The adapter is an AutoGen component: ``dump_component()``
 saves the backend and the executor's options (``Executor.to_config()``),
 ``load_component()`` makes a new executor from them. Needs autogen-core
-(``pip install 'execbox[autogen]'``).
+(execbox's ``autogen`` extra).
 
 As a drop-in for autogen-ext's ``LocalCommandLineCodeExecutor`` it takes
 its option names: ``timeout`` (``limits=Limits(timeout_s=...)``),
@@ -72,6 +72,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import install_hint
+
 try:
     from autogen_core import CancellationToken, Component
     from autogen_core.code_executor import CodeBlock as _CodeBlock
@@ -79,7 +81,7 @@ try:
     from autogen_core.code_executor import CodeResult as _CodeResult
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f"execbox.integrations.autogen needs autogen-core: pip install 'execbox[autogen]' ({exc})"
+        f"execbox.integrations.autogen needs autogen-core: {install_hint('autogen')} ({exc})"
     ) from exc
 
 from pydantic import BaseModel, Field

@@ -1,5 +1,5 @@
 """``execbox serve``: execbox as an HTTP service (Starlette + uvicorn,
-``pip install 'execbox[server]'``).
+execbox's ``server`` extra).
 
     config = ServerConfig(backend="sandbox", max_concurrency=8)
     serve(config)                      # or uvicorn with create_app(config)

@@ -1,5 +1,5 @@
 """An MCP server that runs code with execbox, built on the official ``mcp``
-SDK (2.x, ``pip install 'execbox[mcp]'``).
+SDK (2.x, execbox's ``mcp`` extra: ``execbox._errors.install_hint``).
 
     execbox mcp                                   # stdio, the sandbox backend
     execbox mcp --transport http --port 8765      # streamable HTTP at /mcp
@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from .._errors import ConfigurationError, ExecboxError, WorkspaceError
+from .._errors import ConfigurationError, ExecboxError, WorkspaceError, install_hint
 from .._gpus import check_gpu_backend, parse_gpus
 from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._version import __version__
@@ -60,7 +60,7 @@ def _missing_sdk(exc: ImportError) -> ImportError:
     else:
         problem = f"importing it failed ({exc})"
     return ImportError(
-        f"execbox.tools.mcp needs the MCP Python SDK 2.x and {problem}: pip install -U 'execbox[mcp]'",
+        f"execbox.tools.mcp needs the MCP Python SDK 2.x and {problem}: {install_hint('mcp')}",
         name="mcp",
     )
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._codec import register_option_type
-from ..._errors import BackendUnavailableError, ExecboxError
+from ..._errors import BackendUnavailableError, ExecboxError, install_hint
 from .._process import TOKEN_VAR
 from ._channels import execute, wait_ready
 from ._kernel import kill_started_by
@@ -37,7 +37,7 @@ from ._kernel_base import Kernel
 
 __all__ = ["GatewayKernel", "JupyterConnectionInfo", "WebSocketChannels"]
 
-HINT = "pip install 'execbox[jupyter]' (websocket-client)"
+HINT = install_hint("jupyter")  # websocket-client
 REQUEST_TIMEOUT_S = 30.0
 MAX_ANSWER_BYTES = 16 << 20  # a REST answer (kernel specs, a kernel's model): far less
 READY_TIMEOUT_S = 60.0

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from ..._errors import BackendUnavailableError
+from ..._errors import BackendUnavailableError, install_hint
 from .._process import TOKEN_VAR, kill_marked
 from ._channels import ZmqChannels, wait_ready
 from ._kernel_base import Kernel
@@ -31,7 +31,7 @@ __all__ = [
     "kill_started_by",
 ]
 
-INSTALL_HINT = "pip install 'execbox[jupyter]' (jupyter_client and ipykernel)"
+INSTALL_HINT = install_hint("jupyter")  # jupyter_client and ipykernel
 READY_TIMEOUT_S = 60.0
 # No history database: IPython writes each cell to SQLite, ~0.8 ms a cell here
 # (In, Out and %history still work, from memory).

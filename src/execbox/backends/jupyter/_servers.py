@@ -26,13 +26,13 @@ import weakref
 from collections.abc import Sequence
 from typing import Self
 
-from ..._errors import BackendUnavailableError, ExecboxError
+from ..._errors import BackendUnavailableError, ExecboxError, install_hint
 from ..sandbox._jail import spawn_kept
 from ._gateway import JupyterConnectionInfo
 
 __all__ = ["LocalJupyterServer"]
 
-HINT = "pip install 'execbox[gateway]' (jupyter_kernel_gateway)"
+HINT = install_hint("gateway")  # jupyter_kernel_gateway
 START_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
 _servers: weakref.WeakSet[LocalJupyterServer] = weakref.WeakSet()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..._errors import BackendUnavailableError, NodeLostError
+from ..._errors import BackendUnavailableError, NodeLostError, install_hint
 
 __all__ = ["NAMESPACE", "Cluster", "cluster"]
 
@@ -37,7 +37,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise BackendUnavailableError("ray", "Ray is not installed: pip install 'execbox[ray]'") from None
+        raise BackendUnavailableError("ray", f"Ray is not installed: {install_hint('ray')}") from None
     return ray
 
 
