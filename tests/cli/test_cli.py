@@ -66,7 +66,7 @@ def test_run_from_stdin_with_timeout():
         stdin="```python\nimport time\nprint('hi', flush=True)\ntime.sleep(9)\n```",
     )
     assert done.returncode == 124
-    assert "hi" in done.stdout and "Limits.timeout_s" in done.stdout
+    assert "hi" in done.stdout and "(--timeout 1)" in done.stdout
 
 
 def test_run_keeps_files_in_workdir(tmp_path):
@@ -104,7 +104,7 @@ def test_languages_lists_policies():
         (["run", "/no/such/reply.md"], None, "no such file: /no/such/reply.md"),
         (["run", "-"], "just prose, no code", "no code blocks found in standard input"),
         (["run", "--backend", "nope", "-"], "```py\n1\n```", "unknown backend 'nope'"),
-        (["exec", "--timeout", "0", "-c", "1"], None, "Limits.timeout_s must be a positive number"),
+        (["exec", "--timeout", "0", "-c", "1"], None, "--timeout must be a positive number"),
         (["exec", "--gpus", "x", "-c", "1"], None, "'x' is neither a GPU index"),
         (
             ["exec", "--backend", "local", "--gpus", "0", "-c", "1"],

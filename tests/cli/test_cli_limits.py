@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from execbox.backends._network_hint import NETWORK_OFF_NOTE
+from execbox.backends._network_hint import NETWORK_OFF_NOTE as LIBRARY_NOTE
 from execbox.backends.sandbox import find_bwrap
 from execbox.cli import build_parser, main
+from execbox.cli._limit_options import as_flags
 from tests.conftest import require
 
+NETWORK_OFF_NOTE = as_flags(LIBRARY_NOTE)  # as the command line says it: the option, not Limits
 KEPT = "(kept; --workdir DIR to choose where)"
 
 
@@ -50,7 +52,7 @@ def test_memory_reaches_the_block():
     _jail()
     done = execbox("exec", "--memory", "64M", "-c", "x = bytearray(400 * 1024 * 1024)\nprint('allocated')")
     assert done.returncode != 0 and "allocated" not in done.stdout
-    assert "memory limit 64 MB" in done.stdout and "Limits.memory_mb" in done.stdout
+    assert "memory limit 64 MB" in done.stdout and "(--memory)" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -146,7 +148,7 @@ def test_network_switch_and_the_network_off_note(loopback_url):
     off = execbox("exec", "-c", fetch)
     assert off.returncode == 1 and "Connection refused" in off.stderr
     assert off.stdout.strip() == NETWORK_OFF_NOTE  # the note ends what the result adds
-    assert "--network" in NETWORK_OFF_NOTE and "Limits(network=True)" in NETWORK_OFF_NOTE
+    assert "Limits(network=True)" in LIBRARY_NOTE and "--network turns it on" in NETWORK_OFF_NOTE
     assert NETWORK_OFF_NOTE not in on.stdout + on.stderr
 
 

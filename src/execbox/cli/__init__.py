@@ -8,16 +8,20 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ExecboxError
+from .._version import __version__
 from . import _chat, _doctor, _explore, _images, _judge, _languages, _mcp, _papers, _playground, _run, _serve
+from ._limit_options import as_flags
+from ._parser import Parser
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="execbox",
         description="Run code written by language models and hand the results back.",
     )
+    parser.add_argument("--version", action="version", version=f"execbox {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _run.register(commands)
     _languages.register(commands)
@@ -39,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except ExecboxError as exc:
-        print(f"execbox: error: {exc}", file=sys.stderr)
+        print(f"execbox: error: {as_flags(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""

@@ -13,6 +13,7 @@ from typing import Any
 from .._errors import ConfigurationError
 from .._models import Limits
 from ..backends import DEFAULT_BACKEND, backend_names, create_executor
+from ._limit_options import as_flags, memory_size
 from ._source_language import language_of_file
 
 __all__ = ["register"]
@@ -35,7 +36,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per case (default: 10)"
     )
-    cmd.add_argument("--memory-mb", type=int, default=None, metavar="MB", help="memory per case")
+    cmd.add_argument(
+        "--memory",
+        dest="memory_mb",
+        type=memory_size,
+        default=None,
+        metavar="SIZE",
+        help="memory per case: megabytes, or with a unit: 256M, 1G (default: the backend's)",
+    )
+    cmd.add_argument(
+        "--memory-mb", dest="memory_mb", type=memory_size, help=argparse.SUPPRESS
+    )  # the old spelling
     cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     cmd.set_defaults(handler=run)
 
@@ -63,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         for case in result.cases:
             memory = f"{case.peak_memory_mb:.1f} MB" if case.peak_memory_mb is not None else "-"
             label = case.name or f"case {case.index + 1}"
-            print(f"{label}: {case.verdict}  {case.time_s:.3f} s  {memory}  {case.message}".rstrip())
+            message = as_flags(case.message)  # the limits named as the options that set them
+            print(f"{label}: {case.verdict}  {case.time_s:.3f} s  {memory}  {message}".rstrip())
         print(f"{result.verdict}: {result.passed}/{result.total} passed")
     return 0 if result.accepted else 1
 

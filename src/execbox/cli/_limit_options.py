@@ -11,8 +11,19 @@ from typing import Any
 
 from .._models import Limits
 
-__all__ = ["add_limit_options", "limits_from", "memory_size"]
+__all__ = ["add_limit_options", "as_flags", "limits_from", "memory_size"]
 
+# ``Limits`` fields as the messages of the library name them, and the option that sets each here
+_FLAGS = {
+    "timeout_s": "--timeout",
+    "memory_mb": "--memory",
+    "max_processes": "--max-processes",
+    "cpus": "--cpus",
+    "max_output_bytes": "--max-output-bytes",
+    "network": "--network",
+}
+_FIELD = re.compile(r"Limits(?:\.(?P<field>\w+)(?:=(?P<value>[\w.]+))?|\((?P<call>\w+)=(?P<given>[\w.]+)\))")
+_SAID_TWICE = re.compile(r"(--[\w-]+) \(\1 on the command line\)")
 _SIZE = re.compile(r"\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
 _MB_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 
@@ -107,3 +118,20 @@ def limits_from(args: argparse.Namespace, **fields: Any) -> Limits:
         network=args.network,
         **fields,
     )
+
+
+def _flag(found: re.Match[str]) -> str:
+    field, value = (found["field"], found["value"]) if found["field"] else (found["call"], found["given"])
+    flag = _FLAGS.get(field)
+    if flag is None:  # no option sets it here (compile_timeout_s, gpu_memory_mb): the library's name
+        return found[0]
+    if flag == "--network":
+        return "--no-network" if value == "False" else flag
+    return f"{flag} {value}" if value else flag
+
+
+def as_flags(text: str) -> str:
+    """``text`` (a result's notes, an error) with the ``Limits`` fields it
+    names as the options that set them here: ``Timeout after 10 s
+    (Limits.timeout_s=10)`` becomes ``Timeout after 10 s (--timeout 10)``."""
+    return _SAID_TWICE.sub(r"\1", _FIELD.sub(_flag, text))

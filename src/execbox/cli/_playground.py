@@ -28,9 +28,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser(
         "playground",
         help="open the web playground (execbox serve on a free loopback port)",
-        description="Start execbox serve on 127.0.0.1 and a free port, and open its web playground in the "
+        description="Start execbox serve on 127.0.0.1 (or --host) and a free port, and open its web "
+        "playground in the "
         "browser: paste a model's reply, run it, watch the output stream, see plots and files. "
         f"Needs the server extra: {install_hint('server')}.",
+    )
+    cmd.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1; another, such as 0.0.0.0 in a container, serves "
+        "the page and the API to whoever reaches it, behind the token in the link)",
     )
     cmd.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     cmd.add_argument(
@@ -52,9 +59,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.set_defaults(handler=run)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -101,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"execbox playground needs the server extra: {install_hint('server')} ({exc})"
         ) from exc
-    port = args.port or free_port()
+    port = args.port or free_port(args.host)
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip() and b.strip() != args.backend)
     config = ServerConfig(
-        host="127.0.0.1",
+        host=args.host,
         port=port,
         backend=args.backend,
         backends=backends,
@@ -113,5 +120,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not args.no_browser:
         threading.Thread(target=_open_when_up, args=(page_url(config),), daemon=True).start()
-    serve(config, name="execbox playground", what="; loopback only")  # prints the link, with its token
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    what = "; loopback only" if loopback else f"; listening on {args.host}: the link's token guards it"
+    serve(config, name="execbox playground", what=what)  # prints the link, with its token
     return 0

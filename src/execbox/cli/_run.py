@@ -16,7 +16,7 @@ from .._models import CodeBlock, ExecutionResult, Limits, one_line
 from .._run_events import BlockStartEvent, EndEvent, OutputEvent
 from ..backends import DEFAULT_BACKEND, Executor, backend_names, create_executor
 from ._kept_workspace import cli_workspace
-from ._limit_options import add_limit_options, limits_from
+from ._limit_options import add_limit_options, as_flags, limits_from
 from ._progress import progress_printer
 from ._source_language import language_of_file
 
@@ -135,9 +135,9 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
             if args.json:
                 print(json.dumps(_json(result), indent=2))
             elif raw:
-                sys.stdout.write(result.output)
+                sys.stdout.write(as_flags(result.output))
             else:
-                print(result.to_text())
+                print(as_flags(result.to_text()))
     return result.exit_code
 
 
@@ -168,10 +168,11 @@ def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> Executi
     assert result is not None  # the stream always ends with the result
     seen = "".join(printed)
     notes = result.output[len(seen) :] if result.output.startswith(seen) else ""
+    notes = as_flags(notes)  # execbox's own words, the limits named as the options that set them
     if raw:
         sys.stdout.write(notes)
         return result
-    tail = result.to_text("plain")[len(result.output) :]
+    tail = as_flags(result.to_text("plain")[len(result.output) :])
     if notes or tail:
         sys.stdout.write((notes + tail).strip("\n") + "\n")
     state = "execution succeeded" if result.exit_code == 0 else "execution failed"

@@ -38,6 +38,7 @@ from ._worker import SessionRouter, Worker
 
 __all__ = ["create_app"]
 
+OPEN_PATHS = PUBLIC_PATHS | {"/openapi.json"}
 HTTP_CODES = {
     400: "bad_request",
     404: "not_found",
@@ -49,25 +50,28 @@ HTTP_CODES = {
 
 class BearerAuth:
     """401 unless ``Authorization: Bearer <token>`` (compared in constant time);
-    the playground's page and static files (``GET``, ``PUBLIC_PATHS``) are
-    served to anyone: the page asks for the token and sends it itself."""
+    the playground's page and static files (``GET``, ``PUBLIC_PATHS``) and
+    the API's description (``/openapi.json``, which the start-up line points
+    at) are served to anyone: they hold no secret; the page asks for the
+    token and sends it itself."""
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        public = scope.get("method") in ("GET", "HEAD") and scope.get("path") in PUBLIC_PATHS
+        public = scope.get("method") in ("GET", "HEAD") and scope.get("path") in OPEN_PATHS
         if scope["type"] == "http" and self.expected is not None and not public:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                error = ApiError(
-                    401,
-                    "unauthorized",
-                    "a bearer token is required: Authorization: Bearer <token> "
-                    "(the server's --token / EXECBOX_TOKEN)",
-                    headers={"WWW-Authenticate": "Bearer"},
+                said = (
+                    "the bearer token sent is not this server's: send Authorization: Bearer <token> with "
+                    "the one it was started with (--token / EXECBOX_TOKEN, or the one in the link it printed)"
+                    if given
+                    else "a bearer token is required: Authorization: Bearer <token> "
+                    "(the server's --token / EXECBOX_TOKEN)"
                 )
+                error = ApiError(401, "unauthorized", said, headers={"WWW-Authenticate": "Bearer"})
                 await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

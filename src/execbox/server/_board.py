@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +39,9 @@ class Board:
     def __init__(self, workers: int = 1) -> None:
         context = multiprocessing.get_context("spawn")
         self.workers = workers
-        self._lock = context.Lock()
+        # one process: a thread lock; a named semaphore would outlive a SIGTERM (uvicorn
+        # re-raises it after its shutdown, so no atexit unlinks it: the resource tracker warns)
+        self._lock = context.Lock() if workers > 1 else threading.Lock()
         self._cells: Any = context.RawArray("q", CELLS * workers)
         self._freed: Any = context.RawArray("q", PACE_WINDOW + 1)  # times (ns), then the count
         # (read end, write end) per worker; Connections only carry the descriptors to a spawned worker

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import logging.config
 import os
 import socket
@@ -132,7 +133,7 @@ def serve(
     import uvicorn
 
     single = settings(create_app(config) if config.workers == 1 else None, config, log_level)
-    sock = single.bind_socket()  # exits with uvicorn's message when the port is taken
+    sock = bind_socket(config)  # a port taken: one line naming --port (uvicorn's: its log, exit 3)
     port = sock.getsockname()[1]
     print("\n".join(announcement(config, port, name, what)), file=stream or sys.stderr, flush=True)
     if config.workers > 1:
@@ -153,6 +154,27 @@ def serve(
         sock.close()
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)  # uvicorn's: the lifespan failed (said on stderr)
+
+
+def bind_socket(config: ServerConfig) -> socket.socket:
+    """The listening address bound as uvicorn binds it (``Config.bind_socket``),
+    or ``ConfigurationError`` saying what to change."""
+    from .._errors import ConfigurationError
+
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"cannot listen on {config.host} port {config.port}: {exc.strerror or exc}: give another "
+            "with --port (0 picks a free one), or stop what holds it"
+            + (" (--host: an address of this machine)" if exc.errno == errno.EADDRNOTAVAIL else "")
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def worker_main(config: ServerConfig, worker: Worker, sock: socket.socket, log_level: str) -> None:
