@@ -48,6 +48,7 @@ from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._cgroups import CgroupSupport, cgroup_support
+from ._container import FULL_ISOLATION_OPTIONS
 from ._egress import Egress, open_egress
 from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy, no_watch
 from ._identity import Jailer, Lease, is_jail_id, lease, reachable
@@ -77,8 +78,7 @@ ISOLATION_TIERS = ("auto", "namespaces", "landlock")
 NAMESPACES_HINT = (
     "on Ubuntu 24.04+ a user who is not root needs sysctl "
     "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
-    "a container needs --security-opt seccomp=unconfined "
-    "--security-opt apparmor=unconfined (or to be privileged)"
+    f"a container needs {' '.join(FULL_ISOLATION_OPTIONS)}"
 )
 
 
@@ -280,26 +280,27 @@ class SandboxExecutor(HostExecutor):
                         self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True, repair=True
                     )
                 )
-                self._jailer = Jailer(
-                    self._lease,
-                    [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
-                )
-                launch = prepare(  # bwrap's own start: without the egress namespace, made below
-                    bwrap,
-                    replace(policy, network=False),
-                    ["/bin/true"],
-                    jailer=self._jailer,
-                    seccomp=False,
-                    rlimits=False,
-                )
-                try:
-                    probe(launch.argv, launch.preexec, launch.pass_fds)
+                try:  # the Jailer raises where the jail id cannot be shown its paths (_identity, _acl)
+                    self._jailer = Jailer(
+                        self._lease,
+                        [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
+                    )
+                    launch = prepare(  # bwrap's own start: without the egress namespace, made below
+                        bwrap,
+                        replace(policy, network=False),
+                        ["/bin/true"],
+                        jailer=self._jailer,
+                        seccomp=False,
+                        rlimits=False,
+                    )
+                    try:
+                        probe(launch.argv, launch.preexec, launch.pass_fds)
+                    finally:
+                        launch.close()
                 except BackendUnavailableError as exc:
                     if self.isolation == "namespaces":
                         raise
                     why = str(exc).removeprefix(f"{self.name} backend unavailable: ")
-                finally:
-                    launch.close()
             if why is not None or self.isolation == "landlock":
                 self._start_landlock(why)
                 return

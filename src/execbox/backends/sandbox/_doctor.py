@@ -17,6 +17,7 @@ from pathlib import Path
 from ... import _gpus
 from ..._gpus import DRIVER_HINT, describe, grant, host_gpus
 from ._cgroups import cgroup_support
+from ._container import FULL_ISOLATION, container
 from ._landlock import abi
 from ._landlock_tier import LANDLOCK_HINT, landlock_problem
 
@@ -38,6 +39,12 @@ APPARMOR_FIX = (
     "/etc/apparmor.d/bwrap and run `sudo apparmor_parser -r /etc/apparmor.d/bwrap` (Ubuntu 25.04+ "
     "ships one: bwrap-userns-restrict), or for every program: "
     "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+)
+CONTAINER_FIX = (
+    "bubblewrap needs user namespaces and a /proc of its own, which the container's seccomp profile, "
+    "AppArmor profile and masked /proc paths refuse, and root needs CAP_SYS_ADMIN to set up the jails: "
+    f"for the namespaces tier start the container with {FULL_ISOLATION} (the blocks get no capability), "
+    "or let execbox use the Landlock tier (what it leaves visible is listed below)"
 )
 CGROUP_FIX = (
     "run under a delegated cgroup: `systemd-run --user --scope -p Delegate=yes <your command>` (or as "
@@ -144,18 +151,14 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
             "" if support is not None else _cgroup_fix(),
         )
     )
-    container = _container()
-    if container:  # a finding only where it stops bubblewrap
+    where = container()
+    if where:  # a finding only where it stops bubblewrap
         found.append(
             Finding(
                 "inside a container",
                 namespaces_ok,
-                container,
-                ""
-                if namespaces_ok
-                else "bubblewrap needs user namespaces, which the container's seccomp and AppArmor "
-                "profiles refuse: start the container with --security-opt seccomp=unconfined "
-                "--security-opt apparmor=unconfined, or let execbox use the Landlock tier",
+                where,
+                "" if namespaces_ok else CONTAINER_FIX,
             )
         )
     landlock = landlock_problem()
@@ -264,6 +267,8 @@ def _namespaces_fix(found: list[Finding]) -> str:
     for finding in found:
         if not finding.ok and finding.fix:
             return finding.fix
+    if container():
+        return CONTAINER_FIX
     return "see the error above; `execbox run --backend local` runs unisolated"
 
 
@@ -290,6 +295,8 @@ def _try_tier(tier: str) -> tuple[bool, str]:
                 result = sandbox.run(CodeBlock("python", "print(6*7)"))
         except ExecboxError as exc:
             return False, str(exc)
+        except Exception as exc:  # noqa: BLE001 (the diagnosis goes on: this finding says what broke)
+            return False, f"{type(exc).__name__}: {exc}"
     return result.output == "42\n", result.output.strip()[:300]
 
 
@@ -322,6 +329,8 @@ def _try_pool() -> tuple[dict[str, object] | None, str]:
                 health = sandbox.pool_health
         except ExecboxError as exc:
             return None, str(exc)
+        except Exception as exc:  # noqa: BLE001 (as in _try_tier)
+            return None, f"{type(exc).__name__}: {exc}"
     wrong = sum(out != f"{i}\n" for i, out in enumerate(outputs))
     if health is None:
         return None, "no pool was started"
@@ -339,16 +348,6 @@ def _limits_of(diagnosis: Diagnosis, tier: str) -> None:
     capabilities = SandboxExecutor(isolation=tier).capabilities
     diagnosis.limits = dict(capabilities.mechanisms)
     diagnosis.gaps = dict(capabilities.gaps)
-
-
-def _container() -> str:
-    if Path("/.dockerenv").exists():
-        return "/.dockerenv exists: a Docker container"
-    if Path("/run/.containerenv").exists():
-        return "/run/.containerenv exists: a Podman container"
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return "KUBERNETES_SERVICE_HOST is set: a Kubernetes pod"
-    return ""
 
 
 def _read(path: Path) -> str | None:

@@ -19,6 +19,9 @@ bwrap then runs unprivileged, as the jail id. Paths it must bind but cannot
 reach as that id (an interpreter under root's 0700 home, a workspace under
 a 0700 folder) are first bound, in a private mount namespace of the child,
 onto staging folders it can reach (``Jailer``): no host permission changes.
+Where root may not make a mount namespace (a container's root without
+CAP_SYS_ADMIN), the closed folders give the jails' reach group search by
+an ACL entry instead (``_acl``; the last id of the range, never leased).
 
 A non-root host user cannot map the jail to anyone else (that takes
 ``newuidmap`` and ``/etc/subuid``): the jail is that user, and what it owns
@@ -41,9 +44,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._errors import ConfigurationError
+from ..._errors import BackendUnavailableError, ConfigurationError
+from ._acl import grant_search, mount_namespaces
 
-__all__ = ["Jailer", "Lease", "give_pipe", "is_jail_id", "jail_id_range", "lease"]
+__all__ = ["Jailer", "Lease", "give_pipe", "is_jail_id", "jail_id_range", "lease", "reach_group"]
 
 DEFAULT_RANGE = (0x70000000, 65536)
 LEASE_DIR = "/run/execbox/jail-ids"
@@ -71,6 +75,13 @@ def jail_id_range() -> tuple[int, int]:
     return value
 
 
+def reach_group() -> int:
+    """The jails' shared group for reaching closed folders without a mount
+    namespace (``_acl``): the last id of the range, which ``lease`` never gives."""
+    first, count = jail_id_range()
+    return first + count - 1
+
+
 def is_jail_id(uid: int) -> bool:
     first, count = jail_id_range()
     return first <= uid < first + count
@@ -95,10 +106,11 @@ def lease() -> Lease | None:
     if os.geteuid() != 0:
         return None
     first, count = jail_id_range()
+    usable = max(count - 1, 1)  # the last id is the reach group's
     folder = _lease_dir()
-    start = secrets.randbelow(count)
-    for step in range(count):
-        uid = first + (start + step) % count
+    start = secrets.randbelow(usable)
+    for step in range(usable):
+        uid = first + (start + step) % usable
         fd = os.open(
             os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
@@ -111,7 +123,7 @@ def lease() -> Lease | None:
             raise
         return Lease(uid, uid, fd)
     raise ConfigurationError(
-        f"all {count} jail ids of EXECBOX_JAIL_IDS are in use: close executors, or widen the range"
+        f"all {usable} jail ids of EXECBOX_JAIL_IDS are in use: close executors, or widen the range"
     )
 
 
@@ -159,7 +171,12 @@ class Jailer:
     The staging mount namespace is made once, kept by a descriptor, and each
     child joins it (``setns``): made in every child, it cost the one-shot
     jail ~10 ms of wall time here, most of it the namespace's teardown after
-    the block."""
+    the block.
+
+    Where root may make no mount namespace, nothing is staged: the closed
+    folders above the sources give the reach group search (``_acl``), and
+    the jail carries that group; where that cannot be done either,
+    ``BackendUnavailableError`` says why (the Landlock tier may still run)."""
 
     def __init__(self, identity: Lease | None, sources: Sequence[str]) -> None:
         self.identity = identity
@@ -167,6 +184,7 @@ class Jailer:
         self._binds: list[tuple[bytes, bytes]] = []
         self._staged: dict[str, str] = {}
         self._mounts = -1  # the staging mount namespace, once made
+        self._groups: list[int] = []  # the jail's supplementary groups: the reach group, or none
         if identity is None:
             return
         for path in dict.fromkeys(sources):
@@ -182,20 +200,49 @@ class Jailer:
                 os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
             self._staged[path] = target
             self._binds.append((os.fsencode(path), os.fsencode(target)))
-        if self._binds:
-            self._mounts = self._staging_namespace()
+        if not self._binds:
+            return
+        try:
+            if mount_namespaces():
+                self._mounts = self._staging_namespace()
+            else:
+                self._reach_by_acl(identity)
+        except BaseException:
+            self.close()
+            raise
+
+    def _reach_by_acl(self, identity: Lease) -> None:
+        """No mount namespace here: the closed folders give the reach group search."""
+        paths = list(self._staged)
+        why = grant_search(paths, identity.uid, identity.gid, reach_group())
+        if why:
+            raise BackendUnavailableError(
+                "sandbox",
+                f"the jail id (uid {identity.uid}) cannot reach {', '.join(paths)}, and root can neither "
+                f"show them in a mount namespace here nor open the folders above them by an ACL ({why}): "
+                "put the virtual environment and the workspace where others may search, or open the "
+                "folders above them to others (chmod o+x)",
+            )
+        shutil.rmtree(self._stage, ignore_errors=True)
+        self._stage, self._staged, self._binds = "", {}, []
+        self._groups = [reach_group()]
 
     def _staging_namespace(self) -> int:
         """A descriptor of a mount namespace with the staging binds made, held
         by a child that leaves at once (the descriptor keeps the namespace)."""
-        holder = subprocess.Popen(
-            ["/bin/cat"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=self._stage_binds,
-            close_fds=True,
-        )
+        try:
+            holder = subprocess.Popen(
+                ["/bin/cat"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=self._stage_binds,
+                close_fds=True,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BackendUnavailableError(
+                "sandbox", f"cannot stage the jail's bind sources in a mount namespace: {exc}"
+            ) from None
         try:
             return os.open(f"/proc/{holder.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         finally:
@@ -224,14 +271,15 @@ class Jailer:
         self.become()
 
     def become(self) -> None:
-        """Become the jail id, with no supplementary groups (in a child).
+        """Become the jail id, with no supplementary group but the reach
+        group where it is used (in a child).
         The output pipes become the jail's too: ``echo > /dev/stderr``
         opens the pipe again, and root's pipes are 0600."""
         if self.identity is None:
             return
         for fd in (1, 2):
             give_pipe(fd, self.identity)
-        os.setgroups([])
+        os.setgroups(self._groups)
         os.setresgid(self.identity.gid, self.identity.gid, self.identity.gid)
         os.setresuid(self.identity.uid, self.identity.uid, self.identity.uid)
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._errors import BackendUnavailableError
+from ._container import FULL_ISOLATION, container
 from ._policy import SYSTEM_DIRS
 
 __all__ = [
@@ -116,6 +117,16 @@ setns_net = _libc.setns  # called between fork and exec: made here, not there
 _unshare = _libc.unshare
 
 
+def _has_sys_admin() -> bool:
+    """Whether this process holds CAP_SYS_ADMIN (bit 21 of CapEff)."""
+    try:
+        with open("/proc/self/status") as status:
+            effective = next(line for line in status if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return True  # no /proc/self/status: as before, try
+    return bool(int(effective.split()[1], 16) >> 21 & 1)
+
+
 def empty_netns(become: Callable[[], None]) -> int | None:
     """A descriptor of a network namespace with only loopback up, for one
     executor's one-shot jails to join: making a network namespace per block
@@ -126,8 +137,9 @@ def empty_netns(become: Callable[[], None]) -> int | None:
     a user namespace of its own and the network namespace in it: that
     namespace does not belong to the host's initial user namespace, so host
     device events (uevents) do not reach it. Only root may join it later
-    (None otherwise: each jail makes its own)."""
-    if os.geteuid() != 0:
+    (None otherwise: each jail makes its own), and only with CAP_SYS_ADMIN
+    (a container's root without it, ``docker run``'s default, may not)."""
+    if os.geteuid() != 0 or not _has_sys_admin():
         return None
 
     def make() -> None:  # in the child, before it execs cat: system calls only
@@ -173,11 +185,17 @@ def probe(
             "sandbox", f"cannot start bubblewrap as the jail's user: {exc}"
         ) from None
     if done.returncode != 0:
+        cause = (
+            "in a container, the engine's default seccomp profile, AppArmor profile and masked /proc paths "
+            f"refuse it (for full isolation start the container with {FULL_ISOLATION}"
+            if container()
+            else "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces > 0"
+        )
         raise BackendUnavailableError(
             "sandbox",
             f"bubblewrap could not create a sandbox here ({done.stderr.strip() or done.returncode}): "
-            "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, "
-            "user.max_user_namespaces > 0; `execbox doctor` names what this host lacks and the fix); or run "
+            f"{cause}; `execbox doctor` names what this host lacks and the fix); or run "
             "unisolated with backend='local' (CLI: --backend local)",
         )
 

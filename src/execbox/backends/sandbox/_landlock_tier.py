@@ -11,7 +11,8 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
 - sets rlimits: NOFILE, FSIZE, CORE=0, AS where no memory cgroup is, and
   NPROC = ``Limits.max_processes``. Without a user namespace RLIMIT_NPROC
   counts every process of the real uid: as root, the child first becomes the
-  executor's leased jail id (``_identity``: no supplementary groups, an
+  executor's leased jail id (``_identity``: no supplementary group but the
+  reach group where ``_acl`` opened closed folders to it, an
   emptied capability bounding set), so the count is this executor's
   processes; as a user who is not root it counts all of that user's
   processes (a user with many running may find blocks refused ``fork``);
@@ -51,7 +52,10 @@ As root, the jail id must reach the workspace and the interpreter: where a
 folder above them is closed (an interpreter under /root), the child shows
 them through a private mount namespace (a tmpfs over the closed folder with
 the needed paths bound in: ``_reach``), which root outside a container may make;
-where it may not, start fails and says which folder to open.
+where it may not (a container's root without CAP_SYS_ADMIN), the closed
+root-owned folders give the jails' reach group search by an ACL entry and
+the child carries that group (``_acl``); where neither can be done, start
+fails and says which folder to open.
 
 What this tier does not hide (the namespaces tier does):
 
@@ -114,8 +118,10 @@ import execbox.backends.sandbox._landlock as ll
 from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from ..._languages import LANGUAGE_ETC
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from ._acl import grant_search, mount_namespaces
 from ._cgroups import BlockCgroup
-from ._identity import Lease, give_pipe, reachable
+from ._container import FULL_ISOLATION, container
+from ._identity import Lease, give_pipe, reach_group, reachable
 from ._policy import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS, JailPolicy
 from ._reach import Reach, check, private_mounts, reach_supported
 from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program
@@ -173,8 +179,13 @@ def refuse_network(network: bool, why: str = "") -> None:
             "host's network: its loopback services, its addresses, the cloud metadata endpoint "
             "(Landlock restricts TCP by port only, never by address)"
             + (f". The namespaces tier cannot start here: {why}" if why else "")
-            + ". Run where bubblewrap can make namespaces (isolation='namespaces'), use "
-            "backend='docker', or set Limits(network=False)",
+            + ". Run where bubblewrap can make namespaces (isolation='namespaces'"
+            + (
+                f"; in this container: start it with {FULL_ISOLATION}"
+                if container() and FULL_ISOLATION not in why
+                else ""
+            )
+            + "), use backend='docker', or set Limits(network=False)",
         )
 
 
@@ -234,6 +245,9 @@ class LandlockTier:
         if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
             self.tmp_base = "/tmp"
         self.reach = Reach([workspace, *readonly], lease, workspace) if lease is not None else None
+        self.groups: list[int] = []  # the jail id's supplementary groups: the reach group, or none
+        if lease is not None and self.reach and not mount_namespaces():
+            self.reach, self.groups = None, _reach_by_acl([workspace, *readonly], lease)
         # as root, /dev/shm is bound to a folder of the block's in a mount namespace of its own
         self.shm = os.fsencode(SHM) if lease is not None and os.path.isdir(SHM) else None
         denied = (*HOST_IPC, *NAME_WATCHES, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
@@ -340,7 +354,7 @@ class LandlockTier:
     def _enter(
         self, ruleset: int, procs: Sequence[int], status: int, shm: str | None, address_limit: bool = True
     ) -> Callable[[], None]:
-        limits, lease, reach, fprog = self.limits, self.lease, self.reach, self.fprog
+        limits, lease, reach, fprog, groups = self.limits, self.lease, self.reach, self.fprog, self.groups
         if not address_limit:  # a compiler: RLIMIT_DATA bounds it, not counting a JVM's reservations
             limits = [(resource.RLIMIT_DATA if w == resource.RLIMIT_AS else w, v) for w, v in limits]
         shm_source, shm_target = (os.fsencode(shm), self.shm) if shm and self.shm else (None, None)
@@ -373,7 +387,7 @@ class LandlockTier:
                         check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
                     for fd in (1, 2):
                         give_pipe(fd, lease)
-                    os.setgroups([])
+                    os.setgroups(groups)
                     os.setresgid(lease.gid, lease.gid, lease.gid)
                     os.setresuid(lease.uid, lease.uid, lease.uid)
                 step = "drop capabilities"
@@ -426,6 +440,22 @@ class LandlockTier:
                 )
 
         return kill
+
+
+def _reach_by_acl(paths: list[str], lease: Lease) -> list[int]:
+    """No mount namespace can show the jail id ``paths`` it cannot reach:
+    the closed folders above them give the reach group search (``_acl``);
+    the groups the child carries."""
+    why = grant_search(paths, lease.uid, lease.gid, reach_group())
+    if why:
+        raise BackendUnavailableError(
+            "sandbox",
+            f"the jail id (uid {lease.uid}) cannot reach {', '.join(paths)}, and root can neither show them "
+            f"in a mount namespace here nor open the folders above them by an ACL ({why}): put the "
+            "virtual environment and the workspace where others may search, or open the folders above "
+            "them to others (chmod o+x)",
+        )
+    return [reach_group()]
 
 
 def _join_own_keyring(keyctl: int) -> None:
