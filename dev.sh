@@ -20,7 +20,8 @@ install_system_packages() {
     local need=()
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
-    command -v node >/dev/null 2>&1 || need+=(nodejs)
+    # Node.js: only the tests and benchmarks run JavaScript (run's example is Python)
+    case "${1:-}" in test|bench) command -v node >/dev/null 2>&1 || need+=(nodejs) ;; esac
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
     # a block with the network on: its own namespace, egress by user-mode networking (sandbox/_egress.py)
     command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
@@ -45,7 +46,13 @@ install_system_packages() {
         sudo="sudo"
     fi
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+    # without Recommends: nodejs's alone are ~100 MB nothing here uses
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+pip_progress() {
+    # pip's output, a line per package it fetches or builds (not its download bars), then the total
+    grep --line-buffered -E '^(Collecting|Building|Installing|Successfully)' | sed -u 's/^/dev.sh: pip: /' >&2 || true
 }
 
 setup_venv() {
@@ -67,10 +74,10 @@ setup_venv() {
     fi
     if [ "$what" = run ]; then
         say "installing execbox (core and sandbox: rich) into .venv"
-        .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+        .venv/bin/python -m pip install --disable-pip-version-check -e . | pip_progress
     else
         say "installing execbox with every development extra into .venv (~1 GB, a few minutes)"
-        .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+        .venv/bin/python -m pip install --disable-pip-version-check -e '.[dev]' | pip_progress
     fi
     touch ".venv/.installed-$what-$hash"
 }

@@ -45,6 +45,9 @@ def test_dev_sh_run_installs_the_core_alone_and_runs_the_example(tmp_path):
     # it says what it is doing before each slow step
     assert "dev.sh: creating .venv" in done.stderr
     assert "dev.sh: installing execbox (core and sandbox" in done.stderr
+    # and pip says what it installs, a line per package (it was a silent `pip -q`)
+    assert "dev.sh: pip: Installing collected packages:" in done.stderr, done.stderr
+    assert "dev.sh: pip: Successfully installed" in done.stderr
     assert "dev.sh: running examples/reply.md" in done.stderr
     # the example ran: the sieve's primes, counted from the shell
     assert "count: 15" in done.stdout
