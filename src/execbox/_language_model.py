@@ -57,6 +57,12 @@ class Language:
     version: tuple[str, ...] = ()  # argv printing the toolchain's version
     package: str = ""  # the Debian package providing it
     etc: tuple[str, ...] = ()  # /etc folders its toolchain reads (bound read-only in a jail)
+    # Its runtime reserves far more address space than it uses (V8, the JVM, Go's): where an rlimit
+    # stands in for a memory cgroup, RLIMIT_DATA holds Limits.memory_mb for it, not RLIMIT_AS (under
+    # which it dies at start: Node.js by SIGTRAP, the JVM "Could not reserve enough space").
+    reserves_address_space: bool = False
+    # An option sizing the runtime for that limit (``{mb}``), inserted after the program's name.
+    memory_option: str = ""
 
     @property
     def program(self) -> str | None:

@@ -94,6 +94,7 @@ LANGUAGES: tuple[Language, ...] = (
         other_suffixes=(".mjs", ".cjs"),
         version=("node", "--version"),
         package="nodejs",
+        reserves_address_space=True,
     ),
     Language(
         "pwsh",
@@ -148,6 +149,7 @@ LANGUAGES: tuple[Language, ...] = (
         ),
         version=("go", "version"),
         package="golang-go",
+        reserves_address_space=True,
     ),
     Language(
         "rust",
@@ -197,6 +199,10 @@ LANGUAGES: tuple[Language, ...] = (
         version=("javac", "-version"),
         package="default-jdk-headless",
         etc=("/etc/java-17-openjdk", "/etc/java-21-openjdk"),
+        reserves_address_space=True,
+        # its heap sized for the limit (a quarter of it), not for the machine: the initial heap it
+        # commits at start (1/64 of the machine's memory) would be past RLIMIT_DATA on a large one
+        memory_option="-XX:MaxRAM={mb}m",
     ),
     Language(
         "typescript",
@@ -221,6 +227,7 @@ LANGUAGES: tuple[Language, ...] = (
         ),
         version=("tsc", "--version"),
         package="node-typescript",
+        reserves_address_space=True,
     ),
     Language(
         "ruby",

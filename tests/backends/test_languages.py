@@ -170,7 +170,7 @@ def tight(request, tmp_path_factory):  # type: ignore[no-untyped-def]
     """Short time, little memory: the timeout and memory cases."""
     _need_backend(request.param)
     ws = tmp_path_factory.mktemp(f"tight-{request.param}")
-    # no memory_mb: at 256 MB the local backend's stand-in (RLIMIT_AS) keeps a JVM from starting
+    # no memory_mb: the timeout alone (a JVM under --memory: tests/cli/test_cli_memory_runtimes.py)
     limits = Limits(timeout_s=1, compile_timeout_s=60)
     with create_executor(request.param, workspace=ws, limits=limits) as ex:
         yield ex

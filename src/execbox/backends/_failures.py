@@ -48,12 +48,22 @@ def timeout_note(limits: Limits) -> str:
     )
 
 
-# What a program prints when an allocation fails (Python, C, C++, Node, Rust, Go).
+# What a program prints when an allocation fails (Python, C, C++, Node, Rust, Go, a JVM), or a
+# reservation at its start (Node.js: "Failed to reserve virtual memory for CodeRange", a JVM:
+# "Could not reserve enough space", Go: "failed to reserve page summary memory").
 _ALLOCATION_FAILED = re.compile(
     r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|"
-    r"memory allocation of \d+ bytes failed|JavaScript heap out of memory",
+    r"memory allocation of \d+ bytes failed|JavaScript heap out of memory|"
+    r"Array buffer allocation failed|OutOfMemoryError|Native memory allocation|"
+    r"failed to reserve|Could not reserve enough space",
     re.IGNORECASE,
 )
+
+
+def _allocation_failed(stderr: str) -> bool:
+    """Whether ``stderr`` says an allocation failed: at its end, or at its head (Go's
+    "fatal error: runtime: out of memory" comes before every goroutine's stack)."""
+    return bool(_ALLOCATION_FAILED.search(stderr[-4096:]) or _ALLOCATION_FAILED.search(stderr[:4096]))
 
 
 def explain_failure(
@@ -66,11 +76,14 @@ def explain_failure(
     memory_exceeded_mb: int | None = None,
     address_space_mb: int | None = None,
     gpu_memory_exceeded_mb: int | None = None,
+    memory_rlimit: str = "RLIMIT_AS",
 ) -> tuple[ErrorInfo, str]:
     """(error, note for the output) for a block that did not succeed.
     ``memory_exceeded_mb``: the limit the kernel enforced, when it did;
-    ``address_space_mb``: the RLIMIT_AS standing in for a memory limit, if
-    one did (an allocation over it fails instead); ``gpu_memory_exceeded_mb``:
+    ``address_space_mb``: the rlimit standing in for a memory limit, if
+    one did (an allocation over it fails instead; ``memory_rlimit`` says
+    which: RLIMIT_AS, or RLIMIT_DATA for a runtime that reserves address
+    space); ``gpu_memory_exceeded_mb``:
     the GPU memory limit execbox killed the block at."""
     if gpu_memory_exceeded_mb is not None:
         note = (
@@ -89,11 +102,12 @@ def explain_failure(
         return ErrorInfo("Timeout", note), note
     found = python_error(stderr) if language == "python" else None
     if address_space_mb is not None and (
-        found.name == "MemoryError" if found is not None else bool(_ALLOCATION_FAILED.search(stderr[-4096:]))
+        found.name == "MemoryError" if found is not None else _allocation_failed(stderr)
     ):
+        held = "the address-space limit RLIMIT_AS" if memory_rlimit == "RLIMIT_AS" else memory_rlimit
         note = (
-            f"memory limit {address_space_mb} MB reached (Limits.memory_mb, held as the address-space "
-            "limit RLIMIT_AS): an allocation failed; use less memory or raise Limits.memory_mb"
+            f"memory limit {address_space_mb} MB reached (Limits.memory_mb, held as {held}: no memory "
+            "cgroup here): an allocation failed; use less memory or raise Limits.memory_mb"
         )
         return ErrorInfo("MemoryLimit", note, found.traceback if found is not None else ""), note + "."
     if found is not None:

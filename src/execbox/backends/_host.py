@@ -24,7 +24,7 @@ from ._host_python import HostPython
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome, missing_program, outcome_to_result
 
-__all__ = ["BlockRunner", "HostExecutor", "child_environment"]
+__all__ = ["BlockRunner", "HostExecutor", "child_environment", "reserving", "with_options"]
 
 # Host variables a block always gets (when set on the host).
 PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
@@ -33,7 +33,11 @@ PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 class BlockRunner(Protocol):
     """Runs one block's argv to completion (``python_file``: the
     executor's Python on a code file; ``source``: that file's text, for a
-    runner that runs it from the text, when ``_runs_from_text`` says so)."""
+    runner that runs it from the text, when ``_runs_from_text`` says so;
+    ``reserves``: not None for a runtime that reserves far more address
+    space than it uses (``Language.reserves_address_space``): where an
+    rlimit stands in for a memory cgroup, the runner holds the memory limit
+    with RLIMIT_DATA, not RLIMIT_AS, and puts these options after argv[0])."""
 
     def run(
         self,
@@ -44,6 +48,7 @@ class BlockRunner(Protocol):
         on_output: OutputCallback | None,
         source: str | None = None,
         stdin: bytes | None = None,
+        reserves: tuple[str, ...] | None = None,
     ) -> ProcessOutcome: ...
 
     def build(
@@ -219,7 +224,12 @@ class HostExecutor(HostPython, Executor):
                 return missing_program(argv[0], language.install_hint)
             argv = [resolved, *argv[1:]]
         outcome = self._runner.run(
-            argv, python_file=False, cancel=cancel, on_output=on_output, stdin=_encoded(stdin)
+            argv,
+            python_file=False,
+            cancel=cancel,
+            on_output=on_output,
+            stdin=_encoded(stdin),
+            reserves=reserving(language, self.limits),
         )
         return outcome_to_result(language.name, outcome, self.limits)
 
@@ -248,8 +258,23 @@ class HostExecutor(HostPython, Executor):
             on_output=on_output,
             source=source if program == PYTHON else None,
             stdin=_encoded(stdin),
+            reserves=reserving(language, self.limits),
         )
         return outcome_to_result(language.name, outcome, self.limits)
+
+
+def reserving(language: Language, limits: Limits) -> tuple[str, ...] | None:
+    """A runner's ``reserves`` for ``language``: None, or its options for ``Limits.memory_mb``."""
+    if not language.reserves_address_space:
+        return None
+    if language.memory_option and limits.memory_mb:
+        return (language.memory_option.format(mb=limits.memory_mb),)
+    return ()
+
+
+def with_options(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` with ``options`` after the program's name."""
+    return [argv[0], *options, *argv[1:]]
 
 
 def _encoded(stdin: str | None) -> bytes | None:

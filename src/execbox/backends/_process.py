@@ -62,7 +62,8 @@ class ProcessOutcome:
     cancelled: bool
     duration_s: float
     memory_exceeded_mb: int | None = None  # set when the kernel killed it at a memory limit
-    address_space_mb: int | None = None  # the RLIMIT_AS that stood in for a memory limit, if one did
+    address_space_mb: int | None = None  # the rlimit that stood in for a memory limit, if one did:
+    memory_rlimit: str = "RLIMIT_AS"  # which (RLIMIT_DATA for a runtime that reserves address space)
     gpu_memory_exceeded_mb: int | None = None  # set when execbox killed it at Limits.gpu_memory_mb
     peak_memory_mb: float | None = None  # the block's cgroup's peak, where it had one
 

@@ -90,6 +90,7 @@ def outcome_to_result(language: str, outcome: ProcessOutcome, limits: Limits) ->
         limits=limits,
         memory_exceeded_mb=outcome.memory_exceeded_mb,
         address_space_mb=outcome.address_space_mb,
+        memory_rlimit=outcome.memory_rlimit,
         gpu_memory_exceeded_mb=outcome.gpu_memory_exceeded_mb,
     )
     return Outcome(

@@ -20,7 +20,7 @@ from ..._progress import OnProgress
 from ..._workspace import Workspace
 from ...environments import Environment
 from .._base import Capabilities
-from .._host import HostExecutor, child_environment
+from .._host import HostExecutor, child_environment, with_options
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 
 __all__ = ["LocalExecutor", "child_environment"]
@@ -110,19 +110,26 @@ class Unjailed:
         on_output: OutputCallback | None,
         source: str | None = None,  # never given: the local backend runs the file
         stdin: bytes | None = None,
+        reserves: tuple[str, ...] | None = None,
     ) -> ProcessOutcome:
         executor = self.executor
-        return run_process(
-            argv,
+        memory_mb = executor.limits.memory_mb
+        data = reserves is not None and bool(memory_mb)  # Node.js, a JVM, Go: RLIMIT_AS stops them at start
+        outcome = run_process(
+            with_options(argv, reserves) if data and reserves else argv,
             cwd=str(executor.workspace.path),
             env=executor._child_env,
             timeout_s=executor.limits.timeout_s,
             output_limit=executor.limits.max_output_bytes,
-            memory_mb=executor.limits.memory_mb,
+            memory_mb=None if data else memory_mb,
+            preexec=_data_limit(memory_mb) if data else None,
             cancel=cancel,
             on_output=on_output,
             stdin=stdin,
         )
+        if data:
+            outcome.address_space_mb, outcome.memory_rlimit = memory_mb, "RLIMIT_DATA"
+        return outcome
 
     def build(
         self,

@@ -56,8 +56,9 @@ def enforcement(
         held["max_processes"] = f"a pids {version} per block" + (f", and {nproc}" if nproc else "")
     else:
         held["memory_mb"] = (
-            "RLIMIT_AS, the address space (no memory cgroup here): an allocation over the "
-            "limit fails, and the result names Limits.memory_mb"
+            "RLIMIT_AS, the address space (no memory cgroup here; RLIMIT_DATA for Node.js, a JVM and "
+            "Go, which reserve far more than they use): an allocation over the limit fails, and the "
+            "result names Limits.memory_mb"
         )
         missing["cpus"] = f"no CPU quota without a cgroup: the block may use every core; needs {CGROUP_FIX}"
         if nproc:

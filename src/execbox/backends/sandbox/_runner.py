@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .._host import with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._cgroups import BlockCgroup, CgroupSupport
 from ._gpu import GpuWatcher, no_watch
@@ -33,6 +34,12 @@ ONE_SHOT_OVERHEAD = 2
 
 
 @functools.cache
+def _data_for_address(rlimits: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """``rlimits`` with RLIMIT_DATA in place of RLIMIT_AS: a memory bound a runtime's reservations
+    (a JVM's, Node.js's, Go's) do not count against."""
+    return tuple(("DATA" if name == "AS" else name, value) for name, value in rlimits)
+
+
 def prlimit() -> str | None:
     """util-linux's prlimit, as the jail sees it (it binds /usr)."""
     return shutil.which("prlimit", path=INSIDE_PATH)
@@ -100,7 +107,22 @@ class JailRunner:
         on_output: OutputCallback | None,
         source: str | None = None,
         stdin: bytes | None = None,
+        reserves: tuple[str, ...] | None = None,
     ) -> ProcessOutcome:
+        if reserves is not None and "AS" in dict(self.policy.rlimits):
+            # Node.js, a JVM, Go: RLIMIT_AS (no memory cgroup here) stops them at start; RLIMIT_DATA
+            # holds the limit in its place, in a jail of its own (a pool unit's rlimits are set)
+            policy = replace(self.policy, rlimits=_data_for_address(self.policy.rlimits))
+            outcome = self._run(
+                with_options(argv, reserves),
+                python_file=False,
+                cancel=cancel,
+                on_output=on_output,
+                stdin=stdin,
+                policy=policy,
+            )
+            outcome.address_space_mb, outcome.memory_rlimit = self.policy.memory_mb or 0, "RLIMIT_DATA"
+            return outcome
         return self._run(
             argv, python_file=python_file, cancel=cancel, on_output=on_output, source=source, stdin=stdin
         )
@@ -124,7 +146,7 @@ class JailRunner:
             env=(*self.policy.env, *env.items()),
             # RLIMIT_DATA, not AS, standing in for a memory cgroup: javac's JVM and tsc's Node.js
             # reserve far more address space than they use, which DATA does not count
-            rlimits=tuple(("DATA" if name == "AS" else name, value) for name, value in self.policy.rlimits),
+            rlimits=_data_for_address(self.policy.rlimits),
         )
         return self._run(
             argv,
