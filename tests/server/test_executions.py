@@ -114,3 +114,25 @@ def test_an_event_a_byte_is_charged_for_what_it_costs_the_server(client):
     assert names.count("stdout") <= cap // EVENT_COST, names.count("stdout")
     assert lines[-1]["data"]["result"]["stdout"].startswith("x" * 1000)
     client.delete(f"/v1/sessions/{sid}")
+
+
+def test_a_run_cancelled_before_the_core_ended_it_says_what_its_events_kept(tmp_path):
+    """The server keeps no second capture of a running block's output
+    (security issue 39: it held the flood 2.5 times its cap again): a
+    result it makes itself, for a run the core never ended, is the text its
+    events kept, with a line where the rest was not kept."""
+    from execbox import Limits, Workspace
+    from execbox._models import CodeBlock
+    from execbox.backends import create_executor
+    from execbox.server._executions import Execution
+
+    with create_executor("local", workspace=Workspace(tmp_path), limits=Limits(max_output_bytes=4096)) as ex:
+        execution = Execution("s_test", ex, [CodeBlock("python", "print(1)")])
+        execution._emit("stdout", {"text": "out one\n", "block": 0})
+        execution._emit("stderr", {"text": "err one\n", "block": 0})
+        execution._emit("truncated", {"limit": 4096, "message": "the rest is not streamed"})
+        result = execution._cancelled_result()
+    assert result.stdout == "out one\n" and result.stderr == "err one\n"
+    assert result.output.startswith("out one\nerr one\n\n[... the rest of the output was not kept")
+    assert "limits.max_output_bytes=4096" in result.output and result.output.endswith("\nCancelled.\n")
+    assert result.exit_code == 130 and result.error is not None and result.error.name == "Cancelled"

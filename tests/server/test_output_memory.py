@@ -9,6 +9,7 @@ limit the worker was killed and every session on it lost)."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -220,6 +221,91 @@ def test_twenty_floods_in_four_sessions_leave_each_server_process_flat(workers: 
             gone = client.get(f"/v1/sessions/{sid}/executions/{ids[0][0]}/events")
             error = error_of(gone, 410, "execution_gone")
             assert "--session-kept-mb" in error["message"] or "--kept-mb" in error["message"], error
+        finally:
+            for client in clients:
+                client.close()
+
+
+def one_stream_flood(mib: int) -> str:
+    """A flood that ends on stdout: its output is the one text (its stdout the same string)."""
+    return flood(mib).replace("sys.stderr.write", "sys.stdout.write")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    ("cap_mib", "floods", "printed_mib"),
+    [(1, 8, PRINTED_MIB), (16, 4, 256)],
+    ids=["8-floods-1MiB-cap", "4-floods-16MiB-cap"],
+)
+def test_floods_at_once_hold_their_output_about_once(
+    workers: int, cap_mib: int, floods: int, printed_mib: int
+) -> None:
+    """Floods running at once (``--max-concurrency`` of them, each in its
+    session, half answered as JSON and half as server-sent events): each
+    server process's peak resident memory grows by less than 64 MiB under
+    a 1 MiB cap, and by less than three times the caps running at once
+    (plus 32 MiB) under a 16 MiB cap. A running flood's output was held
+    about 8 times (two captures of 2.5 times its cap, the result's texts,
+    the answer's JSON made whole, then encoded): 4 floods under a 16 MiB
+    cap grew a worker by 491 MiB."""
+    cap = cap_mib * MIB
+    bound = GROWTH_MIB if cap_mib == 1 else 3 * cap_mib * floods + 32
+    with running_server(
+        "--backend", "local", "--workers", str(workers), "--max-concurrency", str(floods)
+    ) as server:
+        clients = [
+            server.client(limits=httpx.Limits(max_connections=1), timeout=300.0) for _ in range(floods)
+        ]
+        try:
+            sessions = []
+            for client in clients:
+                made = client.post(
+                    "/v1/sessions", json={"limits": {"max_output_bytes": cap, "timeout_s": 300}}
+                )
+                assert made.status_code == 201, made.text
+                sessions.append(str(made.json()["id"]))
+                assert run(client, sessions[-1], "print('warm')")["result"]["output"] == "warm\n"
+            before = {pid: memory_mib(pid) for pid in [server.proc.pid, *descendants(server.proc.pid)]}
+            outputs: dict[int, str] = {}
+            failed: list[BaseException] = []
+
+            def tenant(n: int) -> None:
+                client, url = clients[n], f"/v1/sessions/{sessions[n]}/executions"
+                code = {"code": one_stream_flood(printed_mib) if n % 4 == 3 else flood(printed_mib)}
+                try:
+                    if n % 2:  # the end event's result, as a browser reads it
+                        lines, _ = sse_lines(client, "POST", url, json=code)
+                        end = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
+                        outputs[n] = end["result"]["output"]
+                    else:
+                        outputs[n] = run(client, sessions[n], code["code"])["result"]["output"]
+                except BaseException as exc:  # noqa: BLE001 - said by the test's thread
+                    failed.append(exc)
+
+            threads = [threading.Thread(target=tenant, args=(n,)) for n in range(floods)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not failed, failed
+            for output in outputs.values():
+                assert "bytes of output dropped" in output and output.endswith("done\n"), output[-300:]
+                assert len(output) < cap + 1024
+            after = {pid: memory_mib(pid) for pid in before}
+            table = {pid: (before[pid], after[pid]) for pid in before}
+            grown = {
+                pid: now[1] - was[1]
+                for pid, (was, now) in table.items()
+                if was is not None and now is not None
+            }
+            assert len(grown) == len([m for m in before.values() if m is not None]), (
+                f"a process died: {table}"
+            )
+            print(f"peak growth MiB per process: {grown} (VmRSS, VmHWM before, after: {table})")
+            assert max(grown.values()) < bound, (
+                f"the server's processes' peak memory grew by {grown} MiB (before, after: {table}) for "
+                f"{floods} floods of {printed_mib} MiB at once under a {cap_mib} MiB cap: over {bound} MiB"
+            )
         finally:
             for client in clients:
                 client.close()

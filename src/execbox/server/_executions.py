@@ -16,9 +16,10 @@ past it, they are dropped with one ``truncated`` event (the result keeps
 its own capped output). The drop happens in the executor's thread, before
 the event loop is asked to do anything, so that a block printing gigabytes
 neither fills the server's memory nor its loop's queue (security issue 39:
-512 MiB printed under a 1 MiB cap grew the server from 45 to 704 MiB). What
-it printed is also kept as a head and a tail (``Capture``, the same bound),
-for a result made here when the run was cancelled before the core ended it.
+512 MiB printed under a 1 MiB cap grew the server from 45 to 704 MiB). A
+result made here, for a run cancelled before the core ended it, is made of
+the text its events kept: the server holds no second capture of what a
+block prints (the backend's is the one, ``backends._output``).
 Once it ended, its events and result are held once (``_replay``), and
 ``kept_bytes`` says what they hold, for the budgets of ``_kept``.
 """
@@ -44,7 +45,6 @@ from .._run_events import (
     event_to_dict,
 )
 from ..backends import Executor
-from ..backends._output import Capture
 from ._errors import ApiError, from_execbox
 from ._replay import END, EVENT_COST, KeptResult, footprint, keep_events, materialized
 
@@ -70,8 +70,6 @@ class Execution:
         self._budget = executor.limits.max_output_bytes  # of the events' text and displays
         self._lock = threading.Lock()  # the gate's: displays may come from another thread than output
         self._streamed = 0  # bytes the events hold (under _lock)
-        # head and tail of what it printed while it runs (under _lock), for _cancelled_result
-        self._printed: Capture | None = Capture(self._budget)
         self._core_end: EndEvent | None = None  # the core's last event (its result, also when cancelled)
 
     @property
@@ -128,8 +126,6 @@ class Execution:
             self.status = "completed"
             self.result = result
         finally:
-            with self._lock:
-                self._printed = None  # its ended run's result has the output
             try:
                 self._keep()
             finally:
@@ -149,17 +145,17 @@ class Execution:
         """What of ``event`` the events may keep (in the executor's thread):
         text and displays within the budget, a cut text and one
         ``TruncatedEvent`` where it runs out, nothing after."""
+        if not isinstance(event, (OutputEvent, DisplayEvent)):
+            return [event]
+        if self._streamed >= self._budget:  # a flood's every chunk past the budget: no work (it only grows)
+            return []
         if isinstance(event, OutputEvent):
             data = event.text.encode("utf-8", "surrogatepass")
             cost = len(data) + EVENT_COST
-        elif isinstance(event, DisplayEvent):
+        else:
             shown, data = event.display, b""
             cost = EVENT_COST + sum(len(part or "") for part in (shown.mime_type, shown.path, shown.data))
-        else:
-            return [event]
         with self._lock:
-            if self._printed is not None and isinstance(event, OutputEvent):
-                self._printed.feed(event.stream, data)
             room = self._budget - self._streamed
             if room <= 0:
                 return []
@@ -190,11 +186,19 @@ class Execution:
         self._emit(event.kind, event_to_dict(event))
 
     def _cancelled_result(self) -> ExecutionResult:
-        """A run cancelled before the core ended it: what it printed."""
-
-        with self._lock:
-            printed, self._printed = self._printed or Capture(self._budget), None
-        output, stdout, stderr = printed.combined.text(), printed.stdout.text(), printed.stderr.text()
+        """A run cancelled before the core ended it: what it printed, as far
+        as its events kept it (within the cap: then a line says the rest was not kept)."""
+        texts: dict[str, list[str]] = {"output": [], "stdout": [], "stderr": []}
+        for _, name, data in self.events:
+            if name in ("stdout", "stderr") and isinstance(data, dict):
+                texts["output"].append(data["text"])
+                texts[name].append(data["text"])
+            elif name == "truncated":
+                texts["output"].append(
+                    f"\n[... the rest of the output was not kept: more than "
+                    f"limits.max_output_bytes={self._budget} ...]\n"
+                )
+        output, stdout, stderr = ("".join(texts[name]) for name in ("output", "stdout", "stderr"))
         return ExecutionResult(
             exit_code=130,
             output=output + "\nCancelled.\n",

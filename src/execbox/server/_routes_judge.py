@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import ConfigurationError, ExecboxError
@@ -24,6 +24,7 @@ from .._judge import as_cases
 from ._bodies import MAX_CASES, JudgeRequest, checked
 from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
+from ._pieces import json_answer
 from ._state import state_of
 from ._wire import backend_of, gpus_of, limits_of, read_json
 
@@ -64,7 +65,7 @@ async def judge(request: Request) -> Response:
             raise from_execbox(exc) from None
         finally:
             await asyncio.shield(state.pool.release(executor, reusable=finished))
-        return JSONResponse(result.to_dict())
+        return json_answer(result.to_dict())
     finally:
         state.load.release()
 

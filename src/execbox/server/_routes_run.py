@@ -8,7 +8,6 @@ killed, its executor not reused, its slot freed (security issue 39)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from .._version import __version__
 from ._bodies import BatchRequest, checked
 from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
+from ._pieces import json_answer, json_line
 from ._state import ServerState, state_of
 from ._wire import RunJob, encode_file, read_file, read_json, run_request
 
@@ -76,7 +76,7 @@ async def run(request: Request) -> Response:
     todo = run_request(await read_json(request, state.config.max_upload_bytes), state.config)
     await state.load.enter()
     try:
-        return JSONResponse(await unless_gone(request, _run_one(state, todo)))
+        return json_answer(await unless_gone(request, _run_one(state, todo)))
     finally:
         state.load.release()
 
@@ -155,7 +155,8 @@ async def _batch_lines(state: ServerState, items: list[Any], width: int) -> Asyn
     tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(items)]
     try:
         for done in asyncio.as_completed(tasks):
-            yield (json.dumps(await done) + "\n").encode()
+            for piece in json_line(await done):
+                yield piece
     finally:
         for task in tasks:
             task.cancel()

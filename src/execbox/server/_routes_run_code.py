@@ -33,6 +33,7 @@ from ._bodies import DEFAULT_TIMEOUT_S, SANDBOX_FUSION_LANGUAGES, RunCodeRequest
 from ._config import ServerConfig
 from ._disconnect import unless_gone
 from ._errors import ApiError
+from ._pieces import json_answer
 from ._routes_run import _run_one
 from ._state import state_of
 from ._wire import RunJob, file_path, read_json
@@ -54,7 +55,7 @@ async def run_code(request: Request) -> Response:
         result = await unless_gone(request, _run_one(state, todo))  # a client gone: its run killed
     finally:
         state.load.release()
-    return JSONResponse(_answer_of(result, language))
+    return json_answer(_answer_of(result, language))
 
 
 def _request(body: RunCodeRequest, config: ServerConfig, language: str) -> RunJob:

@@ -7,7 +7,6 @@ which asks for that key (``X-Execbox-Session-Key``, see ``_sessions``)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,9 +18,10 @@ from .._errors import ExecboxError
 from ._bodies import ExecutionRequest, SessionRequest, checked
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
+from ._pieces import json_answer, ndjson_frames, sse_frames
 from ._sessions import KEY_HEADER, Session, new_key
 from ._state import ServerState, state_of
-from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, gpus_of, limits_of, read_json, sse
+from ._wire import SSE_KEEPALIVE, backend_of, blocks_of, decode_files, gpus_of, limits_of, read_json
 
 __all__ = ["ROUTES", "session_of"]
 
@@ -201,7 +201,7 @@ async def execute(request: Request) -> Response:
     await execution.wait()
     if execution.error is not None and execution.result is None:
         raise execution.error
-    return JSONResponse(execution.summary(), headers=headers)
+    return json_answer(execution.summary(), headers=headers)
 
 
 async def _claim(state: ServerState, session: Session, queue: bool) -> None:
@@ -257,12 +257,11 @@ def _event_stream(
 
     async def frames() -> AsyncIterator[bytes]:
         async for item in execution.stream(after, state.config.keepalive_s):
-            if form == "sse":
-                yield SSE_KEEPALIVE if item is None else sse(*item)
-            elif item is None:
-                yield b'{"event": "keepalive"}\n'
-            else:
-                yield json.dumps({"id": item[0], "event": item[1], "data": item[2]}).encode() + b"\n"
+            if item is None:
+                yield SSE_KEEPALIVE if form == "sse" else b'{"event": "keepalive"}\n'
+                continue
+            for piece in (sse_frames if form == "sse" else ndjson_frames)(*item):  # the end's, in pieces
+                yield piece
 
     media = "text/event-stream" if form == "sse" else "application/x-ndjson"
     return StreamingResponse(
@@ -274,7 +273,7 @@ def _event_stream(
 
 async def show_execution(request: Request) -> Response:
     execution = session_of(request).execution(request.path_params["eid"])
-    return JSONResponse({**execution.summary(), "events": len(execution.events)})
+    return json_answer({**execution.summary(), "events": len(execution.events)})
 
 
 async def events(request: Request) -> Response:
@@ -294,7 +293,7 @@ async def cancel(request: Request) -> Response:
     execution = session.execution(request.path_params["eid"])
     await execution.cancel()
     session.touch()
-    return JSONResponse(execution.summary())
+    return json_answer(execution.summary())
 
 
 ROUTES = [
