@@ -63,6 +63,7 @@ EXPECTED = {
     "ServiceBusyError",
     "ServiceError",
     "SessionGoneError",
+    "ExecutionGoneError",
     "ClusterBusyError",
     "NodeLostError",
     "StallError",

@@ -17,6 +17,7 @@ calls::
      │    └── PaperNotFoundError   the catalog has no paper with that arXiv id
      ├── ServiceError              `execbox serve` refused or failed a request, or was not reached
      │    ├── SessionGoneError     410: the session ended (``reason``: ttl, idle, deleted)
+     │    ├── ExecutionGoneError   410: the session is open, one of its executions is no longer kept
      │    └── ServiceBusyError     429: the server is full (``retry_after`` seconds)
      ├── NodeLostError             a Ray node died under a run, or holds a pinned executor no more (retryable)
      ├── ClusterBusyError          the Ray cluster runs as much as it may (``retry_after`` seconds, retryable)
@@ -51,6 +52,7 @@ __all__ = [
     "ConfigurationError",
     "EnvironmentSetupError",
     "ExecboxError",
+    "ExecutionGoneError",
     "ExecutorClosedError",
     "ImageMissingError",
     "ModelError",
@@ -194,6 +196,28 @@ class SessionGoneError(ServiceError):
         reason: str | None,
         status: int | None = 410,
         code: str = "session_expired",
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        self.reason = reason
+        super().__init__(message, status=status, code=code, retryable=retryable, retry_after=retry_after)
+
+
+class ExecutionGoneError(ServiceError):
+    """410 ``execution_gone``: the session is still open, but the execution
+    asked for is no longer kept (the server keeps a session's last ones, and
+    what they hold within a budget, the oldest dropped first); ``reason``
+    names the bound (``kept_count``, ``session_kept_bytes``: ``execbox serve
+    --session-kept-mb``, ``kept_bytes``: ``--kept-mb``), the message the
+    option to raise. The session goes on: run again, or read a later one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None,
+        status: int | None = 410,
+        code: str = "execution_gone",
         retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:

@@ -18,6 +18,7 @@ from execbox import (
     Client,
     DisplayEvent,
     EndEvent,
+    ExecutionGoneError,
     ExecutionResult,
     OutputEvent,
     ServiceError,
@@ -256,6 +257,30 @@ def test_410_with_its_reason_after_close_and_after_an_idle_ttl(api):
         with pytest.raises(SessionGoneError) as gone:
             ended.run("print(1)")
         assert gone.value.reason == reason and "ttl_s" in gone.value.message
+
+
+def test_an_execution_no_longer_kept_is_execution_gone_and_the_session_goes_on():
+    """A 410 ``execution_gone`` (the server dropped an old execution past
+    ``--session-kept-mb``) is ``ExecutionGoneError`` with the server's
+    reason and the option to raise, not ``SessionGoneError``: the session is
+    still open and runs on."""
+    with running_server("--backend", "local", "--session-kept-mb", "1") as server:
+        with (
+            Client(server.url, server.token) as api,
+            api.session(limits={"max_output_bytes": 1 << 20}) as session,
+        ):
+            printing = "import sys\nsys.stdout.write('a' * 700_000)\n"
+            events = list(session.stream(printing))
+            first = events[0].execution_id if isinstance(events[0], StartEvent) else None
+            assert first is not None
+            session.run(printing)  # the two hold 1.4 MiB: the first is dropped
+            with pytest.raises(ExecutionGoneError) as gone:
+                list(session.events(first))
+            error = gone.value
+            assert not isinstance(error, SessionGoneError) and isinstance(error, ServiceError)
+            assert (error.status, error.code, error.reason) == (410, "execution_gone", "session_kept_bytes")
+            assert first in error.message and "--session-kept-mb" in error.message, error.message
+            assert session.run("print('still open')").output == "still open\n"
 
 
 def test_a_jupyter_session_keeps_state_resets_it_and_streams_displays():

@@ -31,7 +31,9 @@ itself if the connection drops; ``cancel`` stops what runs::
 Failures of the code are data (``result.error``); the service's are
 ``ServiceError`` (``status``, ``code``, ``message``, ``retryable``,
 ``retry_after``): ``SessionGoneError`` (410, ``reason``: ttl, idle,
-deleted) and ``ServiceBusyError`` (429, ``retry_after``). A server that is
+deleted), ``ExecutionGoneError`` (410 ``execution_gone``: the session is
+open, one of its executions no longer kept; ``reason``: the server's bound)
+and ``ServiceBusyError`` (429, ``retry_after``). A server that is
 not there is a ``ServiceError`` with code ``unreachable`` naming the URL.
 
 The server's answers are read as hostile: each bounded
@@ -40,9 +42,17 @@ The server's answers are read as hostile: each bounded
 no redirect is followed (``redirect``: the token stays with its origin).
 """
 
-from .._errors import ServiceBusyError, ServiceError, SessionGoneError
+from .._errors import ExecutionGoneError, ServiceBusyError, ServiceError, SessionGoneError
 from ._client import Client
 from ._result import RunResult
 from ._session import Session
 
-__all__ = ["Client", "RunResult", "ServiceBusyError", "ServiceError", "Session", "SessionGoneError"]
+__all__ = [
+    "Client",
+    "ExecutionGoneError",
+    "RunResult",
+    "ServiceBusyError",
+    "ServiceError",
+    "Session",
+    "SessionGoneError",
+]

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from .._errors import ConfigurationError, ServiceBusyError, ServiceError, SessionGoneError
+from .._errors import ConfigurationError, ExecutionGoneError, ServiceBusyError, ServiceError, SessionGoneError
 from .._gpus import parse_gpus
 from .._models import CodeBlock, Limits
 
@@ -46,6 +46,7 @@ STATUS_OF_CODE = {
     "method_not_allowed": 405,
     "execution_running": 409,
     "session_expired": 410,
+    "execution_gone": 410,
     "too_large": 413,
     "busy": 429,
     "internal": 500,
@@ -203,6 +204,10 @@ def service_error(error: Any, *, status: int | None = None, retry_after: float |
     retryable = bool(error.get("retryable", False))
     if status is None:
         status = STATUS_OF_CODE.get(code)
+    if code == "execution_gone":  # the session is still open: only this execution was dropped
+        return ExecutionGoneError(
+            message, reason=_short(error.get("reason")), status=status, code=code, retryable=retryable
+        )
     if status == 410 or code == "session_expired":
         return SessionGoneError(
             message, reason=_short(error.get("reason")), status=status, code=code, retryable=retryable
