@@ -107,7 +107,9 @@ def test_a_finished_execution_holds_what_it_printed_once(blocks: int) -> None:
     assert held < 1.25 * 2 * MIB, f"{held} bytes held for {2 * MIB} printed"
     assert execution.kept_bytes >= held * 0.9, (execution.kept_bytes, held)  # the budgets count what is held
     result = execution.result
-    assert result is not None and result.stdout == result.output == "".join(t * (share // len(t)) for t in "gh"[:blocks])
+    assert result is not None and result.stdout == result.output == "".join(
+        t * (share // len(t)) for t in "gh"[:blocks]
+    )
     streamed = "".join(item[2]["text"] for item in _events(execution) if item[1] == "stdout")
     assert streamed == result.output
 
