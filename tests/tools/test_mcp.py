@@ -479,7 +479,7 @@ def test_a_missing_sdk_names_the_extra_to_install():
         [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60, env={**os.environ, **ENV}
     )
     assert done.stdout.startswith("mcp execbox.tools.mcp needs the MCP Python SDK 2.x"), done.stderr
-    assert "pip install -U 'execbox[mcp]'" in done.stdout
+    assert "-m pip install" in done.stdout and "[mcp]" in done.stdout, done.stdout  # _errors.install_hint
     cli = "import sys; sys.modules['mcp'] = None\nfrom execbox.cli import main\nsys.exit(main(['mcp']))\n"
     done = subprocess.run(
         [sys.executable, "-c", cli], capture_output=True, text=True, timeout=60, env={**os.environ, **ENV}

@@ -127,7 +127,12 @@ def _document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": {
-            "/openapi.json": {"get": _op("This document", {"200": _json({"type": "object"})})},
+            "/openapi.json": {  # no secret in it: served without the token, as the page is
+                "get": {
+                    **_op("This document (no token needed)", {"200": _json({"type": "object"})}),
+                    "security": [],
+                }
+            },
             "/": {
                 "get": {
                     "summary": "The playground: a page to run a model's reply and watch it (no token needed "
