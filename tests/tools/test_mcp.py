@@ -484,7 +484,7 @@ def test_a_missing_sdk_names_the_extra_to_install():
     done = subprocess.run(
         [sys.executable, "-c", cli], capture_output=True, text=True, timeout=60, env={**os.environ, **ENV}
     )
-    assert done.returncode == 2 and "execbox: error: " in done.stderr and "execbox[mcp]" in done.stderr
+    assert done.returncode == 2 and "execbox: error: " in done.stderr and "[mcp]" in done.stderr
 
 
 def test_images_come_from_displays_and_image_files_checked_by_their_bytes(tmp_path):
