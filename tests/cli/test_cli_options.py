@@ -83,3 +83,16 @@ def test_limit_messages_name_the_options(tmp_path):
     # --json is the library's result, as the API gives it
     done = execbox("exec", "-c", slow, "--timeout", "1", "--backend", "local", "--json")
     assert "Limits.timeout_s=1" in json.loads(done.stdout)["output"]
+
+
+@pytest.mark.parametrize("mode", ["--live", "--no-live"])
+@pytest.mark.parametrize("command", ["exec", "run"])
+def test_what_a_block_printed_is_never_reworded(command, mode):
+    # only execbox's own notes name the options: a block's text is shown as it printed it
+    said = "import time\nprint('my own (Limits.timeout_s=1) words')\ntime.sleep(30)\n"
+    args = ("-c", said) if command == "exec" else ("-",)
+    stdin = None if command == "exec" else f"```python\n{said}```\n"
+    done = execbox(command, *args, "--timeout", "1", "--backend", "local", mode, stdin=stdin)
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert "my own (Limits.timeout_s=1) words" in done.stdout, done.stdout
+    assert "Timeout after 1 s (--timeout 1)" in done.stdout, done.stdout

@@ -131,14 +131,46 @@ def _execute(args: argparse.Namespace, blocks: list[CodeBlock], raw: bool = Fals
         if live:
             result = _run_live(executor, blocks, raw)
         else:
-            result = executor.run(blocks)
+            result, seen = _run_quiet(executor, blocks) if not args.json else (executor.run(blocks), "")
             if args.json:
                 print(json.dumps(_json(result), indent=2))
             elif raw:
-                sys.stdout.write(as_flags(result.output))
+                sys.stdout.write(_flagged(result.output, seen))
             else:
-                print(as_flags(result.to_text()))
+                text = result.to_text()
+                cut = text.find(_BODY) + len(_BODY)  # the status line, then the blocks' text
+                print(_flagged(text, text[:cut] + seen if cut >= len(_BODY) else None))
     return result.exit_code
+
+
+_BODY = "Code output: "  # where to_text's body begins
+
+
+def _run_quiet(executor: Executor, blocks: list[CodeBlock]) -> tuple[ExecutionResult, str]:
+    """The result, and what the blocks printed (the head of its output that
+    is theirs, never rewritten: the rest is execbox's notes)."""
+    printed: list[str] = []
+    result: ExecutionResult | None = None
+    events = executor.stream(blocks)
+    try:
+        for event in events:
+            if isinstance(event, OutputEvent):
+                printed.append(event.text)
+            elif isinstance(event, EndEvent):
+                result = event.result
+    finally:
+        events.close()
+    assert result is not None  # the stream always ends with the result
+    return result, "".join(printed)
+
+
+def _flagged(text: str, head: str | None) -> str:
+    """``text`` with the limits execbox's notes name as the options that
+    set them, past ``head`` (what the blocks printed, or the status line):
+    a block's own words are shown as it printed them."""
+    if head is not None and text.startswith(head):
+        return head + as_flags(text[len(head) :])
+    return text
 
 
 def _run_live(executor: Executor, blocks: list[CodeBlock], raw: bool) -> ExecutionResult:
