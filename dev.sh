@@ -26,6 +26,11 @@ install_system_packages() {
     # a block with the network on: its own namespace, egress by user-mode networking (sandbox/_egress.py)
     command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
+    # fast: the C and C++ toolchains, which the fast tier's judge, README and server tests compile with
+    if [ "${1:-}" = fast ]; then
+        [ -x /usr/bin/gcc ] || need+=(gcc)
+        [ -x /usr/bin/g++ ] || need+=(g++)
+    fi
     # test: the toolchains of the language table (src/execbox/_languages.py), Debian's own, in
     # /usr/bin where the sandbox's jail finds them (a rustup rustc under ~/.cargo is not one)
     if [ "${1:-}" = test ]; then
@@ -186,7 +191,7 @@ case "$job" in
     test)
         if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)
             shift
-            install_system_packages; setup_venv
+            install_system_packages fast; setup_venv
             scripts/lint.sh
             # shellcheck disable=SC2046
             exec .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"

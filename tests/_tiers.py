@@ -27,6 +27,7 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "ray/": ("nested",),
     "security/test_as_user.py": ("nested",),
     "security/test_container_host.py": ("docker", "nested"),
+    "security/test_fresh_container.py": ("docker", "nested", "slow"),  # apt and pip in a fresh Debian
     "security/test_docker_host.py": ("docker",),
     "security/test_docker_frames.py": ("docker",),
     "security/test_judge_docker.py": ("docker",),

@@ -29,12 +29,37 @@ TIME_SCALE = int(os.environ.get("EXECBOX_TEST_TIME_SCALE", "1") or 1)  # a whole
 
 
 def require(component: str, available: bool, reason: str) -> None:
+    if available and component == "bubblewrap":  # installed is not enough: it must make a jail here
+        problem = bubblewrap_problem()
+        available, reason = problem is None, problem or reason
     if available:
         return
     message = f"{component} is not available: {reason}"
     if REQUIRE_ALL:
         pytest.fail(f"EXECBOX_REQUIRE=all but {message}")
     pytest.skip(message)
+
+
+_bubblewrap: list[str | None] = []
+
+
+def bubblewrap_problem() -> str | None:
+    """Why the sandbox's namespaces tier (bubblewrap) cannot run a block
+    here, once per process (None: it can): a container started with the
+    engine's defaults refuses it, though bwrap is installed (issue 40)."""
+    if not _bubblewrap:
+        from execbox.backends.sandbox._doctor import _try_tier
+
+        ok, why = _try_tier("namespaces")
+        _bubblewrap.append(None if ok else f"bubblewrap cannot make a jail here: {why}")
+    return _bubblewrap[0]
+
+
+def require_namespaces() -> None:
+    """Skip (fail under EXECBOX_REQUIRE=all) unless the sandbox's namespaces tier runs here."""
+    from execbox.backends.sandbox import find_bwrap
+
+    require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
 
 
 def remote_executor(workspace: Any, limits: Any) -> Any:

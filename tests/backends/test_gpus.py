@@ -20,7 +20,7 @@ from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, Limi
 from execbox._gpus import GpuHost, grant, host_gpus, parse_gpus
 from execbox.backends.sandbox import _gpu as sandbox_gpu
 from tests._fake_gpus import UUID0, fake_gpu_host
-from tests.conftest import require
+from tests.conftest import require, require_namespaces
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,7 @@ PROBE = textwrap.dedent(
 
 @pytest.mark.parametrize("mode", ["one-shot", "pool", "stateful"])
 def test_a_block_sees_exactly_the_chosen_gpu(fake_host, tmp_path, mode):
+    require_namespaces()  # asserted below
     options = {"one-shot": {"pool": False}, "pool": {}, "stateful": {"stateful": True}}[mode]
     with SandboxExecutor(gpus=0, workspace=tmp_path / "ws", **options) as ex:
         result = ex.run(CodeBlock("python", PROBE))
@@ -149,6 +150,7 @@ def sleepers():
 
 
 def test_the_gpu_session_keeps_its_state_and_kills_what_each_cell_started(fake_host, tmp_path):
+    require_namespaces()  # stateful=True
     # no PID namespace of its own (the driver refuses a nested one): the session's own sweep and
     # its init stand in, and must not reach the zygote (kill(-1) would)
     with SandboxExecutor(gpus="all", stateful=True, workspace=tmp_path / "ws") as ex:

@@ -96,6 +96,11 @@ class TestConfinement:
         assert (tmp_path / "ws" / "sub" / "dir" / "moved.txt").read_text() == "mine"
 
     def test_system_python_runs_and_imports(self, tmp_path):
+        from execbox.backends.sandbox._acl import mount_namespaces
+
+        # multiprocessing's semaphores need the block's own /dev/shm: a mount namespace, as root
+        why = "root without CAP_SYS_ADMIN (a container's default) makes no mount namespace: no /dev/shm"
+        require("a mount namespace for /dev/shm", not ROOT or mount_namespaces(), why)
         code = textwrap.dedent("""
             import json, sqlite3, ssl, decimal, subprocess, multiprocessing
             def square(x):

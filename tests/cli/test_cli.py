@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from execbox._gpus import host_gpus
+from tests.conftest import require_namespaces
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "reply.md"
@@ -128,6 +129,7 @@ def test_unknown_language_is_reported_not_crashed():
 
 
 def test_the_default_backend_is_the_sandbox():
+    require_namespaces()  # the jail's nobody (65534): the namespaces tier's
     done = execbox("exec", "-c", "import os; print(os.getuid())")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("65534")

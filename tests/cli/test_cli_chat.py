@@ -13,6 +13,8 @@ from pathlib import Path
 from fake_anthropic import FakeAnthropic
 from fake_llm import FakeModel
 
+from tests.conftest import require_namespaces
+
 BROKEN = "```python\nimport statistics\nprint(statistics.mean(DATA))\n```"
 FIXED = "```python\nimport statistics\nDATA = [3, 5, 10]\nprint('mean', statistics.mean(DATA))\n```"
 DONE = "The mean is 6. TERMINATE"
@@ -154,6 +156,7 @@ def test_tools_mode_with_anthropic_asks_before_each_call():
 
 
 def test_chat_takes_the_limit_options_and_keeps_the_files_left():
+    require_namespaces()  # --network: the namespaces tier (the Landlock tier refuses it)
     with FakeModel([]) as server:
         block = (  # the network on: an interface of the block's own with a way out (never the host's)
             "```python\nimport resource, socket\n"

@@ -16,6 +16,7 @@ import urllib.request
 import pytest
 
 from execbox import CodeBlock, Limits, create_executor
+from tests.conftest import require_namespaces
 from tests.security.test_network import (
     CONNECT,
     FETCH,
@@ -31,6 +32,7 @@ NETWORK_ON = Limits(network=True, timeout_s=30)
 
 @pytest.fixture
 def remote(tmp_path):
+    require_namespaces()  # the network on needs the namespaces tier (the Landlock tier refuses it)
     server = shared_server(*SERVER)
     executor = create_executor(
         "remote", url=server.url, token=server.token, workspace=tmp_path / "ws", limits=NETWORK_ON
