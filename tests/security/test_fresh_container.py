@@ -25,7 +25,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from execbox.backends.sandbox._container import FULL_ISOLATION, FULL_ISOLATION_OPTIONS
+from execbox.backends.sandbox._container import (
+    FULL_ISOLATION,
+    FULL_ISOLATION_OPTIONS,
+    NETWORK_ISOLATION,
+    NETWORK_OPTIONS,
+)
 from tests.conftest import require, require_docker
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -110,7 +115,7 @@ def test_dev_sh_run_and_doctor_in_a_default_container_as_root_with_the_clone_in_
     inside = findings["inside a container"]
     assert not inside["ok"] and FULL_ISOLATION in inside["fix"], inside
     network = _line(out, "NETWORK ")
-    assert network.startswith("refused ") and FULL_ISOLATION in network, network
+    assert network.startswith("refused ") and NETWORK_ISOLATION in network, network
     summary = _line(out, "TESTS-EXIT ")
     assert summary == "0", out[-6000:]
     assert status == 0, out[-4000:]
@@ -127,6 +132,15 @@ def test_the_doctors_container_advice_gives_the_namespaces_tier():
         findings
     )
     assert findings["inside a container"]["ok"], findings
+    # the network on needs more of the container (the egress namespace): the refusal says what
     network = _line(out, "NETWORK ")
-    assert network.startswith("ran namespaces"), network
+    assert network.startswith("refused ") and NETWORK_ISOLATION in network, network
+    assert status == 0, out[-4000:]
+
+
+def test_the_network_options_give_blocks_the_network_on():
+    _image()
+    status, out = _scenario(" ".join((*FULL_ISOLATION_OPTIONS, *NETWORK_OPTIONS)), "")
+    assert "FRESH-RESULT ./dev.sh run exit=0 " in out, out[-4000:]
+    assert _line(out, "NETWORK ") == "ran namespaces '1\\n'", out[-4000:]
     assert status == 0, out[-4000:]

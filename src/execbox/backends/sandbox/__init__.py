@@ -48,7 +48,7 @@ from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._cgroups import CgroupSupport, cgroup_support
-from ._container import FULL_ISOLATION_OPTIONS
+from ._container import FULL_ISOLATION_OPTIONS, NETWORK_ISOLATION, container
 from ._egress import Egress, open_egress
 from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy, no_watch
 from ._identity import Jailer, Lease, is_jail_id, lease, reachable
@@ -353,11 +353,19 @@ class SandboxExecutor(HostExecutor):
 
     def _open_egress(self) -> Egress:
         lease = self._lease
-        return open_egress(
-            self._jailer.become,
-            backend=self.name,
-            reachable_dir=lambda path: lease is None or reachable(path, lease.uid, lease.gid),
-        )
+        try:
+            return open_egress(
+                self._jailer.become,
+                backend=self.name,
+                reachable_dir=lambda path: lease is None or reachable(path, lease.uid, lease.gid),
+            )
+        except BackendUnavailableError as exc:
+            if not container():
+                raise
+            said = str(exc).removeprefix(f"{self.name} backend unavailable: ")
+            raise BackendUnavailableError(
+                self.name, f"{said}; in this container the network on needs {NETWORK_ISOLATION}"
+            ) from None
 
     def _jail_runner(self, **parts: Any) -> JailRunner:
         """The runner of this executor's blocks (``parts``: the pool, the Landlock tier, ...)."""

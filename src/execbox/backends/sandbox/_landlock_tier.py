@@ -120,7 +120,7 @@ from ..._languages import LANGUAGE_ETC
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._acl import grant_search, mount_namespaces
 from ._cgroups import BlockCgroup
-from ._container import FULL_ISOLATION, container
+from ._container import NETWORK_ISOLATION, container
 from ._identity import Lease, give_pipe, reach_group, reachable
 from ._policy import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS, JailPolicy
 from ._reach import Reach, check, private_mounts, reach_supported
@@ -180,11 +180,7 @@ def refuse_network(network: bool, why: str = "") -> None:
             "(Landlock restricts TCP by port only, never by address)"
             + (f". The namespaces tier cannot start here: {why}" if why else "")
             + ". Run where bubblewrap can make namespaces (isolation='namespaces'"
-            + (
-                f"; in this container: start it with {FULL_ISOLATION}"
-                if container() and FULL_ISOLATION not in why
-                else ""
-            )
+            + (f"; in this container: start it with {NETWORK_ISOLATION}" if container() else "")
             + "), use backend='docker', or set Limits(network=False)",
         )
 
