@@ -260,7 +260,9 @@ class LandlockTier:
         self.cap_header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.cap_data = (ctypes.c_uint32 * 6)()
         self.last_cap = _last_cap()
-        self.kill = shutil.which("kill", path="/usr/bin:/bin")
+        # the program the sweep's child execs once it has signalled (it needs no kill(1): procps
+        # is not in a minimal Debian, and without it daemons outlived their block there)
+        self.true = shutil.which("true", path="/usr/bin:/bin")
         self._running = 0
         self._running_lock = threading.Lock()
 
@@ -417,23 +419,24 @@ class LandlockTier:
             if group is not None:
                 group.kill()
                 return
-            if done or self.lease is None or self.kill is None:
+            if done or self.lease is None or self.true is None:
                 return
             with self._running_lock:
                 alone = self._running == 1
             if alone:
                 done = True
-                subprocess.run(
-                    [self.kill, "-9", "-1"],
-                    user=self.lease.uid,
-                    group=self.lease.gid,
-                    extra_groups=[],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    close_fds=True,
-                    check=False,
-                )
+                try:
+                    subprocess.run(
+                        [self.true],
+                        preexec_fn=_kill_all_as(self.lease),
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        close_fds=True,
+                        check=False,
+                    )
+                except (OSError, subprocess.SubprocessError):
+                    pass  # the process group and the run token were signalled already
 
         return kill
 
@@ -452,6 +455,24 @@ def _reach_by_acl(paths: list[str], lease: Lease) -> list[int]:
             "them to others (chmod o+x)",
         )
     return [reach_group()]
+
+
+def _kill_all_as(lease: Lease) -> Callable[[], None]:
+    """A preexec function: become the jail id, then SIGKILL every process
+    it may signal (``kill(-1)``: one pass, the kernel holding forks off;
+    all of the jail id's but this one)."""
+    uid, gid = lease.uid, lease.gid
+
+    def sweep() -> None:  # in the child, before it execs true: system calls only
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:  # none left
+            pass
+
+    return sweep
 
 
 def _join_own_keyring(keyctl: int) -> None:
