@@ -15,6 +15,7 @@
 # --cap-add SYS_ADMIN --security-opt seccomp=unconfined --security-opt
 # apparmor=unconfined --security-opt systempaths=unconfined).
 # KEEP=1 leaves the container (its name is printed) for a look inside.
+# FRESH_REF=COMMIT copies that commit (git archive) in place of the working tree.
 #
 # Only what this machine's own network needs is passed in, never an option
 # that changes the container's confinement: where HTTPS goes through a proxy
@@ -81,8 +82,12 @@ start_container() {
     CONTAINER=$(docker run "${opts[@]}" "$IMAGE" sleep infinity)
     trap cleanup EXIT
     say "container ${CONTAINER:0:12} ($IMAGE${EXTRA_DOCKER_OPTS:+, $EXTRA_DOCKER_OPTS})"
-    # the checkout as `git clone` leaves it: tracked and untracked files, not the ignored ones
     docker exec "$CONTAINER" mkdir -p /root/execbox
+    if [ -n "${FRESH_REF:-}" ]; then  # a commit, as `git clone` of it leaves it
+        git archive --format=tar "$FRESH_REF" | docker exec -i "$CONTAINER" tar -x -C /root/execbox
+        return 0
+    fi
+    # the working tree as `git clone` would leave it: tracked and untracked files, not the ignored ones
     git ls-files -z --cached --others --exclude-standard \
         | while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done \
         | tar --null -T - --owner=0 --group=0 -c | docker exec -i "$CONTAINER" tar -x -C /root/execbox
