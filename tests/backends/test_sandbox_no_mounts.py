@@ -22,6 +22,7 @@ import stat
 import struct
 import subprocess
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,15 +71,22 @@ def closed_home(tmp_path):
         pytest.skip("needs root: the jail id and CAP_SYS_ADMIN are root's")
     require("Debian's Python", os.path.exists(SYSTEM_PYTHON), f"no {SYSTEM_PYTHON}")
     require("setpriv", shutil.which("setpriv") is not None, "apt-get install util-linux")
-    home = tmp_path / "home"
+    # in a folder open to all, not under tmp_path: the ACL entry stays (by design) on every closed
+    # folder above what the jail needs, and pytest's own (/tmp/pytest-of-root, 0700) must not get one
+    base = Path(tempfile.mkdtemp(prefix="execbox-closed-home-"))
+    os.chmod(base, 0o755)
+    home = base / "home"
     home.mkdir(mode=0o700)
     os.chmod(home, 0o700)
-    subprocess.run(
-        [SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(home / "venv")], check=True, timeout=120
-    )
-    (home / "secret.txt").write_text("root's")
-    os.chmod(home / "secret.txt", 0o644)
-    return home
+    try:
+        subprocess.run(
+            [SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(home / "venv")], check=True, timeout=120
+        )
+        (home / "secret.txt").write_text("root's")
+        os.chmod(home / "secret.txt", 0o644)
+        yield home
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _run_without_sys_admin(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -106,7 +114,8 @@ def test_root_without_mount_namespaces_runs_an_interpreter_under_a_closed_folder
     else:
         problem = landlock_problem()
         require("Landlock", problem is None, problem or "")
-    done = _run_without_sys_admin(closed_home, "-c", SCRIPT, tier, str(tmp_path / "ws"), str(closed_home))
+    workspace = str(closed_home.parent / "ws")
+    done = _run_without_sys_admin(closed_home, "-c", SCRIPT, tier, workspace, str(closed_home))
     if tier == "namespaces" and "bubblewrap could not create a sandbox" in done.stderr:
         pytest.skip(f"bubblewrap cannot start here: {done.stderr.strip()[-300:]}")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -121,6 +130,9 @@ def test_root_without_mount_namespaces_runs_an_interpreter_under_a_closed_folder
     assert (_acl.GROUP, _acl.SEARCH, reach_group()) in entries, entries
     assert (_acl.GROUP_OBJ, 0, _acl.UNDEFINED) in entries and (_acl.OTHER, 0, _acl.UNDEFINED) in entries
     assert stat.S_IMODE(closed_home.stat().st_mode) == 0o710, oct(closed_home.stat().st_mode)
+    # nothing outside what the jail needs: pytest's own closed folders (a VM guest's user walks them) kept bare
+    touched = [p for p in (tmp_path, *tmp_path.parents) if _acl.XATTR in os.listxattr(p)]
+    assert touched == [], touched
 
 
 def test_doctor_runs_there_and_finds_a_tier(closed_home):
@@ -150,6 +162,9 @@ def test_a_closed_folder_another_user_owns_is_left_as_it_is(tmp_path):
     with pytest.raises(OSError):
         os.getxattr(theirs, _acl.XATTR)
     assert stat.S_IMODE(theirs.stat().st_mode) == 0o700
+    # checked before any change: the closed folders above it (pytest's own) are left bare too
+    touched = [p for p in tmp_path.parents if _acl.XATTR in os.listxattr(p)]
+    assert touched == [], touched
 
 
 def test_a_mask_that_withholds_search_from_others_is_not_widened():

@@ -91,25 +91,32 @@ def closed_folders(paths: Iterable[str], uid: int, gid: int) -> list[str]:
 def grant_search(paths: Iterable[str], uid: int, gid: int, group: int) -> str:
     """Give ``group`` (the reach group) search on every closed folder above
     ``paths`` (as the jail ``uid:gid`` sees them). "" when done, else why
-    not (a folder root does not own, a file system without ACLs)."""
-    for folder in closed_folders(paths, uid, gid):
-        try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            return f"{folder}: {exc.strerror}"
-        try:
+    not (a folder root does not own, a file system without ACLs). Every
+    folder is checked before any is changed: a refusal leaves all as they were."""
+    opened: list[tuple[str, int, bytes]] = []
+    try:
+        for folder in closed_folders(paths, uid, gid):
+            try:
+                fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError as exc:
+                return f"{folder}: {exc.strerror}"
+            opened.append((folder, fd, b""))
             st = os.fstat(fd)
             if st.st_uid != 0 or not stat.S_ISDIR(st.st_mode):
                 return f"{folder} is closed to the jail id and owned by uid {st.st_uid}, not root"
             try:
-                os.setxattr(fd, XATTR, _with_search(_entries(fd, st.st_mode), group))
+                opened[-1] = (folder, fd, _with_search(_entries(fd, st.st_mode), group))
+            except (OSError, ValueError) as exc:
+                return f"cannot add an ACL entry to {folder}: {getattr(exc, 'strerror', None) or exc}"
+        for folder, fd, acl in opened:
+            try:
+                os.setxattr(fd, XATTR, acl)
             except OSError as exc:
                 return f"cannot add an ACL entry to {folder}: {exc.strerror}"
-            except ValueError as exc:
-                return f"cannot add an ACL entry to {folder}: {exc}"
-        finally:
+        return ""
+    finally:
+        for _, fd, _ in opened:
             os.close(fd)
-    return ""
 
 
 def _entries(fd: int, mode: int) -> list[tuple[int, int, int]]:
