@@ -285,13 +285,20 @@ except OSError as exc:
 """
 
 
-def test_network_on_reaches_the_package_index(mode, make_hostile):
+def reachable_package_index() -> str:
+    """``package_index()``, after checking this host itself fetches it
+    (else the test skips, saying so)."""
     url = package_index()
     try:
         with urllib.request.urlopen(url, timeout=20) as page:
             page.read(1 << 20)
     except OSError as exc:
         pytest.skip(f"this host itself cannot fetch {url} ({exc})")
+    return url
+
+
+def test_network_on_reaches_the_package_index(mode, make_hostile):
+    url = reachable_package_index()
     executor = _network_on(mode, make_hostile)
     result = run_then_healthy(executor, "python", FETCH.format(url=url))
     if mode in DOCKER_MODES and result.output.startswith("UNTRUSTED"):
