@@ -88,9 +88,10 @@ def test_a_burst_of_callers_leaves_no_backlog(tmp_path):
         assert health["units_asked"] + health["units_ready"] <= ex.pool_size, health
         assert health["blocks_running"] == 0 and health["stalls"] == 0, health
         # the zygote is done making units within moments, not working through a backlog: within
-        # 10 s (a loaded CI machine), a second in which the jail holds no more processes than
-        # before and spends at most 5 ticks of CPU (a backlog of 600 units would take minutes)
-        deadline, quiet = time.monotonic() + 10, None
+        # 20 s (a loaded CI machine: seen past 10 s once, right after the Ray cluster's test), a second in
+        # which the jail holds no more processes than before and spends at most 5 ticks of CPU (a
+        # backlog of 600 units would take minutes)
+        deadline, quiet = time.monotonic() + 20, None
         while quiet is None and time.monotonic() < deadline:
             tree = _tree(jail)
             ticks = _cpu_ticks(tree)
@@ -99,7 +100,7 @@ def test_a_burst_of_callers_leaves_no_backlog(tmp_path):
             if len(later) <= before + 2 and _cpu_ticks(later) - ticks <= 5:
                 quiet = len(later)
         assert quiet is not None, (
-            f"the pool's jail still works 10 s after the burst ({before} -> {len(later)})"
+            f"the pool's jail still works 20 s after the burst ({before} -> {len(later)})"
         )
         assert ex.run(heavy).output == "True\n"
 
