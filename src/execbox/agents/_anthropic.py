@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigurationError, ModelError, install_hint
-from ..tools import _bounded_json as bounded_json
+from ..tools._bounded_json import loads as bounded_loads
 from ._json import schema_of
 from ._model import _safe_name, sdk_error
 from ._reply import ModelReply, ToolCall
@@ -128,7 +128,7 @@ class AnthropicClient:
 
     def create_json(self, messages: Sequence[Message], json_schema: Any) -> dict[str, Any]:
         """The JSON object the model answered, fitting ``json_schema``."""
-        value = bounded_json.loads(self.create(messages, json_schema=json_schema).content)
+        value = bounded_loads(self.create(messages, json_schema=json_schema).content)
         if not isinstance(value, dict):
             raise ModelError(f"the model at {self.where} answered {value!r}, not a JSON object")
         return value
@@ -294,7 +294,7 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]
             for call in message.get("tool_calls") or ():
                 arguments = call["function"].get("arguments") or "{}"
                 try:
-                    value = bounded_json.loads(arguments)
+                    value = bounded_loads(arguments)
                 except ValueError:
                     value = {"_unparsed": arguments}
                 blocks.append(

@@ -23,7 +23,7 @@ JSON schema here (str, int, float, bool, list[...], dict, ``X | None`` as
 nullable, ``Literal[...]``) and values are passed as sent. A parameter
 without a default is required. Arguments a model gets wrong (not JSON,
 missing, unknown, of the wrong type, nested deeper than
-``_bounded_json.MAX_DEPTH`` levels, a function that raises) come back as
+``_MAX_DEPTH`` levels, a function that raises) come back as
 the call's text, naming what to fix; they never raise into the agent.
 """
 
@@ -39,7 +39,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import ConfigurationError
-from . import _bounded_json as bounded_json
+from ._bounded_json import MAX_DEPTH, TooDeep, data_depth
+from ._bounded_json import loads as bounded_loads
 
 __all__ = ["FunctionTool", "json_schema_of", "tool_text"]
 
@@ -123,13 +124,13 @@ class FunctionTool:
         """The keyword arguments, or the text telling the model what is wrong."""
         try:
             if isinstance(arguments, (str, bytes)):
-                arguments = bounded_json.loads(arguments or "{}")
-            elif (depth := bounded_json.data_depth(arguments)) > bounded_json.MAX_DEPTH:
-                raise bounded_json.TooDeep(depth)
-        except bounded_json.TooDeep as exc:
+                arguments = bounded_loads(arguments or "{}")
+            elif (depth := data_depth(arguments)) > MAX_DEPTH:
+                raise TooDeep(depth)
+        except TooDeep as exc:
             return (
                 f"Error: the arguments of {self.name} nest {exc.depth} levels deep; "
-                f"send them nested at most {bounded_json.MAX_DEPTH} levels."
+                f"send them nested at most {MAX_DEPTH} levels."
             )
         except ValueError as exc:
             return f"Error: the arguments of {self.name} are not JSON ({exc}); send a JSON object."

@@ -42,8 +42,8 @@ from .._progress import OnProgress, check_on_progress
 from .._workspace import Workspace
 from ..backends import Executor, create_executor
 from ..environments import DockerPython, Environment
-from . import _bounded_json as bounded_json
 from ._as_function import tool_function
+from ._bounded_json import loads as bounded_loads
 from ._libraries import Libraries, Rejected, requirements
 
 __all__ = ["PythonTool"]
@@ -379,7 +379,7 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
     """A tool call's arguments as a dict with ``code`` (raises ``Rejected``)."""
     if isinstance(arguments, (str, bytes, bytearray)):
         try:
-            arguments = bounded_json.loads(arguments)
+            arguments = bounded_loads(arguments)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, TooDeep
             raise Rejected(
                 f"InvalidArguments: the arguments are not valid JSON ({exc}): send a JSON object "

@@ -15,7 +15,7 @@ from .._errors import ConfigurationError
 from .._models import CodeBlock, ExecutionResult, Limits
 from .._workspace import Workspace
 from ..backends import Executor, create_executor
-from . import _bounded_json as bounded_json
+from ._bounded_json import loads as bounded_loads
 
 __all__ = ["ShellTool"]
 
@@ -125,7 +125,7 @@ class ShellTool:
 
 def _command(arguments: str | bytes | Mapping[str, Any]) -> str | dict[str, Any]:
     try:
-        parsed = bounded_json.loads(arguments) if isinstance(arguments, (str, bytes)) else arguments
+        parsed = bounded_loads(arguments) if isinstance(arguments, (str, bytes)) else arguments
     except ValueError as exc:
         return _failure(f'the arguments are not JSON ({exc}): send {{"command": "..."}}')
     if not isinstance(parsed, Mapping) or not isinstance(parsed.get("command"), str):
