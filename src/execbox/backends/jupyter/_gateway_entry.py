@@ -49,7 +49,7 @@ __all__ = ["GUARDED", "REFUSED", "Relay", "main"]
 
 GUARDED = "execbox-gateway: guarded"
 REFUSED = "execbox-gateway: refused: "
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 STATUS_MAX = 64 * 1024
@@ -81,14 +81,8 @@ def open_way_in(netlink, port):
     return listener
 
 
-def _empty_bounding_and_ambient(prctl):
-    for cap in range(64):
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:  # EINVAL: past the kernel's last capability
-                raise
-            break
+def _empty_bounding_and_ambient(prctl, blockuser):
+    blockuser.drop_bounding_set(prctl)
     try:
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     except OSError as exc:
@@ -125,7 +119,7 @@ def guard_and_drop(config):
     except OSError as exc:
         raise egress.Unguarded(f"the relay's marked socket or its rule failed ({exc})") from None
     rules = egress.guard(json.dumps(config)) + 1
-    _empty_bounding_and_ambient(prctl)
+    _empty_bounding_and_ambient(prctl, blockuser)
     blockuser.become(user, prctl)
     egress.drop_capabilities(range(64))
     prctl(PR_SET_NO_NEW_PRIVS, 1)

@@ -48,6 +48,7 @@ __all__ = [
     "BlockUser",
     "Refused",
     "become",
+    "drop_bounding_set",
     "enter",
     "exposed",
     "load_prctl",
@@ -139,13 +140,7 @@ def enter(user, prctl):
             f"the container's user is not root ({os.getuid()}): blocks cannot run under another uid"
         )
     try:
-        for cap in range(64):
-            try:
-                prctl(PR_CAPBSET_DROP, cap)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:  # EINVAL: past the kernel's last capability
-                    raise
-                break
+        drop_bounding_set(prctl)
         os.setgroups(user.groups)
         os.setresgid(0, user.gid, 0)
         os.setresuid(0, user.uid, 0)
@@ -155,6 +150,17 @@ def enter(user, prctl):
             f"the agent could not take its identity ({exc}): the container needs root with "
             "SETUID, SETGID and SETPCAP"
         ) from None
+
+
+def drop_bounding_set(prctl):
+    """Empty this process's capability bounding set (``prctl`` raises OSError)."""
+    for cap in range(64):
+        try:
+            prctl(PR_CAPBSET_DROP, cap)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: past the kernel's last capability
+                raise
+            break
 
 
 def become(user, prctl):
