@@ -9,6 +9,8 @@
 #                                           (or CMD) in a fresh container
 #   scripts/fresh-container.sh test-fast    ./dev.sh test --fast in a fresh container
 #                                           (~1 GB of packages; tens of minutes)
+#   scripts/fresh-container.sh test         ./dev.sh test (the whole suite) in a fresh
+#                                           container: no Docker engine there (skipped)
 #   scripts/fresh-container.sh shell        a shell in a fresh container, the checkout in /root
 #
 # EXTRA_DOCKER_OPTS: more `docker run` options (e.g. the full-isolation ones:
@@ -116,8 +118,11 @@ case "$job" in
     test-fast)
         build_image; start_container
         in_container "./dev.sh test --fast $*" ;;
+    test)
+        build_image; start_container
+        in_container "./dev.sh test $*" ;;
     shell)
         build_image; KEEP=1 start_container
         say "docker exec -it -w /root/execbox $CONTAINER bash   (docker rm -f $CONTAINER when done)" ;;
-    *) say "usage: scripts/fresh-container.sh image|run [-- CMD]|test-fast [PYTEST ARGS]|shell"; exit 2 ;;
+    *) say "usage: scripts/fresh-container.sh image|run [-- CMD]|test-fast|test [PYTEST ARGS]|shell"; exit 2 ;;
 esac
