@@ -78,6 +78,7 @@ def _marker() -> str:
     return uuid.uuid4().hex[:14]  # fits a comm (15 bytes)
 
 
+@pytest.mark.as_user  # as a user who is not root, every executor's jails are that one user's
 @pytest.mark.parametrize("trace", sorted(TRACES))
 def test_the_next_block_finds_no_trace(mode, pair, trace):
     executor, other = pair
