@@ -26,14 +26,27 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["BlockCgroup", "CgroupSupport", "cgroup_support"]
+__all__ = ["BlockCgroup", "BlockGroup", "CgroupSupport", "cgroup_support"]
 
 CONTROLLERS = ("memory", "pids", "cpu")
 CPU_PERIOD_US = 100_000
 # cgroup v2, a delegated group: where its processes go so that it may have children
 LEAF = "execbox-leaf"
 _names = itertools.count(1)
+
+
+class BlockGroup(Protocol):
+    """What a block's runner asks of the cgroup a block ran in: its own
+    (``BlockCgroup``) or its share of a pool box's (``_box.BlockShare``)."""
+
+    def kill(self) -> None: ...
+    def oom_killed(self) -> bool: ...
+    def peak_memory_mb(self) -> float | None: ...
+    def pids(self) -> list[int]: ...
+    def pids_current(self) -> int: ...
+    def remove(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -145,18 +158,22 @@ class BlockCgroup:
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this group for memory."""
+        return self.oom_kills() > 0
+
+    def oom_kills(self) -> int:
+        """How many processes of this group the kernel killed for memory."""
         mem = self.by_controller.get("memory")
         if mem is None:
-            return False
+            return 0
         name = "memory.oom_control" if self.version == 1 else "memory.events"
         try:
             for line in (mem / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
+                if key == "oom_kill":
+                    return int(value)
         except (OSError, ValueError):
             pass
-        return False
+        return 0
 
     def peak_memory_mb(self) -> float | None:
         """The most memory the group's processes held at once (None where

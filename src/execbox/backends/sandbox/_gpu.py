@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from ..._gpus import GpuGrant
 from .._base import UnenforcedLimitWarning
-from ._cgroups import BlockCgroup
+from ._cgroups import BlockGroup
 from ._nvml import POLL_S, GpuMemoryWatch, gpu_memory
 from ._policy import JailPolicy
 
@@ -44,10 +44,10 @@ __all__ = [
     "no_watch",
 ]
 
-GpuWatcher = Callable[[BlockCgroup | None], AbstractContextManager[GpuMemoryWatch | None]]
+GpuWatcher = Callable[[BlockGroup | None], AbstractContextManager[GpuMemoryWatch | None]]
 
 
-def no_watch(group: BlockCgroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
+def no_watch(group: BlockGroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
     """The watcher of a block with no ``Limits.gpu_memory_mb`` to hold: none."""
     return nullcontext(None)
 
@@ -118,7 +118,7 @@ def gpu_memory_watcher(
         return None, why
     minors = [g.index for g in given.gpus]
 
-    def watch(group: BlockCgroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
+    def watch(group: BlockGroup | None) -> AbstractContextManager[GpuMemoryWatch | None]:
         if group is None:
             return nullcontext(None)
         return GpuMemoryWatch(nvml, minors, limit_mb, group.pids, group.kill)

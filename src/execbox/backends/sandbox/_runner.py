@@ -1,9 +1,9 @@
 """How a sandbox block's argv runs: the sandbox executor's ``BlockRunner``.
 
-One of three, fixed when the executor starts: a unit of the warm pool
+One of three, fixed when the executor starts: a box of the warm pool
 (``_pool``), a one-shot bubblewrap jail per block (the ``JailPolicy``
 through ``_launcher``), or the Landlock tier (``_landlock_tier``). Each
-block gets a cgroup of its own where the host allows one; a block killed
+block gets a cgroup where the host allows one (a pool box's, counted per block); a block killed
 for memory says so.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from .._host import with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
+from ._box import BlockCounts
 from ._cgroups import BlockCgroup, CgroupSupport
 from ._gpu import GpuWatcher, no_watch
 from ._identity import Jailer
@@ -29,7 +30,7 @@ from ._pool import ZygotePool
 __all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "cgroup_maker", "prlimit"]
 
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
-# (a pool unit's init stays outside the block's cgroup)
+# (a pool box's init stays outside the box's cgroup)
 ONE_SHOT_OVERHEAD = 2
 
 
@@ -171,7 +172,7 @@ class JailRunner:
         timeout_s: float | None = None,
         env: dict[str, str] | None = None,
     ) -> ProcessOutcome:
-        group: BlockCgroup | None = None
+        group: BlockCgroup | BlockCounts | None = None
         output_limit = self.output_limit
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         try:

@@ -1,13 +1,13 @@
 """The sandbox's stateful session, host side (``SandboxExecutor(stateful=True)``):
-one pool unit kept for the executor, whose code process runs every block
+one pool box kept for the executor, whose code process runs every block
 in one interpreter (``_zygote/session.py``), and what each block's answer
 becomes (output, displays, notes on the session's state).
 
 Why not ipykernel in the jail: its own cost is ~3 ms a cell here (the
-jailed kernel's round trip 4.3 ms); a unit's socket, two pipes and one
+jailed kernel's round trip 4.3 ms); a box's socket, two pipes and one
 ``exec`` cost a fraction of that.
 
-A unit claimed from the pool (``ZygotePool.claim``) is told ``session``
+A box claimed from the pool (``ZygotePool.claim``) is told ``session``
 on its code socket and ``go`` on its init's, with the status socket. Then
 per block: a JSON request and the block's stdout and stderr on the code
 socket; ``exit N NONCE`` back (with a memfd of displays when there are
@@ -16,10 +16,10 @@ each answer to its request (``_session_block``, which reads them): a block
 that answers for itself cannot make the session hand a later block its result. ``int`` on the status
 socket makes the init send SIGINT to the session (a timeout, a cancel): the
 block ends with ``KeyboardInterrupt`` and the state stays; if no answer
-comes within INTERRUPT_GRACE_S, the unit is killed and the next block gets
+comes within INTERRUPT_GRACE_S, the box is killed and the next block gets
 a fresh one. The session dying (``os._exit``, a signal, the memory limit)
-shows as EOF on the code socket; the init then reports its exit status and
-leaves, which kills the unit's PID namespace.
+shows as EOF on the code socket; the init then reports its exit status.
+The session's box is the session's alone: closed with it, never reused.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ..._run_events import EventSink
 from ..._workspace import Workspace
 from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
 from .._result import Outcome, outcome_to_result
-from ._cgroups import BlockCgroup
+from ._cgroups import BlockGroup
 from ._gpu import GpuWatcher, no_watch
 from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
@@ -91,7 +91,7 @@ class Answer:
 
 
 class Session:
-    """One session: a unit of ``pool`` kept; ``run`` one block at a time."""
+    """One session: a box of ``pool`` kept; ``run`` one block at a time."""
 
     def __init__(self, pool: ZygotePool, owner: Lease | None, gpu_watch: GpuWatcher = no_watch) -> None:
         self.pool = pool
@@ -99,25 +99,25 @@ class Session:
         self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb in a GPU session (_gpu)
         self._code: socket.socket | None = None
         self._status: socket.socket | None = None
-        self._group: BlockCgroup | None = None
+        self._group: BlockGroup | None = None
 
     @property
-    def group(self) -> BlockCgroup | None:
+    def group(self) -> BlockGroup | None:
         return self._group
 
     def open(self) -> None:
-        """Claim a unit and make it a session (another one if it died waiting)."""
+        """Claim a box and make it a session (another one if it died waiting)."""
         try:
             self._open()
         except OSError:
             self._open()
 
     def _open(self) -> None:
-        unit, code, group = self.pool.claim()
+        box, code, group = self.pool.claim()
         status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             send_fds_now(code, b"session")
-            send_fds_now(unit, b"go", [theirs.fileno()])
+            send_fds_now(box, b"go", [theirs.fileno()])
         except OSError:
             status.close()
             code.close()
@@ -125,12 +125,12 @@ class Session:
                 group.remove()
             raise
         finally:
-            unit.close()
+            box.close()
             theirs.close()
         self._code, self._status, self._group = code, status, group
 
     def close(self) -> None:
-        """End the session: its init leaves, and its PID namespace with it."""
+        """End the session: its box's init leaves, and the box's namespaces with it."""
         for sock in (self._status, self._code):
             if sock is not None:
                 sock.close()
@@ -339,7 +339,7 @@ def sent_whole(code: str) -> bool:
     return len(code) <= INLINE_MAX and len(json.dumps(code)) <= INLINE_MAX - PATH_MAX
 
 
-def _how(code: int | None, group: BlockCgroup | None) -> str:
+def _how(code: int | None, group: BlockGroup | None) -> str:
     if group is not None and group.oom_killed():
         return "killed at the memory limit (Limits.memory_mb)"
     if code is None:

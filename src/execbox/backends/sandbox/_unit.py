@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import socket
 
-from ._cgroups import BlockCgroup
+from ._cgroups import BlockGroup
 
 __all__ = ["KILLED", "Unit", "exit_status"]
 
@@ -25,7 +25,7 @@ def exit_status(message: bytes) -> int | None:
 class Unit:
     """A block running in a unit, as ``watch`` sees it."""
 
-    def __init__(self, status: socket.socket, cgroup: BlockCgroup | None) -> None:
+    def __init__(self, status: socket.socket, cgroup: BlockGroup | None) -> None:
         self.status = status
         self.cgroup = cgroup
         self.exit_fd: int | None = status.fileno()

@@ -5,19 +5,21 @@ bound in, and this file run as a script).
 Start-up: enter a user namespace of its own (nested in the jail's; in it
 the zygote may make namespaces), import the ``preload`` modules, become PID 1
 of a PID namespace of its own, say ``ready`` on the control socket (fd given
-in argv). Then, for each ``unit`` message from the host (carrying the
-cgroup.procs files of the cgroups made for it), make a *unit* and send its
-two sockets back. A unit is made ahead of its block: fresh mount (a private
-/tmp) and PID namespaces; in them an init (PID 1) and the code process
-(PID 2), already in the block's cgroups, every capability dropped,
+in argv). Then, for each ``box`` message from the host (carrying the
+cgroup.procs files of the cgroup made for it), make a *box* and send its
+socket back. A box (box.py) is made once and kept for block after block:
+fresh mount and PID namespaces, a private /tmp and /dev/shm, and an init
+(PID 1) that forks each block's code process ahead of the block: in the
+box's cgroup, in an IPC namespace of its own, every capability dropped,
 no_new_privs, rlimits and the seccomp filter set, warmed up, waiting. The
 host sends the block straight to the code process (a JSON request with the
 status socket, stdout and stderr), which runs the Python file in this warm
 interpreter (``run_file.py``) or execs the program, and the status socket to
 the init. Whoever sees the end first reports ``exit N`` on the status socket
 (the code process itself, after a Python file; else the init); the init then
-leaves, which kills everything left in the namespace. ``kill`` on the status
-socket (or the host closing it) makes the init leave at once.
+kills what is left of the block, empties the box and makes the next code
+process. ``kill`` on the status socket (or the host closing it) ends the
+block at once.
 """
 
 import ctypes
@@ -31,14 +33,16 @@ import socket
 import sys
 
 # Started with `python -I` (no PYTHON* variable, no user site, no script folder on the path) and
-# an environment built from nothing: what a caller sets reaches the units only (apply_block_env).
+# an environment built from nothing: what a caller sets reaches the blocks only (apply_block_env).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from box import box_main  # beside this file
 from run_file import run_python_file  # beside this file
 from session import serve_session  # beside this file
-from tree import become_subreaper, end_tree, kill_descendants, reap  # beside this file
+from tree import reap  # beside this file
 
 # a block's own modules of those names are not shadowed
-del sys.modules["run_file"], sys.modules["session"], sys.modules["tree"]
+for _name in ("box", "run_file", "session", "tree"):
+    del sys.modules[_name]
 # sys.path[0] stays: the script's folder, which each block's own takes (run_file)
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x10000000, 0x20000000, 0x08000000
@@ -70,7 +74,7 @@ def write_file(path, text):
 
 def enter_user_namespace():
     """The zygote's own nested user namespace, made once: in it the zygote
-    and the units it forks may make mount and PID namespaces (the jail's
+    and the boxes it makes may make mount and PID namespaces (the jail's
     dropped every capability). Code processes drop these capabilities too."""
     uid, gid = os.getuid(), os.getgid()
     check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
@@ -102,12 +106,12 @@ def enter_block_user_namespace():
 
 
 def enter_namespaces(tmp_bytes, keep, pid_namespace):
-    """A unit's mount, PID and IPC namespaces (no SysV object or POSIX
-    queue of an earlier block is seen), and a fresh /tmp and /dev/shm, each
-    capped (and freed with the unit). ``keep``: the paths under /tmp that
-    must stay visible (the workspace, a venv). ``pid_namespace`` False (a
-    GPU unit): no PID namespace, its init stands in (tree.py)."""
-    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWPID if pid_namespace else 0)), "unshare")
+    """A box's mount and PID namespaces, and a fresh /tmp and /dev/shm,
+    each capped (emptied after each block, freed with the box). ``keep``:
+    the paths under /tmp that must stay visible (the workspace, a venv).
+    ``pid_namespace`` False (a GPU box): no PID namespace, its init stands
+    in (tree.py). IPC: a namespace per block (``code_main``)."""
+    check(libc.unshare(CLONE_NEWNS | (CLONE_NEWPID if pid_namespace else 0)), "unshare")
     held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]  # the new namespace's mounts
     options = f"size={tmp_bytes},mode=1777".encode()
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount /tmp")
@@ -172,7 +176,7 @@ def warm_up():
 
 def apply_block_env(env):
     """The block's environment (the caller's variables among it), in the
-    unit only; PYTHONPATH goes on the path as an interpreter started with it
+    block only; PYTHONPATH goes on the path as an interpreter started with it
     would have put it."""
     os.environ.clear()
     os.environ.update(env)
@@ -182,7 +186,7 @@ def apply_block_env(env):
 
 def stdio_as_started(env):
     """PYTHONIOENCODING of the blocks' environment on this interpreter's
-    stdio (the units' own), as if it had started with it (``-I`` ignores it)."""
+    stdio (the blocks' own), as if it had started with it (``-I`` ignores it)."""
     encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
     for stream in (sys.stdout, sys.stderr):
         if stream is not None and (encoding or errors):
@@ -201,13 +205,16 @@ def load_filter(program_hex):
 
 
 def code_main(sock, cgroup_fds, config):
-    """The block's process (PID 2), made ahead of its block: in its cgroups,
-    every privilege dropped, stdin closed, in the workspace, warmed up,
-    waiting for the request (with the status socket, stdout and stderr)."""
+    """The block's process, forked by its box's init ahead of the block: in
+    the box's cgroups, an IPC namespace of its own (no SysV object or POSIX
+    queue of an earlier block is seen, none outlives the block), every
+    privilege dropped, stdin closed, in the workspace, warmed up, waiting
+    for the request (with the status socket, stdout and stderr)."""
     try:
         for fd in cgroup_fds:
             os.write(fd, b"0")
             os.close(fd)
+        check(libc.unshare(CLONE_NEWIPC), "unshare IPC namespace")
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
@@ -238,7 +245,7 @@ def code_main(sock, cgroup_fds, config):
     for extra in fds[4:]:
         os.close(extra)
     os.set_inheritable(status_fd, False)
-    try:  # before any of the block runs: a unit that dies before this never ran it
+    try:  # before any of the block runs: a box that dies before this never ran it
         os.write(status_fd, b"started")
     except OSError:
         os._exit(0)  # the host gave up on this block
@@ -269,93 +276,39 @@ def code_main(sock, cgroup_fds, config):
     os._exit(code)
 
 
-def init_main(unit, code_sock, cgroup_fds, config):
-    """PID 1 of the block's namespace: makes the block's process, waits for
-    the go (the status socket), reports the exit; when it leaves, the kernel
-    kills whatever is left in the namespace. Without a PID namespace (a GPU
-    unit), the subreaper of the block's processes, which it kills itself
-    before it leaves (tree.py)."""
-    own_namespace = config["pid_namespace"]
-    if not own_namespace:
-        become_subreaper()
-    pid = os.fork()
-    if pid == 0:
-        unit.close()
-        code_main(code_sock, cgroup_fds, config)
-        os._exit(0)
-    code_sock.close()
-    for fd in cgroup_fds:
-        os.close(fd)
-
-    def leave(code, reaped=False):
-        if not own_namespace and reaped:  # its pid may be another's now: only what came back to us
-            kill_descendants()
-        elif not own_namespace:
-            end_tree(pid)
-        os._exit(code)
-
-    data, fds, _, _ = socket.recv_fds(unit, 64, MAX_FDS)
-    unit.close()
-    if not data:
-        leave(0)  # the pool is closing
-    status = socket.socket(fileno=fds[0])
-    exit_fd = os.pidfd_open(pid)
-    watched = [status, exit_fd]  # type: list[socket.socket | int]
-    while True:
-        ready, _, _ = select.select(watched, [], [])
-        if exit_fd in ready:
-            _, wait_status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(wait_status)
-            try:
-                status.sendall(f"exit {code if code >= 0 else 128 - code}".encode())
-            except OSError:
-                pass
-            leave(0, reaped=True)
-        if status in ready:
-            try:
-                message = status.recv(64)
-            except OSError:
-                message = b""
-            if message == b"int":  # a session's block: interrupted, its state kept
-                os.kill(pid, signal.SIGINT)
-                continue
-            leave(137)  # asked to kill (or the host went away): the namespace dies with us
-
-
 class Zygote:
     def __init__(self, control, config):
         self.control = control
         self.config = config
-        # where make_unit returns to after making a unit's namespaces
+        # where make_box returns to after making a box's namespaces
         self.home_mnt = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         self.home_pid = (
             os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if config["pid_namespace"] else None
         )
 
-    def make_unit(self, cgroup_fds):
-        """A unit: fresh namespaces, its init and its code process, waiting;
-        the host gets the unit's two sockets (its init's, its code's).
+    def make_box(self, cgroup_fds):
+        """A box (box.py): fresh namespaces and its init, which forks the
+        first block's code process and tells the host ``ready`` on the
+        box's socket; the host gets that socket.
 
-        The zygote makes the unit's mount and PID namespaces itself, forks
-        the unit's init into them, and steps back into its own: no process
+        The zygote makes the box's mount and PID namespaces itself, forks
+        the box's init into them, and steps back into its own: no process
         in between (see ``main``)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code_ours, code_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             enter_namespaces(self.config["tmp_bytes"], self.config["keep"], self.config["pid_namespace"])
             pid = os.fork()
             if pid == 0:
                 try:
                     ours.close()
-                    code_ours.close()
                     self.control.close()
                     os.close(self.home_mnt)
                     if self.home_pid is not None:
                         os.close(self.home_pid)
-                    init_main(theirs, code_theirs, cgroup_fds, self.config)
+                    box_main(theirs, cgroup_fds, self.config, code_main)
                 except BaseException as exc:
                     try:
-                        sys.stderr.write(f"execbox sandbox unit failed: {exc!r}\n")
+                        sys.stderr.write(f"execbox sandbox box failed: {exc!r}\n")
                     except BaseException:
                         pass
                 os._exit(1)
@@ -364,32 +317,32 @@ class Zygote:
             if self.home_pid is not None:
                 check(libc.setns(self.home_pid, CLONE_NEWPID), "setns back to the zygote's PID namespace")
             theirs.close()
-            code_theirs.close()
             for fd in cgroup_fds:
                 os.close(fd)
-        socket.send_fds(self.control, [b"unit"], [ours.fileno(), code_ours.fileno()])
+        socket.send_fds(self.control, [b"box"], [ours.fileno()])
         ours.close()
-        code_ours.close()
 
     def serve(self):
         while True:
-            reap()  # units' inits that have left
+            reap()  # boxes' inits that have left (let go by the host, or thrown away)
+            if not select.select([self.control], [], [], 1.0)[0]:
+                continue
             data, fds, _, _ = socket.recv_fds(self.control, 1 << 16, MAX_FDS)
             if not data:
                 return
-            self.make_unit(fds)
+            self.make_box(fds)
 
 
 def main():
     control = socket.socket(fileno=int(sys.argv[1]))
     del sys.argv[1:]
-    # the settings come on the socket, not in argv: a unit's PID 1 is a fork of this process, and
+    # the settings come on the socket, not in argv: a box's PID 1 is a fork of this process, and
     # /proc/1/cmdline would show a block the workspace, the environment, the limits
     config = json.loads(control.recv(1 << 20))
     stdio_as_started(config["env"])
     try:
         # the zygote's own filter, before anything else runs here: it may make namespaces and
-        # mounts for its units, nothing else the blocks' filter denies (io_uring, bpf, keyctl...)
+        # mounts for its boxes, nothing else the blocks' filter denies (io_uring, bpf, keyctl...)
         load_filter(config["zygote_seccomp"])
     except OSError as exc:
         control.send(f"failed {exc}".encode())
@@ -406,14 +359,14 @@ def main():
         control.send(f"error cannot preload {name!r}: {type(exc).__name__}: {exc}".encode())
         return
     # No process of the pool may be read or written through /proc by a block
-    # (the jail's /proc shows the pool's processes: other units wait there).
+    # (the jail's /proc shows the pool's processes: other boxes wait there).
     check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
     # A mount and a PID namespace of the zygote's own (owned by its user
-    # namespace), so that it may step into a unit's namespaces and back. No
+    # namespace), so that it may step into a box's namespaces and back. No
     # PID namespace below the jail's for a GPU pool: the driver refuses it.
     config.setdefault("pid_namespace", True)
     check(libc.unshare(CLONE_NEWNS | (CLONE_NEWPID if config["pid_namespace"] else 0)), "unshare")
-    # The jail's /dev is one tmpfs for every unit: read-only, so that no
+    # The jail's /dev is one tmpfs for every box: read-only, so that no
     # block leaves a file or a link (/dev/stderr) there for the next one.
     check(
         libc.mount(None, b"/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
