@@ -48,7 +48,10 @@ if [ -n "$SHARE" ]; then
     # (pytest's /tmp/pytest-of-root is 0700): searchable in the guest's
     # overlay only, as they were when the guest's /tmp was a tmpfs.
     dir=$SHARE
-    while [ "$dir" != / ]; do dir=$(dirname "$dir"); chmod a+x "$dir"; done
+    while [ "$dir" != / ]; do
+        dir=$(dirname "$dir")
+        chmod a+x "$dir" || fail "cannot make $dir searchable in the guest's overlay"
+    done
     mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose share "$SHARE" \
         || fail "cannot mount the shared folder at $SHARE (9p tag 'share')"
 fi
