@@ -15,7 +15,7 @@ say() { printf 'dev.sh: %s\n' "$*" >&2; }
 
 install_system_packages() {
     # $1: "test" also installs what only the tests need (Debian's chromium,
-    # which playwright drives in the playground's browser tests); "bench",
+    # which playwright drives in the playground's browser tests, and git); "bench",
     # Debian's numpy for the system Python.
     local need=()
     command -v python3 >/dev/null 2>&1 || need+=(python3)
@@ -26,6 +26,8 @@ install_system_packages() {
     # a block with the network on: its own namespace, egress by user-mode networking (sandbox/_egress.py)
     command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
+    # test: git, with which tests/test_dev_run.py lists the checkout's files as a clone has them
+    [ "${1:-}" = test ] && { command -v git >/dev/null 2>&1 || need+=(git); }
     # fast: the C and C++ toolchains, which the fast tier's judge, README and server tests compile with
     if [ "${1:-}" = fast ]; then
         [ -x /usr/bin/gcc ] || need+=(gcc)

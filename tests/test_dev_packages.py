@@ -1,6 +1,7 @@
 """What ``./dev.sh`` asks apt-get for on a machine that lacks packages:
 ``run`` never Node.js (its example is Python; the tests and benchmarks
-install it), and nothing with its Recommends (nodejs's alone are ~100 MB).
+install it), ``test`` git too, and nothing with its Recommends (nodejs's
+alone are ~100 MB).
 
 The machine is this one with some programs hidden: PATH is a folder of
 links to every program of /usr/bin and /bin but those, and apt-get (and
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDDEN = {"node", "nodejs", "bwrap", "apt-get", "sudo"}
+HIDDEN = {"node", "nodejs", "bwrap", "git", "apt-get", "sudo"}
 
 
 def _machine_without(tmp_path: Path) -> tuple[Path, Path]:
@@ -50,4 +51,17 @@ def test_dev_sh_asks_for_node_only_for_the_jobs_that_run_it(tmp_path, job):
     assert "--no-install-recommends" in install, install
     assert "bubblewrap" in install  # it does install what is missing
     assert ("nodejs" in install) == (job == "bench"), install
+    assert "git" not in install, install  # only the tests use it
     assert "dev.sh: installing system packages:" in done.stderr
+
+
+def test_dev_sh_test_asks_for_git_with_which_a_test_lists_the_checkout(tmp_path):
+    # a minimal Debian has no git; tests/test_dev_run.py copies the checkout as a clone has it with it
+    bin_dir, asked = _machine_without(tmp_path)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = subprocess.run(
+        [str(ROOT / "dev.sh"), "test"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0  # the stand-in refused: dev.sh stops before any other step
+    [install] = [line.split() for line in asked.read_text().splitlines() if line.startswith("install")]
+    assert "git" in install and "nodejs" in install and "--no-install-recommends" in install, install

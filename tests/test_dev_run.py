@@ -7,24 +7,40 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+
+from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
 # the development extras, none of which `run` needs
 DEV_ONLY = ("ray", "playwright", "autogen", "autogen_core", "schemathesis", "jupyter_client", "docker", "mcp")
 
 
-def _checkout(dest: Path) -> None:
+def _checkout(dest: Path, root: Path = ROOT) -> None:
     """The repository's files as a clone has them (tracked, and new ones
-    not ignored): no .venv, no caches."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
+    not ignored): no .venv, no caches. Where this checkout is no git work
+    tree (its files copied, as scripts/fresh-container.sh does, or unpacked
+    from an archive), an empty repository's view of them: every file that
+    .gitignore does not leave out."""
+    require("git", shutil.which("git") is not None, "apt-get install git (./dev.sh test does)")
+    toplevel = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True
+    )
+    with tempfile.TemporaryDirectory() as empty:
+        git = ["git"]
+        if toplevel.returncode != 0 or Path(toplevel.stdout.strip()).resolve() != root.resolve():
+            subprocess.run(["git", "init", "-q", empty], check=True, timeout=60)
+            git = ["git", f"--git-dir={empty}/.git", f"--work-tree={root}"]
+        listed = subprocess.run(
+            [*git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout.split(b"\0")
     for name in filter(None, listed):
-        source = ROOT / os.fsdecode(name)
+        source = root / os.fsdecode(name)
         if not source.is_file():
             continue  # a file deleted in the tree, not yet in the index
         target = dest / os.fsdecode(name)
@@ -34,6 +50,24 @@ def _checkout(dest: Path) -> None:
 
 def _size(path: Path) -> int:
     return sum(f.lstat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def test_a_copied_checkout_without_git_is_copied_as_a_clone_has_it(tmp_path):
+    # scripts/fresh-container.sh copies the working tree without .git: the ignored files stay out still
+    copy = tmp_path / "copy"
+    for name, text in {
+        ".gitignore": ".venv/\n*.pyc\n",
+        "dev.sh": "x",
+        "src/a.py": "y",
+        "src/a.pyc": "z",
+    }.items():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_text(text)
+    (copy / ".venv" / "bin").mkdir(parents=True)
+    (copy / ".venv" / "bin" / "python").write_text("")
+    _checkout(tmp_path / "out", copy)
+    made = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert made == [".gitignore", "dev.sh", "src/a.py"], made
 
 
 def test_dev_sh_run_installs_the_core_alone_and_runs_the_example(tmp_path):
