@@ -44,7 +44,15 @@ from execbox import CodeBlock, ExecutionResult
 from execbox.backends.docker import _container
 from execbox.backends.docker._agent import wire
 from execbox.backends.docker._link import DEADLINE_GRACE_S, AgentLink, run_block
-from tests.security.conftest import DOCKER_MODES, LIMITS, MODES, TIMING_OUT, not_for, run_then_healthy
+from tests.security.conftest import (
+    DOCKER_MODES,
+    LIMITS,
+    MODES,
+    REQUIRES,
+    TIMING_OUT,
+    not_for,
+    run_then_healthy,
+)
 
 # Not ``as_user``: what is judged here happens inside the container (the
 # block's uid against the channel's holders'), the same whoever runs execbox
@@ -54,6 +62,7 @@ from tests.security.conftest import DOCKER_MODES, LIMITS, MODES, TIMING_OUT, not
 @pytest.fixture
 def docker_mode(mode):
     not_for(mode, set(MODES) - DOCKER_MODES, "these attacks aim at the Docker agent's channel")
+    REQUIRES[mode]()  # an engine (and gVisor): skipped with the reason where there is none
     return mode
 
 
