@@ -20,7 +20,7 @@ import pytest
 
 from execbox import CodeBlock, ConfigurationError, Executor
 from tests.backends.test_languages import need_language
-from tests.security.conftest import DOCKER_MODES, not_for
+from tests.security.conftest import DOCKER_MODES, LIMITS, not_for
 
 NO_STDIN = {"jupyter": "a Jupyter kernel takes no stdin", "remote": "the remote mode is the pool's jail"}
 
@@ -176,8 +176,13 @@ def test_a_java_checkers_compiler_runs_no_processor_of_the_programs(mode, make_h
     (the workspace) that writes an accepting Main.class where the checker's
     javac puts its output, then ends javac with status 0."""
     _judging(mode)
-    executor = make_hostile()
+    # The program runs javac itself, as a block: where no memory cgroup exists RLIMIT_AS holds
+    # Limits.memory_mb for it, and a JVM reserves far more address space than it uses (at 256 MB it
+    # cannot start: a memory_limit verdict, no attack). 1 GiB and the language table's small code
+    # cache and class space let it start there too; memory is not what this test judges.
+    executor = make_hostile(LIMITS.replace(memory_mb=1024))
     _compiled(executor, "java")
+    javac = "javac -J-Xmx64m -J-XX:+UseSerialGC -J-XX:ReservedCodeCacheSize=32m -J-XX:CompressedClassSpaceSize=64m"
     processor = (
         "import java.util.Set; import java.nio.file.*; import javax.annotation.processing.*;\n"
         "import javax.lang.model.element.*; import javax.tools.StandardLocation;\n"
@@ -192,9 +197,9 @@ def test_a_java_checkers_compiler_runs_no_processor_of_the_programs(mode, make_h
     accepting = "public class Main { public static void main(String[] a) { System.exit(0); } }"
     program = (
         f"mkdir -p acc && echo '{accepting}' > acc/Main.java\n"
-        "javac -J-Xmx64m -d acc acc/Main.java >&2 || exit 3\n"
+        f"{javac} -d acc acc/Main.java >&2 || exit 3\n"
         f"cat > P.java <<'END'\n{processor}END\n"
-        "javac -J-Xmx64m -d . P.java >&2 || exit 3\n"
+        f"{javac} -d . P.java >&2 || exit 3\n"
         "mkdir -p META-INF/services\n"
         "echo P > META-INF/services/javax.annotation.processing.Processor\n"
         "echo wrong\n"
