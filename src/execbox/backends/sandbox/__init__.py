@@ -424,7 +424,7 @@ class SandboxExecutor(HostExecutor):
             policy.workspace,
             config,
             size=1 if self.stateful else self.pool_size,
-            make_cgroup=cgroup_maker(self._cgroups, policy, 0),
+            make_cgroup=cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
             owner=self._lease,
         )
 

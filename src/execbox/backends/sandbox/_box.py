@@ -48,50 +48,67 @@ class BlockShare:
         self._peak_fd: int | None = None
         self._peak_known = False
         self.owned = False  # True: a session's, whose remove removes the group
+        self._events_fd: int | None = None
         memory = group.by_controller.get("memory")
-        if memory is not None and group.version == 2:
-            try:
-                self._peak_fd = os.open(memory / "memory.peak", os.O_RDWR | os.O_CLOEXEC)
-            except OSError:
-                self._peak_fd = None
+        if memory is not None:  # held for the box's life: two reads and a write a block, no open
+            v1 = group.version == 1
+            peak, events = (
+                ("memory.max_usage_in_bytes", "memory.oom_control")
+                if v1
+                else ("memory.peak", "memory.events")
+            )
+            for name, flags, slot in ((peak, os.O_RDWR, "_peak_fd"), (events, os.O_RDONLY, "_events_fd")):
+                try:
+                    setattr(self, slot, os.open(memory / name, flags | os.O_CLOEXEC))
+                except OSError:
+                    pass
 
     def begin(self) -> None:
         """A block starts: the counts from here."""
-        self._oom_base = self.group.oom_kills()
+        self._oom_base = self._oom_kills()
         self._peak_known = False
-        memory = self.group.by_controller.get("memory")
-        if memory is None:
+        if self._peak_fd is None:
             return
-        try:
-            if self.group.version == 1:
-                with open(memory / "memory.max_usage_in_bytes", "w") as handle:
-                    handle.write("0")
-                self._peak_known = True
-            elif self._peak_fd is not None:
-                os.write(self._peak_fd, b"reset\n")
-                self._peak_known = True
+        try:  # v1: the high-water mark written 0; v2: this descriptor's peak reset
+            os.write(self._peak_fd, b"0" if self.group.version == 1 else b"reset\n")
+            self._peak_known = True
         except OSError:
             pass  # v2 before Linux 6.12: memory.peak is the box's, not the block's
 
+    def _oom_kills(self) -> int:
+        if self._events_fd is None:
+            return 0
+        try:
+            text = os.pread(self._events_fd, 4096, 0).decode()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0
+
     def oom_killed(self) -> bool:
-        return self.group.oom_kills() > self._oom_base
+        return self._oom_kills() > self._oom_base
 
     def counts(self, oom: bool = True) -> BlockCounts:
         """The block's counts now (``oom`` False: not read, taken as none)."""
         return BlockCounts(oom and self.oom_killed(), self.peak_memory_mb())
 
     def peak_memory_mb(self) -> float | None:
-        if not self._peak_known:
+        if not self._peak_known or self._peak_fd is None:
             return None
-        if self._peak_fd is None:
-            return self.group.peak_memory_mb()
         try:
             return round(int(os.pread(self._peak_fd, 64, 0)) / (1 << 20), 1)
         except (OSError, ValueError):
             return None
 
     def kill(self) -> None:
-        self.group.kill()
+        """A block's processes are the box's init's to kill (the host's
+        ``kill`` on the status socket): the init is in the group too. A
+        session's box (``owned``) goes whole."""
+        if self.owned:
+            self.group.kill()
 
     def pids(self) -> list[int]:
         return self.group.pids()
@@ -110,9 +127,10 @@ class BlockShare:
             self.group.remove()
 
     def close(self) -> None:
-        if self._peak_fd is not None:
-            os.close(self._peak_fd)
-            self._peak_fd = None
+        for fd in (self._peak_fd, self._events_fd):
+            if fd is not None:
+                os.close(fd)
+        self._peak_fd = self._events_fd = None
 
 
 class Box:

@@ -196,10 +196,18 @@ def watch(pid, status):
         os.close(exit_fd)
 
 
-def box_main(host, cgroup_fds, config, code_main):
+def box_main(host, cgroup_fds, config, code_main, drop_bounding_set):
     """The box's init: a block at a time, each in a fresh code process, the
     box cleaned after each (see the module's text); leaves (the box thrown
-    away) on EOF from the host, on anything unexpected, or after MAX_BLOCKS."""
+    away) on EOF from the host, on anything unexpected, or after MAX_BLOCKS.
+
+    The init joins the box's cgroup itself, once: each code process is born
+    in it (a move between groups takes a lock the whole kernel shares); the
+    pids limit counts the init too (the host's group allows for it)."""
+    for fd in cgroup_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    drop_bounding_set()
     pid_namespace = config["pid_namespace"]
     if not pid_namespace:
         become_subreaper()
@@ -216,7 +224,7 @@ def box_main(host, cgroup_fds, config, code_main):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python starts; an exec'd program resets it
-            code_main(code_theirs, cgroup_fds, config)
+            code_main(code_theirs, config)
             os._exit(0)
         code_theirs.close()
         try:

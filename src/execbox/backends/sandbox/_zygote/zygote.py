@@ -101,6 +101,8 @@ def enter_block_user_namespace():
     check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     try:
         map_own_ids(uid, gid)
+        # the kernel's OOM killer takes the block's processes before the box's init (in the same cgroup)
+        write_file("/proc/self/oom_score_adj", "500")
     finally:
         check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
 
@@ -148,13 +150,19 @@ class Privileges:
     def drop(self):
         for limit, value in self.rlimits:
             resource.setrlimit(limit, (value, value))
-        for cap in range(64):
-            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                break
+        # the bounding set: emptied once by the box's init (drop_bounding_set), inherited
         check(libc.syscall(self.capset, self.cap_header, self.cap_data), "capset")
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         if self.fprog is not None:
             check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0), "seccomp")
+
+
+def drop_bounding_set():
+    """No capability for any program a block execs (a box's init, once: its
+    code processes inherit the empty set; the init keeps its own)."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
 
 
 # The sample warm_up compiles and runs, beside this file; its text, read once.
@@ -204,16 +212,14 @@ def load_filter(program_hex):
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
-def code_main(sock, cgroup_fds, config):
-    """The block's process, forked by its box's init ahead of the block: in
-    the box's cgroups, an IPC namespace of its own (no SysV object or POSIX
-    queue of an earlier block is seen, none outlives the block), every
-    privilege dropped, stdin closed, in the workspace, warmed up, waiting
-    for the request (with the status socket, stdout and stderr)."""
+def code_main(sock, config):
+    """The block's process, forked by its box's init ahead of the block (so
+    in the box's cgroup from its start, no move between groups): an IPC
+    namespace of its own (no SysV object or POSIX queue of an earlier block
+    is seen, none outlives the block), every privilege dropped, stdin
+    closed, in the workspace, warmed up, waiting for the request (with the
+    status socket, stdout and stderr)."""
     try:
-        for fd in cgroup_fds:
-            os.write(fd, b"0")
-            os.close(fd)
         check(libc.unshare(CLONE_NEWIPC), "unshare IPC namespace")
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
@@ -305,7 +311,7 @@ class Zygote:
                     os.close(self.home_mnt)
                     if self.home_pid is not None:
                         os.close(self.home_pid)
-                    box_main(theirs, cgroup_fds, self.config, code_main)
+                    box_main(theirs, cgroup_fds, self.config, code_main, drop_bounding_set)
                 except BaseException as exc:
                     try:
                         sys.stderr.write(f"execbox sandbox box failed: {exc!r}\n")
