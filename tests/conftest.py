@@ -199,3 +199,10 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             (n for n, mark in enumerate(LONG_FIRST) if item.get_closest_marker(mark)), len(LONG_FIRST)
         )
     )
+
+
+def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
+    """The ten slowest tests and the files over their time budget, every run (tests/_budgets.py)."""
+    import _budgets
+
+    _budgets.report(terminalreporter)
