@@ -60,29 +60,52 @@ def make(request, tmp_path) -> Iterator:
         return executor
 
     if (request.param == "landlock" or find_bwrap() is None) and os.geteuid() != 0:
-        _zombies_reaped()
+        left = _zombies_reaped()
+        require(
+            "a PID 1 that reaps orphans",
+            not left,
+            f"{len(left)} zombies of this user outlived their wait: PID 1 here ({_init()}) does not reap "
+            "them, and without a user namespace RLIMIT_NPROC (Limits.max_processes) counts every process "
+            "of the user, zombies too (README's security model: run containers with --init)",
+        )
     yield build
     for executor in made:
         executor.close()
 
 
-def _zombies_reaped(timeout_s: float = 10) -> None:
+# Zombies of this user that outlived a whole wait: PID 1 does not reap (a container without --init)
+_unreaped: set[int] = set()
+
+
+def _zombies_reaped(timeout_s: float = 10) -> set[int]:
     """Without a user namespace, RLIMIT_NPROC counts every process of the
     user, zombies too: killed processes of an earlier test count until the
     host's PID 1 reaps them (this machine's takes about a second; a container
-    without --init, never: README's security model says so)."""
+    without --init, never: README's security model says so). Waits for
+    them; returns those left (at once when one outlived an earlier wait)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        zombies = 0
+    while True:
+        zombies: set[int] = set()
         for name in os.listdir("/proc"):
             try:
-                if name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.geteuid():
-                    zombies += Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+                mine = name.isdigit() and os.stat(f"/proc/{name}").st_uid == os.geteuid()
+                if mine and Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    zombies.add(int(name))
             except OSError:
                 continue
-        if not zombies:
-            return
+        if not zombies or zombies & _unreaped:
+            return zombies
+        if time.monotonic() >= deadline:
+            _unreaped.update(zombies)
+            return zombies
         time.sleep(0.1)
+
+
+def _init() -> str:
+    try:
+        return Path("/proc/1/comm").read_text().strip() or "?"
+    except OSError:
+        return "?"
 
 
 def healthy(executor: Executor) -> None:
