@@ -28,8 +28,9 @@ calls::
 Every message names what to change. The Docker SDK's exceptions never reach
 the caller: ``_docker_engine.engine_errors`` translates them.
 
-A warning, not an error: ``WeakerIsolationWarning`` (a ``UserWarning``) when
-the sandbox runs blocks in its weaker tier (Landlock, no namespaces).
+Warnings, not errors (each a ``UserWarning``): ``WeakerIsolationWarning`` when
+the sandbox runs blocks in its weaker tier (Landlock, no namespaces);
+``UnenforcedLimitWarning`` when a limit is set that a backend cannot enforce.
 
 ``install_hint(extra)`` is the one place that says how to install one of
 execbox's extras (``server``, ``jupyter``...): execbox is not on the
@@ -64,6 +65,7 @@ __all__ = [
     "ServiceError",
     "SessionGoneError",
     "StallError",
+    "UnenforcedLimitWarning",
     "WeakerIsolationWarning",
     "WorkspaceError",
     "install_hint",
@@ -278,6 +280,10 @@ class StallError(ExecboxError, TimeoutError):
     def __init__(self, message: str, *, waiting_for: str) -> None:
         self.waiting_for = waiting_for
         super().__init__(message)
+
+
+class UnenforcedLimitWarning(UserWarning):
+    """A limit was set that this backend cannot enforce."""
 
 
 class WeakerIsolationWarning(UserWarning):

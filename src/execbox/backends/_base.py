@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Self
 
 from .._codec import VERSION, encode_options
 from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
+from .._errors import UnenforcedLimitWarning as UnenforcedLimitWarning
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._judge import Case, JudgeResult
 from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
@@ -58,10 +59,6 @@ __all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
 
 # Code files of blocks without a filename; left out of the change report.
 CODE_DIR = f"{INTERNAL_DIR}/code"
-
-
-class UnenforcedLimitWarning(UserWarning):
-    """A limit was set that this backend cannot enforce."""
 
 
 @dataclass(frozen=True)
