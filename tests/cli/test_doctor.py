@@ -80,8 +80,8 @@ def test_doctor_as_this_user_names_the_tier_and_how_each_limit_holds():
     for name, fix in languages["missing"].items():
         assert name not in languages["available"] and "not found" in fix and "install" in fix, languages
     pool = found["pool"]  # the warm pool's health after doctor's own blocks
-    assert pool["units_made"] >= 16 and pool["size"] == 4, pool
-    assert pool["units_asked"] + pool["units_ready"] <= pool["size"], pool
+    assert pool["boxes_made"] >= pool["size"] == 4 and pool["boxes_replaced"] == 0, pool
+    assert pool["boxes"] <= 8, pool  # four threads: one box each, and at most one more asked by each
     assert (pool["stalls"], pool["zygote_restarts"], pool["refills_failed"]) == (0, 0, 0), pool
 
 

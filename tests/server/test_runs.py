@@ -109,10 +109,10 @@ def test_info_shows_the_warm_pool_of_each_executor_kept(client, require_componen
     pools = client.get("/v1/info").json()["pools"]
     kept = [pool for pool in pools if pool["use"] == "idle"]
     assert kept and all(pool["backend"] == "sandbox" for pool in pools)
-    assert {"units_ready", "units_asked", "units_made", "refills_failed", "zygote_restarts", "stalls"} <= set(
+    assert {"boxes", "boxes_ready", "boxes_made", "boxes_replaced", "refills_failed", "stalls"} <= set(
         kept[0]["health"]
     ), kept
-    assert kept[0]["health"]["units_made"] >= 1
+    assert kept[0]["health"]["boxes_made"] >= 1
 
 
 @pytest.mark.parametrize(

@@ -152,8 +152,8 @@ def _held(server: Server) -> tuple[int, int, int, int]:
     info = answer.json()
     pools = info["pools"]
     health = [pool["health"] for pool in pools]
-    ready = sum(h.get("units_ready", 0) for h in health)
-    units = ready + sum(h.get("units_asked", 0) + h.get("blocks_running", 0) for h in health)
+    ready = sum(h.get("boxes_ready", 0) for h in health)
+    units = sum(h.get("boxes", 0) + h.get("boxes_asked", 0) for h in health)
     pid, port = server.proc.pid, int(server.url.rsplit(":", 1)[1])
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     connections = 0
@@ -162,7 +162,7 @@ def _held(server: Server) -> tuple[int, int, int, int]:
             fields = line.split()  # ESTABLISHED 01, CLOSE_WAIT 08 (the client closed, the server not yet)
             if fields[1].endswith(f":{port:04X}") and fields[3] in ("01", "08"):
                 connections += 1
-    alive = [child for child in descendants(pid) if process_alive(child)]  # a zygote reaps its units lazily
+    alive = [child for child in descendants(pid) if process_alive(child)]  # a zygote reaps lazily
     return fds - 2 * ready, len(alive) - units, connections, info["load"]["idle_executors"]
 
 

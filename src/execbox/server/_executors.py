@@ -5,8 +5,9 @@ Making an executor per request costs the sandbox its whole start: measured
 here (2 cores, root, median of 5) a new ``SandboxExecutor`` took 109 ms to
 start, 23 ms for its first ``print(1)`` and 20 ms to close, against 5 ms
 for a run on a started one. So where a block starts from nothing but the
-workspace (the sandbox: a fresh unit per block with its own /tmp and PID
-namespace; local: a subprocess, no isolation to keep), a finished request's
+workspace (the sandbox: each block in a box emptied after the block before
+it, its processes killed, its /tmp and /dev/shm wiped; local: a subprocess,
+no isolation to keep), a finished request's
 executor is kept: its workspace emptied (user files and execbox's code
 files), and handed to the next request with the same backend and limits.
 Stateful backends (a Jupyter kernel keeps variables) and the Docker
@@ -18,6 +19,9 @@ after 3 to warm up, median): 6.6 ms with kept executors, 158 ms with a new
 executor per request.
 
 Kept executors are bounded: ``max_idle`` in all, the oldest closed first.
+A sandbox executor made here keeps one box (``pool_size=1``): a request's
+blocks run one after another, and an executor makes more boxes only while
+callers wait for one (64 clients were 64 executors of four boxes each).
 """
 
 from __future__ import annotations
@@ -62,9 +66,10 @@ class ExecutorPool:
                 del self._idle[ident]
                 self._busy[ident] = executor
                 return executor
-        executor = self._make(
-            backend, limits=limits, keep_code_files=False, **({"gpus": gpus} if gpus is not None else {})
-        )
+        options: dict[str, object] = {"gpus": gpus} if gpus is not None else {}
+        if backend == "sandbox":  # a request runs its blocks one by one: one box, more made on demand
+            options["pool_size"] = 1
+        executor = self._make(backend, limits=limits, keep_code_files=False, **options)
         try:
             await asyncio.to_thread(executor.start)
         except BaseException:

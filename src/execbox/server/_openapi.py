@@ -179,8 +179,8 @@ def _document() -> dict[str, Any]:
                 "get": _op(
                     "Version, backends, languages, limits, capabilities, load, and pools: per "
                     "executor held (use: idle, running or session) that has a warm pool, its "
-                    "health (units_ready, units_asked, units_made, refills_failed, "
-                    "zygote_restarts, stalls...); [] when none has one",
+                    "health (boxes, boxes_ready, boxes_cleaning, boxes_made, boxes_replaced, "
+                    "refills_failed, zygote_restarts, stalls...); [] when none has one",
                     {"200": _json(ref("Info"))},
                 )
             },

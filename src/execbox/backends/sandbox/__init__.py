@@ -234,8 +234,9 @@ class SandboxExecutor(HostExecutor):
     @property
     def pool_health(self) -> dict[str, Any] | None:
         """The warm pool's state (None without one, or before the first
-        block): units ready and asked for, blocks running, units made,
-        refills failed, zygote restarts, stalls (waits past a deadline)."""
+        block): boxes held, ready, being cleaned and asked for, blocks
+        running, boxes made and replaced, refills failed, zygote restarts,
+        stalls (waits past a deadline)."""
         zygote = self._zygote
         return zygote.health() if zygote is not None else None
 

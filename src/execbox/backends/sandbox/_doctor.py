@@ -335,8 +335,8 @@ def _try_pool() -> tuple[dict[str, object] | None, str]:
     if health is None:
         return None, "no pool was started"
     seen = (
-        f"16 blocks from 4 threads, {16 - wrong} right; units ready {health['units_ready']}, "
-        f"asked {health['units_asked']} (size {health['size']}); "
+        f"16 blocks from 4 threads, {16 - wrong} right; boxes {health['boxes']} "
+        f"(size {health['size']}), made {health['boxes_made']}, replaced {health['boxes_replaced']}; "
         + ", ".join(f"{k.replace('_', ' ')} {health[k]}" for k in POOL_FAULTS)
     )
     return (health if not wrong else None), seen
