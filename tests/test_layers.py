@@ -49,6 +49,7 @@ LAYERS: list[frozenset[str]] = [
             "_gpus",
             "_judge",
             "_progress",
+            "_netlink",
         }
     ),  # the data and the rules
 ]

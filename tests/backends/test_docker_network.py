@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, DockerExecutor, Limits
-from execbox.backends._netlink import FORBIDDEN
+from execbox._netlink import FORBIDDEN
 from tests.conftest import require, require_docker
 
 pytestmark = pytest.mark.usefixtures("docker_ready")

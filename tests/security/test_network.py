@@ -319,7 +319,7 @@ def test_network_on_does_not_reach_the_hosts_loopback(mode, make_hostile, tcp_se
 
 def _host_addresses() -> list[str]:
     """Every IPv4 address of this host's interfaces (its default route's first)."""
-    from execbox.backends._netlink import host_addresses
+    from execbox._netlink import host_addresses
 
     found = [a for a in host_addresses() if ":" not in a and not a.startswith("127.")]
     return list(dict.fromkeys([_host_address(), *found]))

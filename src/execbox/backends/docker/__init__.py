@@ -17,7 +17,7 @@ sandbox: Docker's default bridge (whose gateway is the host, which routes
 the rest: its other addresses, its private networks, the cloud metadata
 endpoint), narrowed by routing rules in the container's own network
 namespace that the agent installs before any block runs
-(``_agent/egress.py``; the rules are the sandbox's, ``backends/_netlink.py``,
+(``_agent/egress.py``; the rules are the sandbox's, ``execbox/_netlink.py``,
 with this host's addresses read at each start): the host, link-local, the
 private ranges and IPv6 unreachable, DNS to the container's nameservers on
 port 53 alone. The agent holds CAP_NET_ADMIN for that and drops it; no block
@@ -49,13 +49,13 @@ from ..._errors import (
 from ..._gpus import parse_gpus
 from ..._languages import LANGUAGES, PYTHON, Language, Policy
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
+from ..._netlink import host_addresses
 from ..._nofollow import open_folders
 from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment
 from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
-from .._netlink import host_addresses
 from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome, outcome_to_result
 from ._container import (

@@ -50,7 +50,7 @@ AGENT_SOURCE = Path(__file__).with_name("_agent")
 RUN_FILE_SOURCE = Path(__file__).parent.parent / "sandbox" / "_zygote"
 AGENT_MOUNT, RUN_FILE_MOUNT = "/opt/execbox/agent", "/opt/execbox/run_file"
 # The routing rules of the network on (the sandbox's too), bound in read-only for the agent (_agent/egress.py)
-NETLINK_SOURCE = Path(__file__).parent.parent / "_netlink.py"
+NETLINK_SOURCE = Path(__file__).parents[2] / "_netlink.py"
 NETLINK_MOUNT = "/opt/execbox/netlink.py"
 # The container's command, with who blocks run as after it ($1) and, with
 # the network on, the config of its routing rules ($2): the agent when the

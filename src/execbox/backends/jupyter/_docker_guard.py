@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import BackendUnavailableError
-from .._netlink import host_addresses
+from ..._netlink import host_addresses
 from ..docker._container import AGENT_MOUNT, AGENT_SOURCE, EGRESS_CAPABILITY, NETLINK_MOUNT, NETLINK_SOURCE
 
 __all__ = [

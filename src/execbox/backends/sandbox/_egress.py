@@ -55,8 +55,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ... import _netlink
 from ..._errors import BackendUnavailableError
-from .. import _netlink
 from ._jail import CLONE_NEWNET, CLONE_NEWUSER
 from ._jail import setns_net as setns
 
@@ -76,7 +76,7 @@ INSTALL_SLIRP = (
     "apt-get install slirp4netns (./dev.sh does), or set Limits(network=False)"
 )
 GATEWAY, DNS_FORWARDER = "10.0.2.2", "10.0.2.3"  # slirp4netns's defaults (--cidr 10.0.2.0/24)
-FORBIDDEN = _netlink.FORBIDDEN  # (the Docker backend holds the same rule: backends/_netlink.py)
+FORBIDDEN = _netlink.FORBIDDEN  # (the Docker backend holds the same rule: execbox/_netlink.py)
 START_TIMEOUT_S = 20.0
 SLIRP_LOG_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)

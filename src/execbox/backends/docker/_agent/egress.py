@@ -12,7 +12,7 @@ first; then unreachable: the host's loopback and private, shared,
 link-local and multicast ranges, the host's own addresses (read by the
 host, given in the agent's command) and all of IPv6. The local table (the
 container's own loopback and address) is looked up before them all. The
-rules and their encoding are the sandbox's (``execbox/backends/_netlink.py``,
+rules and their encoding are the sandbox's (``execbox/_netlink.py``,
 bound in read-only; the host names its path in the config).
 
 Then CAP_NET_ADMIN leaves the agent's permitted set (``drop_capability``);
@@ -111,7 +111,7 @@ def drop_capabilities(caps):
 
 
 def load_netlink(path):
-    """The rules' module (``backends/_netlink.py``, bound in read-only at ``path``)."""
+    """The rules' module (``execbox/_netlink.py``, bound in read-only at ``path``)."""
     spec = importlib.util.spec_from_file_location("execbox_netlink", path)
     if spec is None or spec.loader is None:
         raise Unguarded(f"no rules' module at {path}")
