@@ -23,7 +23,7 @@ install_system_packages() {
     # Node.js: only the tests and benchmarks run JavaScript (run's example is Python)
     case "${1:-}" in test|bench) command -v node >/dev/null 2>&1 || need+=(nodejs) ;; esac
     command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-    # a block with the network on: its own namespace, egress by user-mode networking (sandbox/_egress.py)
+    # a block with the network on: its own namespace, egress by user-mode networking (jail/_egress.py)
     command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
     [ "${1:-}" = test ] && { [ -x /usr/bin/chromium ] || need+=(chromium); }
     # test: git, with which tests/test_dev_run.py lists the checkout's files as a clone has them

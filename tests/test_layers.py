@@ -30,6 +30,7 @@ LAYERS: list[frozenset[str]] = [
             ),
         }
     ),
+    frozenset({"jail"}),  # the jail kit the sandbox backend, the jailed kernel and the doctor use
     frozenset({"environments", "images", "_docker_engine"}),  # where the code's Python comes from
     frozenset({"client"}),  # the HTTP client of execbox serve
     frozenset(

@@ -2,7 +2,7 @@
 network on off this machine: the host's own addresses (``host_addresses``)
 and the routing rules that make them, the host's loopback, link-local and
 the private ranges unreachable (``forbidden_rules``, ``install``). Two
-users, one rule: the sandbox's egress namespace (``sandbox._egress`` runs
+users, one rule: the sandbox's egress namespace (``jail._egress`` runs
 this file as a script in it: ``hold``, with its capabilities) and the
 Docker backend's container (its agent loads this file, bound in read-only,
 and installs the rules before any block runs: ``docker/_agent/egress.py``).

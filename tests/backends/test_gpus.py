@@ -18,7 +18,7 @@ import pytest
 
 from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, Limits, SandboxExecutor, _gpus
 from execbox._gpus import GpuHost, grant, host_gpus, parse_gpus
-from execbox.backends.sandbox import _gpu as sandbox_gpu
+from execbox.jail import _gpu as sandbox_gpu
 from tests._fake_gpus import UUID0, fake_gpu_host
 from tests.conftest import require, require_namespaces
 
@@ -233,7 +233,7 @@ def fake_nvml(tmp_path_factory):
 
 
 def require_cgroups() -> None:
-    from execbox.backends.sandbox._cgroups import cgroup_support
+    from execbox.jail._cgroups import cgroup_support
 
     support, why = cgroup_support()
     require(

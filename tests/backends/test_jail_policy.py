@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor, Workspace
-from execbox.backends.sandbox import _seccomp, find_bwrap
-from execbox.backends.sandbox._launcher import prepare
-from execbox.backends.sandbox._policy import Host, JailPolicy
+from execbox.backends.sandbox import find_bwrap
+from execbox.jail import _seccomp
+from execbox.jail._launcher import prepare
+from execbox.jail._policy import Host, JailPolicy
 from tests.conftest import require
 
 GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "jail"

@@ -249,7 +249,7 @@ def test_a_daemon_started_by_a_cell_is_killed_when_the_cell_ends(jailed):
 
 
 def test_memory_over_the_limit_kills_and_restarts_the_jailed_kernel(jailed):
-    from execbox.backends.sandbox._cgroups import cgroup_support
+    from execbox.jail._cgroups import cgroup_support
 
     require("cgroups", cgroup_support()[0] is not None, "run as root or with a delegated cgroup")
     jailed.run(py("lost = 1"))

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from execbox import BackendUnavailableError, CodeBlock, ConfigurationError, Limits, SandboxExecutor
-from execbox.backends.sandbox import _landlock
-from execbox.backends.sandbox._cgroups import cgroup_support
-from execbox.backends.sandbox._jail import find_bwrap
 from execbox.backends.sandbox._landlock_tier import landlock_problem
+from execbox.jail import _landlock
+from execbox.jail._cgroups import cgroup_support
+from execbox.jail._jail import find_bwrap
 from tests.conftest import marked, require, wait_dead
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -96,7 +96,7 @@ class TestConfinement:
         assert (tmp_path / "ws" / "sub" / "dir" / "moved.txt").read_text() == "mine"
 
     def test_system_python_runs_and_imports(self, tmp_path):
-        from execbox.backends.sandbox._acl import mount_namespaces
+        from execbox.jail._acl import mount_namespaces
 
         # multiprocessing's semaphores need the block's own /dev/shm: a mount namespace, as root
         why = "root without CAP_SYS_ADMIN (a container's default) makes no mount namespace: no /dev/shm"

@@ -19,7 +19,7 @@ from execbox._languages import LANGUAGES, PYTHON, Language, find_language
 from execbox.backends import create_executor
 from execbox.backends._build import BUILD_DIR
 from execbox.backends.sandbox import find_bwrap
-from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.jail._cgroups import cgroup_support
 from tests.conftest import require
 
 RUNNABLE = [lang.name for lang in LANGUAGES if lang.runnable]

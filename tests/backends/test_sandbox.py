@@ -91,7 +91,7 @@ def test_no_network_by_default(sandbox):
 
 def test_network_when_asked_is_not_the_hosts(tmp_path):
     """Network on: an interface of the block's own with a way out (the
-    egress namespace, sandbox/_egress.py), and still no way to the host's
+    egress namespace, jail/_egress.py), and still no way to the host's
     loopback (tests/security/test_network.py attacks it in every mode)."""
     require("bubblewrap", find_bwrap() is not None, "apt-get install bubblewrap (./dev.sh does)")
     require(

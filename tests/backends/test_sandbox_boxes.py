@@ -12,7 +12,7 @@ import os
 import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor
-from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.jail._cgroups import cgroup_support
 from tests.conftest import require_namespaces
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor
 from execbox.backends.sandbox import find_bwrap
-from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.jail._cgroups import cgroup_support
 from tests.conftest import require
 
 MODES = ["pool", "oneshot"]
@@ -142,7 +142,7 @@ def test_seccomp_can_keep_sockets_to_unix_and_refuse_the_hosts_ipc(tmp_path):
     import subprocess
     import sys
 
-    from execbox.backends.sandbox._seccomp import HOST_IPC, filter_program, supported
+    from execbox.jail._seccomp import HOST_IPC, filter_program, supported
 
     require("seccomp", supported(), "x86_64 or aarch64")
     program = filter_program(unix_sockets_only=True, no_unix_streams=True, also_denied=HOST_IPC).hex()

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from execbox.backends.sandbox import _acl
-from execbox.backends.sandbox._identity import lease, reach_group
-from execbox.backends.sandbox._jail import find_bwrap
 from execbox.backends.sandbox._landlock_tier import landlock_problem
+from execbox.jail import _acl
+from execbox.jail._identity import lease, reach_group
+from execbox.jail._jail import find_bwrap
 from tests.conftest import require
 
 CHECKOUT = Path(__file__).resolve().parents[2]

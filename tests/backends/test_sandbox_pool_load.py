@@ -16,7 +16,7 @@ import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor, StallError
 from execbox.backends.sandbox import _pool, find_bwrap
-from execbox.backends.sandbox._sockets import receive_within, recv_fds_now, send_fds_now, send_within
+from execbox.jail._sockets import receive_within, recv_fds_now, send_fds_now, send_within
 from tests.conftest import require
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from execbox import Limits, SandboxExecutor
 from execbox.backends.sandbox import _pool, find_bwrap
-from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.jail._cgroups import cgroup_support
 from tests._soak import FAST, assert_healthy, descendants, soak
 from tests.conftest import require
 

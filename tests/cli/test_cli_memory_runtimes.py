@@ -15,8 +15,8 @@ import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor
 from execbox._languages import find_language
-from execbox.backends.sandbox._jail import find_bwrap
 from execbox.backends.sandbox._landlock_tier import landlock_problem
+from execbox.jail._jail import find_bwrap
 from tests.cli.test_cli import execbox
 from tests.conftest import require
 

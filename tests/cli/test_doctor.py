@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from execbox.backends.sandbox import find_bwrap
-from execbox.backends.sandbox._cgroups import cgroup_support
+from execbox.jail._cgroups import cgroup_support
 from tests.conftest import bubblewrap_problem, require
 from tests.hostile_hosts import without_user_namespaces
 

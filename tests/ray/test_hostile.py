@@ -99,7 +99,7 @@ def _host_copies(mark: str, skip: Path) -> list[str]:
 @pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
 def test_a_block_on_a_node_reaches_nothing_of_ray(tmp_path, network):
     """With the network on too: it is the internet through the node's egress
-    namespace (sandbox/_egress.py), never the node's loopback, where the
+    namespace (jail/_egress.py), never the node's loopback, where the
     GCS listens without authentication (a block that reached it could
     overwrite a pickled class the driver loads)."""
     cluster = shared_cluster()

@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from execbox.backends.sandbox._container import (
+from execbox.jail._container import (
     FULL_ISOLATION,
     FULL_ISOLATION_OPTIONS,
     NETWORK_ISOLATION,

@@ -1,6 +1,6 @@
 """Network: nothing reaches the host or the outside unless Limits(network=True),
 and with it the internet, never this machine (its loopback, its addresses,
-link-local: the sandbox's egress namespace, backends/sandbox/_egress.py; the
+link-local: the sandbox's egress namespace, jail/_egress.py; the
 Docker container's routing rules, backends/docker/_agent/egress.py)."""
 
 from __future__ import annotations

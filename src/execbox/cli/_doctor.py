@@ -8,7 +8,7 @@ from typing import Any
 
 from .._languages import LANGUAGES, PYTHON, resolve_program
 from ..backends.sandbox._doctor import diagnose
-from ..backends.sandbox._jail import INSIDE_PATH
+from ..jail import INSIDE_PATH
 
 
 def register(commands: argparse._SubParsersAction) -> None:

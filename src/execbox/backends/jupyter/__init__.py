@@ -37,6 +37,17 @@ from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limi
 from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
+from ...jail import (
+    INSIDE_PATH,
+    JailPolicy,
+    cgroup_support,
+    find_bwrap,
+    gpu_environment,
+    gpu_policy,
+    inside_environment,
+    jail_rlimits,
+    probe,
+)
 from .._base import Capabilities, Executor
 from .._host import child_environment
 from .._host_python import HostPython
@@ -44,10 +55,6 @@ from .._output import Capture
 from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._result import Outcome
-from ..sandbox._cgroups import cgroup_support
-from ..sandbox._gpu import gpu_environment, gpu_policy
-from ..sandbox._jail import INSIDE_PATH, find_bwrap, inside_environment, jail_rlimits, probe
-from ..sandbox._policy import JailPolicy
 from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
 from ._channels import Channels, ChannelStalled, execute
 from ._display_files import DisplayFiles

@@ -1,10 +1,10 @@
 """Where a Jupyter kernel runs: ipykernel inside the sandbox backend's
 bubblewrap jail. Stateful like a local kernel, isolated like a sandbox block.
 
-- The jail is the sandbox's (a ``JailPolicy`` started by ``_launcher.prepare``): read-only system and
-  interpreter, the workspace as the only writable host path, a private /tmp,
+- The jail is the sandbox's (a ``JailPolicy`` started by the kit's ``_launcher.prepare``):
+  read-only system and interpreter, the workspace as the only writable host path, a private /tmp,
   no network unless ``Limits(network=True)``, and then a namespace of the kernel's own whose way
-  out reaches the internet and not this machine (``sandbox._egress``), the seccomp filter, rlimits.
+  out reaches the internet and not this machine (``jail._egress``), the seccomp filter, rlimits.
 - The kernel talks over IPC sockets in a private host folder bound into the
   jail at a neutral path (``KERNEL_DIR``); bwrap reads its options from a
   memfd (``hidden_argv``) and the kernel starts by its bare name, so no
@@ -37,19 +37,25 @@ from pathlib import Path
 from ..._errors import BackendUnavailableError
 from ..._nofollow import open_folders
 from ..._workspace import MAX_SCANNED_ENTRIES
-from .._ownership import hand_over, reown_tree
-from ..sandbox._cgroups import BlockCgroup, CgroupSupport
-from ..sandbox._egress import Egress, open_egress
-from ..sandbox._identity import Jailer, Lease, is_jail_id, lease, reachable
-from ..sandbox._jail import (
+from ...jail import (
     INSTALL_HINT,
+    BlockCgroup,
+    CgroupSupport,
+    Egress,
+    Jailer,
+    JailPolicy,
+    Lease,
     by_name,
     find_bwrap,
     interpreter_dirs,
+    is_jail_id,
+    lease,
+    open_egress,
+    prepare,
+    reachable,
     spawn_kept,
 )
-from ..sandbox._launcher import prepare
-from ..sandbox._policy import JailPolicy
+from .._ownership import hand_over, reown_tree
 from ..sandbox._runner import cgroup_maker
 from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Self
 
 from ..._errors import BackendUnavailableError, ExecboxError, install_hint
-from ..sandbox._jail import spawn_kept
+from ...jail import spawn_kept
 from ._gateway import JupyterConnectionInfo
 
 __all__ = ["LocalJupyterServer"]

@@ -35,40 +35,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ... import jail
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._gpus import GpuGrant, grant, parse_gpus
 from ..._languages import PYTHON, Language
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
+from ...jail import find_bwrap  # also exported: where bubblewrap is, None without it
 from .._base import Capabilities
 from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._capabilities import sandbox_capabilities
-from ._cgroups import CgroupSupport, cgroup_support
-from ._container import FULL_ISOLATION_OPTIONS, NETWORK_ISOLATION, container
-from ._egress import Egress, open_egress
-from ._gpu import GpuWatcher, gpu_environment, gpu_memory_watcher, gpu_policy, no_watch
-from ._identity import Jailer, Lease, is_jail_id, lease, reachable
-from ._jail import (
-    INSIDE_PATH,
-    INSTALL_HINT,
-    by_name,
-    empty_netns,
-    find_bwrap,
-    inside_environment,
-    interpreter_dirs,
-    jail_rlimits,
-    probe,
-)
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
-from ._launcher import prepare
-from ._policy import JailPolicy
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker
-from ._seccomp import supported as seccomp_supported
 from ._session import sent_whole
 from ._stateful import StatefulBlocks
 
@@ -78,7 +61,7 @@ ISOLATION_TIERS = ("auto", "namespaces", "landlock")
 NAMESPACES_HINT = (
     "on Ubuntu 24.04+ a user who is not root needs sysctl "
     "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
-    f"a container needs {' '.join(FULL_ISOLATION_OPTIONS)}"
+    f"a container needs {' '.join(jail.FULL_ISOLATION_OPTIONS)}"
 )
 
 
@@ -192,7 +175,7 @@ class SandboxExecutor(HostExecutor):
         self.tmp_size_mb = tmp_size_mb
         self.file_size_mb = file_size_mb
         self.max_open_files = max_open_files
-        self.seccomp = seccomp and seccomp_supported()
+        self.seccomp = seccomp and jail.seccomp_supported()
         self.cgroups = cgroups
         self.hostname = hostname
         self.isolation = isolation
@@ -200,17 +183,17 @@ class SandboxExecutor(HostExecutor):
         self._stateful = StatefulBlocks(self) if stateful else None
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
-        self._policy = JailPolicy(workspace=str(self.workspace.path))  # the real one at start
+        self._policy = jail.JailPolicy(workspace=str(self.workspace.path))  # the real one at start
         self._capabilities: tuple[str, Capabilities] | None = None
         self._bwrap = ""
         self._zygote: ZygotePool | None = None
-        self._cgroups: CgroupSupport | None = None
+        self._cgroups: jail.CgroupSupport | None = None
         self._netns: int | None = None
-        self._egress: Egress | None = None  # Limits(network=True): the jails' namespace (_egress)
-        self._lease: Lease | None = None
-        self._jailer = Jailer(None, ())
+        self._egress: jail.Egress | None = None  # Limits(network=True): the jails' namespace (_egress)
+        self._lease: jail.Lease | None = None
+        self._jailer = jail.Jailer(None, ())
         self._gpu: GpuGrant | None = None
-        self._gpu_watch: GpuWatcher | None = None  # Limits.gpu_memory_mb (_gpu)
+        self._gpu_watch: jail.GpuWatcher | None = None  # Limits.gpu_memory_mb (_gpu)
         self._gpu_watch_how = ""
 
     @property
@@ -248,27 +231,33 @@ class SandboxExecutor(HostExecutor):
     def _start(self) -> None:
         bwrap = find_bwrap() if self.isolation != "landlock" else None
         if bwrap is None and self.isolation == "namespaces":
-            raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+            raise BackendUnavailableError(
+                self.name, f"bubblewrap (bwrap) is not installed: {jail.INSTALL_HINT}"
+            )
         self._gpu = grant(self.gpus, backend=self.name) if self.gpus is not None else None
         super()._start()
         assert self._python is not None
-        self._cgroups = cgroup_support()[0] if self.cgroups else None
-        self._gpu_watch, self._gpu_watch_how = gpu_memory_watcher(
+        self._cgroups = jail.cgroup_support()[0] if self.cgroups else None
+        self._gpu_watch, self._gpu_watch_how = jail.gpu_memory_watcher(
             self._gpu, self.limits.gpu_memory_mb, self._cgroups is not None
         )
         self._capabilities = None  # how gpu_memory_mb holds is known now
-        readonly = interpreter_dirs(self._python)
+        readonly = jail.interpreter_dirs(self._python)
         workspace = str(self.workspace.path)
-        self._lease = lease()
+        self._lease = jail.lease()
         try:
             if self._lease is not None:  # the jail's id owns the workspace, and what earlier jails left in it
                 hand_over(workspace, self._lease.uid, self._lease.gid)
-                reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
-            inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
+                reown_tree(
+                    workspace, self._lease.uid, self._lease.gid, jail.is_jail_id, limit=MAX_SCANNED_ENTRIES
+                )
+            inside = jail.inside_environment(
+                self._child_env, self.environment.bin_dir(self._python), self.env
+            )
             if self._gpu is not None:
-                inside = gpu_environment(inside, self._gpu)
+                inside = jail.gpu_environment(inside, self._gpu)
             why = (
-                f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+                f"bubblewrap (bwrap) is not installed: {jail.INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
                 else None
             )
@@ -282,11 +271,11 @@ class SandboxExecutor(HostExecutor):
                     )
                 )
                 try:  # the Jailer raises where the jail id cannot be shown its paths (_identity, _acl)
-                    self._jailer = Jailer(
+                    self._jailer = jail.Jailer(
                         self._lease,
                         [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
                     )
-                    launch = prepare(  # bwrap's own start: without the egress namespace, made below
+                    launch = jail.prepare(  # bwrap's own start: without the egress namespace, made below
                         bwrap,
                         replace(policy, network=False),
                         ["/bin/true"],
@@ -295,7 +284,7 @@ class SandboxExecutor(HostExecutor):
                         rlimits=False,
                     )
                     try:
-                        probe(launch.argv, launch.preexec, launch.pass_fds)
+                        jail.probe(launch.argv, launch.preexec, launch.pass_fds)
                     finally:
                         launch.close()
                 except BackendUnavailableError as exc:
@@ -315,7 +304,7 @@ class SandboxExecutor(HostExecutor):
                     policy, joined_netns=True, resolv_conf=self._egress.resolv_conf
                 )
             elif one_shot:  # one-shot jails join one empty network namespace
-                self._netns = empty_netns(self._jailer.become)
+                self._netns = jail.empty_netns(self._jailer.become)
                 if self._netns is not None:
                     self._policy = replace(policy, joined_netns=True)
             if self._zygote_kept:
@@ -334,9 +323,9 @@ class SandboxExecutor(HostExecutor):
             self._stop()  # the lease, the staging folders, a half-started pool
             raise
 
-    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> JailPolicy:
+    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> jail.JailPolicy:
         """The blocks' jail, from the limits and the executor's options."""
-        policy = JailPolicy(
+        policy = jail.JailPolicy(
             workspace=workspace,
             readonly=tuple(readonly),
             sealed=(INTERNAL_DIR,),
@@ -350,22 +339,22 @@ class SandboxExecutor(HostExecutor):
             cpus=self.limits.cpus,
             env=tuple(inside.items()),
         )
-        return policy if self._gpu is None else gpu_policy(policy, self._gpu)
+        return policy if self._gpu is None else jail.gpu_policy(policy, self._gpu)
 
-    def _open_egress(self) -> Egress:
+    def _open_egress(self) -> jail.Egress:
         lease = self._lease
         try:
-            return open_egress(
+            return jail.open_egress(
                 self._jailer.become,
                 backend=self.name,
-                reachable_dir=lambda path: lease is None or reachable(path, lease.uid, lease.gid),
+                reachable_dir=lambda path: lease is None or jail.reachable(path, lease.uid, lease.gid),
             )
         except BackendUnavailableError as exc:
-            if not container():
+            if not jail.container():
                 raise
             said = str(exc).removeprefix(f"{self.name} backend unavailable: ")
             raise BackendUnavailableError(
-                self.name, f"{said}; in this container the network on needs {NETWORK_ISOLATION}"
+                self.name, f"{said}; in this container the network on needs {jail.NETWORK_ISOLATION}"
             ) from None
 
     def _jail_runner(self, **parts: Any) -> JailRunner:
@@ -378,17 +367,17 @@ class SandboxExecutor(HostExecutor):
             output_limit=self.limits.max_output_bytes,
             python=self._python,
             make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
-            gpu_watch=self._gpu_watch or no_watch,
+            gpu_watch=self._gpu_watch or jail.no_watch,
             **parts,
         )
 
-    def _make_pool(self, bwrap: str, policy: JailPolicy) -> ZygotePool:
+    def _make_pool(self, bwrap: str, policy: jail.JailPolicy) -> ZygotePool:
         """The warm pool: its zygote's jail is the blocks' policy with the
         zygote's folder bound, the zygote's environment, and its seccomp
         profile applied by the zygote itself (the units' by each unit)."""
         assert self._python is not None
         # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
-        zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
+        zygote_path = f"{self.environment.bin_dir(self._python)}:{jail.INSIDE_PATH}"
         zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
         zygote = replace(
             policy,
@@ -411,7 +400,7 @@ class SandboxExecutor(HostExecutor):
         jailer = self._jailer
         netns, userns = self._egress.join() if self._egress is not None else (None, None)
         return ZygotePool(
-            lambda command: prepare(
+            lambda command: jail.prepare(
                 bwrap,
                 zygote,
                 command,
@@ -421,7 +410,7 @@ class SandboxExecutor(HostExecutor):
                 seccomp=False,
                 rlimits=False,
             ),
-            by_name(self._python, zygote_path),
+            jail.by_name(self._python, zygote_path),
             policy.workspace,
             config,
             size=1 if self.stateful else self.pool_size,
@@ -433,7 +422,7 @@ class SandboxExecutor(HostExecutor):
         """The Landlock tier; ``why``: what kept the namespaces tier from starting."""
         assert self._python is not None
         self._jailer.close()
-        self._jailer = Jailer(None, ())
+        self._jailer = jail.Jailer(None, ())
         if self.stateful:
             raise BackendUnavailableError(
                 self.name,
@@ -539,7 +528,7 @@ class SandboxExecutor(HostExecutor):
 
     def _toolchain_path(self) -> tuple[str, str]:
         assert self._python is not None
-        return dict(self._policy.env).get("PATH", INSIDE_PATH), self._python
+        return dict(self._policy.env).get("PATH", jail.INSIDE_PATH), self._python
 
     def _give_build(self, folders: tuple[str, ...]) -> None:
         if self._lease is None:
@@ -556,7 +545,7 @@ class SandboxExecutor(HostExecutor):
         the pool: each code process, with ``_block_rlimits``)."""
         # no memory cgroup: the address space is the next best thing, but for CUDA (_gpu)
         stand_in = self._cgroups is None and self.gpus is None
-        return jail_rlimits(self.max_open_files, self.file_size_mb, self.memory_mb if stand_in else None)
+        return jail.jail_rlimits(self.max_open_files, self.file_size_mb, self.memory_mb if stand_in else None)
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's

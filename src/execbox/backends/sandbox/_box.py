@@ -10,8 +10,7 @@ import os
 import socket
 import time
 
-from ._cgroups import BlockCgroup
-from ._sockets import recv_fds_now
+from ...jail import BlockCgroup, recv_fds_now
 
 __all__ = ["BlockCounts", "BlockShare", "Box"]
 

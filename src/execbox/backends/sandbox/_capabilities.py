@@ -8,11 +8,9 @@ import os
 from typing import Any
 
 from ..._languages import runnable_languages
+from ...jail import GPU_MEMORY_GAP, INSIDE_PATH, cgroup_support, gpu_mechanism
 from .._base import Capabilities
-from ._cgroups import cgroup_support
 from ._enforcement import NPROC_IN_USERNS, enforcement
-from ._gpu import GPU_MEMORY_GAP, gpu_mechanism
-from ._jail import INSIDE_PATH
 from ._runner import prlimit
 
 __all__ = ["sandbox_capabilities"]

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from ... import _gpus
 from ..._gpus import DRIVER_HINT, describe, grant, host_gpus
-from ._cgroups import cgroup_support
-from ._container import FULL_ISOLATION, container
-from ._landlock import abi
+from ...jail import FULL_ISOLATION, cgroup_support, container
+from ...jail import landlock as ll
 from ._landlock_tier import LANDLOCK_HINT, landlock_problem
 
 __all__ = ["APPARMOR_PROFILE", "Diagnosis", "Finding", "diagnose"]
@@ -111,7 +110,7 @@ TIERS = {
 
 def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     """Look at this host (``try_blocks``: also run a block in each tier)."""
-    from ._jail import find_bwrap
+    from ...jail import find_bwrap
 
     uid = os.geteuid()
     try:
@@ -166,7 +165,7 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
         Finding(
             "Landlock (the tier without namespaces)",
             landlock is None,
-            f"ABI {abi()}" if landlock is None else landlock,
+            f"ABI {ll.abi()}" if landlock is None else landlock,
             "" if landlock is None else LANDLOCK_HINT,
         )
     )

@@ -14,7 +14,7 @@ The mechanisms, strongest first:
 
 from __future__ import annotations
 
-from ._cgroups import CgroupSupport
+from ...jail import CgroupSupport
 
 __all__ = ["CGROUP_FIX", "NPROC_IN_USERNS", "Enforcement", "enforcement"]
 

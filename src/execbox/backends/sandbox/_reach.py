@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._identity import Lease, reachable
+from ...jail import Lease, reachable
 
 __all__ = ["Reach", "check", "private_mounts", "reach_supported"]
 

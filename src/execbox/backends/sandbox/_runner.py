@@ -15,16 +15,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ...jail import (
+    INSIDE_PATH,
+    BlockCgroup,
+    CgroupSupport,
+    GpuWatcher,
+    Jailer,
+    JailPolicy,
+    by_name,
+    no_watch,
+    prepare,
+)
 from .._host import with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._box import BlockCounts
-from ._cgroups import BlockCgroup, CgroupSupport
-from ._gpu import GpuWatcher, no_watch
-from ._identity import Jailer
-from ._jail import INSIDE_PATH, by_name
 from ._landlock_tier import LandlockTier
-from ._launcher import prepare
-from ._policy import JailPolicy
 from ._pool import ZygotePool
 
 __all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "cgroup_maker", "prlimit"]

@@ -40,14 +40,11 @@ from ..._errors import WorkspaceError
 from ..._models import Display, ErrorInfo, Limits
 from ..._run_events import EventSink
 from ..._workspace import Workspace
+from ...jail import BlockGroup, GpuWatcher, Lease, give_pipe, no_watch, recv_fds_now, send_fds_now
 from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
 from .._result import Outcome, outcome_to_result
-from ._cgroups import BlockGroup
-from ._gpu import GpuWatcher, no_watch
-from ._identity import Lease, give_pipe
 from ._pool import KILLED, ZygotePool, exit_status
 from ._session_block import SessionBlock, new_nonce
-from ._sockets import recv_fds_now, send_fds_now
 
 __all__ = ["INTERRUPT_GRACE_S", "Session", "sent_whole", "session_outcome"]
 

@@ -33,7 +33,7 @@ import stat
 import time
 from typing import Any
 
-from ._sockets import recv_fds_now
+from ...jail import recv_fds_now
 
 __all__ = ["DISPLAY_SLACK", "SessionBlock", "new_nonce"]
 

@@ -12,9 +12,9 @@ import threading
 from typing import Any
 
 from ..._languages import PYTHON, Language, resolve_program
+from ...jail import no_watch
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome, missing_program
-from ._gpu import no_watch
 from ._pool import ZygotePool
 from ._session import Session, session_outcome
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import socket
 
-from ._cgroups import BlockGroup
+from ...jail import BlockGroup
 
 __all__ = ["KILLED", "Unit", "exit_status"]
 

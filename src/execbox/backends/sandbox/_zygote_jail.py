@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import BackendUnavailableError, ConfigurationError
-from ._cgroups import BlockCgroup
-from ._jail import spawn_kept
-from ._launcher import Launch
-from ._sockets import receive_within, recv_fds_now, send_within
+from ...jail import BlockCgroup, Launch, receive_within, recv_fds_now, send_within, spawn_kept
 
 __all__ = ["SEND_WAIT_S", "START_TIMEOUT_S", "ZYGOTE_INSIDE", "ZYGOTE_SOURCE", "ZygoteJail"]
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ..._errors import StallError
+from .._errors import StallError
 
 __all__ = ["receive_within", "recv_fds_now", "send_fds_now", "send_within"]
 

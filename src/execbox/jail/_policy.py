@@ -44,7 +44,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..._languages import LANGUAGE_ETC
+from .._languages import LANGUAGE_ETC
 from ._seccomp import ZYGOTE_ALLOWED, filter_program
 
 __all__ = [

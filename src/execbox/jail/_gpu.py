@@ -28,8 +28,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from ..._gpus import GpuGrant
-from .._base import UnenforcedLimitWarning
+from .._errors import UnenforcedLimitWarning
+from .._gpus import GpuGrant
 from ._cgroups import BlockGroup
 from ._nvml import POLL_S, GpuMemoryWatch, gpu_memory
 from ._policy import JailPolicy

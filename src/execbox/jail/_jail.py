@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._errors import BackendUnavailableError
+from .._errors import BackendUnavailableError
 from ._container import FULL_ISOLATION, container
 from ._policy import SYSTEM_DIRS
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._errors import BackendUnavailableError, ConfigurationError
+from .._errors import BackendUnavailableError, ConfigurationError
 from ._acl import grant_search, mount_namespaces
 
 __all__ = ["Jailer", "Lease", "give_pipe", "is_jail_id", "jail_id_range", "lease", "reach_group"]

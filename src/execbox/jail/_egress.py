@@ -55,8 +55,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ... import _netlink
-from ..._errors import BackendUnavailableError
+from .. import _netlink
+from .._errors import BackendUnavailableError
 from ._jail import CLONE_NEWNET, CLONE_NEWUSER
 from ._jail import setns_net as setns
 
