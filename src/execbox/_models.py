@@ -189,6 +189,8 @@ class BlockResult:
     timed_out: bool = False
     truncated: bool = False
     peak_memory_mb: float | None = None  # where the backend measures it (a block's cgroup)
+    # a compiled language's build step, apart from duration_s (its program's run); None: not compiled
+    compile_duration_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

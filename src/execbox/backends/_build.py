@@ -33,8 +33,9 @@ import os
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import WorkspaceError
@@ -139,10 +140,13 @@ def build_and_run(
     """A compiled block: built once (the module docstring), then its
     program run; through the executor's hooks (``_compile``,
     ``_run_program``, ``_give_build``, ``_toolchain_version``, ``_build_root``)."""
+    began = time.monotonic()
     built = ensure_built(executor, lang, code, common, cancel)
     if isinstance(built, BlockResult):
         return built
-    return executor._run_program(lang, built.run, cancel, on_output, stdin).to_block(common)
+    compile_s = time.monotonic() - began  # the build step: its compile, or finding it built
+    ran = executor._run_program(lang, built.run, cancel, on_output, stdin).to_block(common)
+    return replace(ran, compile_duration_s=compile_s)
 
 
 def ensure_built(

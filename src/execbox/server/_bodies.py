@@ -4,7 +4,8 @@ the OpenAPI document's component schemas are generated from them
 answering what is wrong as a 400 in the one error shape.
 
 The rules they keep (those of the hand-written checks they replace):
-strict types (``"3"`` is not 3, ``true`` is not 1; an integer is a number);
+strict types (``"3"`` is not 3, ``true`` is not 1; an integer is a number;
+but ``/run_code``'s limits, as SandboxFusion's own model takes them);
 a null field is an absent one; unknown fields are ignored, except in
 ``limits`` and in a judge case, which refuse them. What depends on the
 server (its backends, maxima, ``--allow-gpus``) or on more than one field
@@ -171,15 +172,24 @@ class SessionRequest(Body):
     ] = None
 
 
+# SandboxFusion's own model (pydantic, not strict) takes a number in a string
+# ("5", "7.5") and a whole float for an integer (256.0): so do its limits here
+Seconds = Annotated[float | None, Field(strict=False, description="seconds (a number, or one in a string)")]
+Megabytes = Annotated[
+    int | None, Field(strict=False, description="MB (a whole number, or one in a string); -1, 0: the default")
+]
+
+
 class RunCodeRequest(Body):
-    """SandboxFusion's /run_code request."""
+    """SandboxFusion's /run_code request. Its limits are held to this
+    server's maxima, not refused (the X-Execbox-Clamped header says so)."""
 
     code: str
     language: Annotated[str, Field(examples=list(SANDBOX_FUSION_LANGUAGES))]
     stdin: str | None = None
-    compile_timeout: float | None = DEFAULT_TIMEOUT_S
-    run_timeout: float | None = DEFAULT_TIMEOUT_S
-    memory_limit_MB: int | None = -1
+    compile_timeout: Seconds = DEFAULT_TIMEOUT_S
+    run_timeout: Seconds = DEFAULT_TIMEOUT_S
+    memory_limit_MB: Megabytes = -1
     files: Annotated[
         dict[str, str | None] | None, Field(description="workspace path -> base64 content (null: skipped)")
     ] = None

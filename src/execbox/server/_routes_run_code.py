@@ -1,19 +1,36 @@
 """``POST /run_code``: SandboxFusion's API (ByteDance's code sandbox), so
 that a client of it (its ``sandbox_fusion`` package, veRL's reward code)
-works by pointing its URL at ``execbox serve``.
+works by pointing its URL at ``execbox serve``; on a server that takes a
+token, the URL carries it (``/t/<token>/run_code``: ``_url_token``).
 
 The request ``{code, language, stdin?, compile_timeout?, run_timeout?,
 memory_limit_MB?, files?: {path: base64}, fetch_files?: [path]}`` runs as
-one block of ``/v1/run`` on the server's default backend, within its
-limits (400 above them). The answer ``{status, message, compile_result,
-run_result, executor_pod_name, files}`` follows SandboxFusion's rules: a
-command's status is ``Finished`` (with its return code), ``TimeLimitExceeded``
-or ``Error``; the whole is ``SandboxError`` on an ``Error`` (here: a
-language this server does not run), else ``Failed`` on a time limit or a
-nonzero return code, else ``Success``. execbox does not time a successful
-compile apart from the run: a compiled language that compiled answers
-``compile_result`` ``{status: Finished, return_code: 0, execution_time:
-null}``. Fetched files that are missing (or not readable) are left out, as
+one block of ``/v1/run`` on the server's default backend. Its limits are
+taken as SandboxFusion's own model takes them (a number in a string, a
+whole float for the megabytes) and, as SandboxFusion refuses none, held to
+this server's maxima rather than refused: a 400 would be scored as the
+sandbox's failure (veRL's -1) on every case. What was held is said in the
+``X-Execbox-Clamped`` header (``run_timeout=600 (asked 900), ...``):
+SandboxFusion's answer has no field for it, and its ``message`` is ''
+unless something failed.
+
+The answer ``{status, message, compile_result, run_result,
+executor_pod_name, files}`` follows SandboxFusion's rules: a command's
+status is ``Finished`` (with its return code), ``TimeLimitExceeded`` or
+``Error``; the whole is ``SandboxError`` when the block could not run here
+(a language this server does not run), else ``Failed`` on a time limit, a
+nonzero return code or an ``Error``, else ``Success``. A compiled
+language's ``compile_result`` has the compile's own time.
+
+Output past the server's cap (``Limits.max_output_bytes``) is ``Failed``
+with ``run_result.status`` ``Error`` (its own return code kept, the cut
+output with execbox's marker, the reason in ``message``). SandboxFusion
+has no status of its own for it (it keeps the first MiB and says nothing);
+``Error`` is the one its shape offers for "the command did not run to a
+result the caller may read", and the one veRL scores as a runtime error
+(-2) inside ``Failed``, where ``Success`` would have its cut stdout
+compared as an answer and ``Finished`` with a made-up return code would
+lie. Fetched files that are missing (or not readable) are left out, as
 SandboxFusion leaves them out."""
 
 from __future__ import annotations
@@ -28,7 +45,7 @@ from starlette.routing import Route
 
 from .._errors import ConfigurationError
 from .._languages import find_language
-from .._models import CodeBlock
+from .._models import CodeBlock, Limits
 from ._bodies import DEFAULT_TIMEOUT_S, SANDBOX_FUSION_LANGUAGES, RunCodeRequest, checked
 from ._config import ServerConfig
 from ._disconnect import unless_gone
@@ -38,7 +55,9 @@ from ._routes_run import _run_one
 from ._state import state_of
 from ._wire import RunJob, file_path, read_json
 
-__all__ = ["RUN_CODE_ROUTES", "SANDBOX_FUSION_LANGUAGES"]
+__all__ = ["CLAMPED_HEADER", "RUN_CODE_ROUTES", "SANDBOX_FUSION_LANGUAGES"]
+
+CLAMPED_HEADER = "X-Execbox-Clamped"  # the limits held to the server's maxima
 
 
 async def run_code(request: Request) -> Response:
@@ -46,7 +65,7 @@ async def run_code(request: Request) -> Response:
     body = checked(RunCodeRequest, await read_json(request, state.config.max_upload_bytes))
     name = body.language
     language = SANDBOX_FUSION_LANGUAGES.get(name)
-    todo = _request(body, state.config, language or name)
+    todo, clamped = _request(body, state.config, language or name)
     if language is None:  # SandboxFusion's runner is not found: its SandboxError
         why = f"language {name!r} is not supported here: use one of {', '.join(SANDBOX_FUSION_LANGUAGES)}"
         return JSONResponse(_answer("SandboxError", why))
@@ -55,13 +74,16 @@ async def run_code(request: Request) -> Response:
         result = await unless_gone(request, _run_one(state, todo))  # a client gone: its run killed
     finally:
         state.load.release()
-    return json_answer(_answer_of(result, language))
+    headers = {CLAMPED_HEADER: ", ".join(clamped)} if clamped else None
+    return json_answer(_answer_of(result, language, todo.limits), headers=headers)
 
 
-def _request(body: RunCodeRequest, config: ServerConfig, language: str) -> RunJob:
-    """The request as one block in ``language`` on the default backend,
-    checked (400 with what is wrong, in SandboxFusion's field names)."""
+def _request(body: RunCodeRequest, config: ServerConfig, language: str) -> tuple[RunJob, list[str]]:
+    """The request as one block in ``language`` on the default backend, and
+    what of its limits was held to the server's maxima (``name=held (asked
+    N)``); a limit that is not a positive number is a 400 naming it."""
     asked: dict[str, Any] = {}
+    clamped: list[str] = []
     for name, limit, given in (
         ("run_timeout", "timeout_s", body.run_timeout),
         ("compile_timeout", "compile_timeout_s", body.compile_timeout),
@@ -72,28 +94,21 @@ def _request(body: RunCodeRequest, config: ServerConfig, language: str) -> RunJo
         if not seconds > 0:
             raise ApiError(400, "invalid_limits", f"{name!r} must be a positive number of seconds")
         if seconds > config.max_timeout_s:
-            raise ApiError(
-                400,
-                "invalid_limits",
-                f"{name!r} {seconds:g} is over this server's maximum {config.max_timeout_s:g} "
-                "(execbox serve --max-timeout)",
-            )
+            clamped.append(f"{name}={config.max_timeout_s:g} (asked {seconds:g})")
+            seconds = config.max_timeout_s
         asked[limit] = seconds
     memory = -1 if body.memory_limit_MB is None else body.memory_limit_MB
     if memory > 0:  # -1 (SandboxFusion's default) or 0: the server's default
         if memory > config.max_memory_mb:
-            raise ApiError(
-                400,
-                "invalid_limits",
-                f"'memory_limit_MB' {memory} is over this server's maximum {config.max_memory_mb}",
-            )
+            clamped.append(f"memory_limit_MB={config.max_memory_mb} (asked {memory})")
+            memory = config.max_memory_mb
         asked["memory_mb"] = memory
     try:
         limits = config.limits(asked)
     except ConfigurationError as exc:
         raise ApiError(400, "invalid_limits", str(exc)) from None
     block = CodeBlock(language, body.code, stdin=body.stdin)
-    return RunJob(config.backend, [block], limits, _files(body.files), body.fetch_files or [])
+    return RunJob(config.backend, [block], limits, _files(body.files), body.fetch_files or []), clamped
 
 
 def _files(files: dict[str, str | None] | None) -> dict[str, bytes]:
@@ -139,7 +154,7 @@ def _command(status: str, block: dict[str, Any], return_code: int | None) -> dic
     }
 
 
-def _answer_of(result: dict[str, Any], language: str) -> dict[str, Any]:
+def _answer_of(result: dict[str, Any], language: str, limits: Limits) -> dict[str, Any]:
     """``/v1/run``'s answer (one block) as SandboxFusion's."""
     files = {
         path: _base64(found)
@@ -155,6 +170,7 @@ def _answer_of(result: dict[str, Any], language: str) -> dict[str, Any]:
     lang = find_language(language)
     compiled = lang is not None and lang.build is not None
     compile_result = run_result = None
+    message = ""
     if status == "compile_error" and error.get("name") == "CompileTimeout":
         compile_result = _command("TimeLimitExceeded", block, None)
     elif status == "compile_error" and error.get("name") in ("CompileError", "CompileMemoryLimit"):
@@ -163,22 +179,29 @@ def _answer_of(result: dict[str, Any], language: str) -> dict[str, Any]:
         if compiled:
             compile_result = {
                 "status": "Finished",
-                "execution_time": None,  # not timed apart from the run
+                "execution_time": block.get("compile_duration_s"),  # the build's own time
                 "return_code": 0,
                 "stdout": "",
                 "stderr": "",
             }
+        code = block["exit_code"] if status == "ok" else block["exit_code"] or 1
         if status == "timeout":
             run_result = _command("TimeLimitExceeded", block, None)
+        elif block.get("truncated"):  # its output cut: no answer to read (the module says why Error)
+            run_result = _command("Error", block, code)
+            message = (
+                f"the program's output passed this server's cap of {limits.max_output_bytes} bytes "
+                "(Limits.max_output_bytes): stdout and stderr keep its head and tail; "
+                "/v1/run takes a larger limits.max_output_bytes, up to the server's maximum"
+            )
         else:
-            code = block["exit_code"] if status == "ok" else block["exit_code"] or 1
             run_result = _command("Finished", block, code)
     else:  # unsupported (no toolchain here), refused, cancelled: SandboxFusion's Error
         why = error.get("value") or f"the block was {status}"
         return _answer("SandboxError", why, files=files)
     commands = [c for c in (compile_result, run_result) if c is not None]
-    failed = any(c["status"] == "TimeLimitExceeded" or (c["return_code"] or 0) != 0 for c in commands)
-    return _answer("Failed" if failed else "Success", "", compile_result, run_result, files)
+    failed = any(c["status"] != "Finished" or (c["return_code"] or 0) != 0 for c in commands)
+    return _answer("Failed" if failed else "Success", message, compile_result, run_result, files)
 
 
 def _base64(found: dict[str, str]) -> str:
