@@ -94,12 +94,16 @@ class Server:
 
 
 @contextmanager
-def running_server(*args: str, token: str | None = None, log: Path | None = None) -> Iterator[Server]:
+def running_server(
+    *args: str, token: str | None = None, log: Path | None = None, access_log: bool = False
+) -> Iterator[Server]:
     """``execbox serve`` with ``args`` and ``token`` (default: a random one
     the test knows; ``""``: none given, the server makes one and the test
     reads it from the link printed, as a person would; none when ``args``
     say ``--no-token``); ``log``: a file that gets its stderr (else a pipe,
-    read only if it exits at the start: keep it quiet)."""
+    read only if it exits at the start: keep it quiet); ``access_log``: its
+    stdout, where uvicorn logs each request (``--log-level info``), into
+    ``log`` too."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("EXECBOX_TOKEN", None)
@@ -120,7 +124,8 @@ def running_server(*args: str, token: str | None = None, log: Path | None = None
     ]
     with contextlib.ExitStack() as files:
         stderr = files.enter_context(log.open("wb")) if log is not None else subprocess.PIPE
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        stdout = stderr if access_log and log is not None else subprocess.DEVNULL
+        proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
     server = Server(proc, f"http://127.0.0.1:{port}", token, log)
     try:
         deadline = time.monotonic() + 30

@@ -29,7 +29,8 @@ def made() -> object:
 def test_a_token_is_made_printed_once_in_the_link_and_required(made) -> None:
     assert made.link == f"{made.url}/?token={made.token}" and len(made.token) >= 32
     log = made.log_text()
-    assert log.count(made.token) == 1  # printed once, only there
+    # printed only at the start: in the link, and in /run_code's URL for veRL (the same announcement)
+    assert log.count(made.token) == 2 and log.count(f"/t/{made.token}/run_code") == 1
     with httpx.Client(base_url=made.url) as bare:
         for method, path in (
             ("GET", "/v1/info"),

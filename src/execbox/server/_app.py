@@ -34,6 +34,7 @@ from ._routes_run import ROUTES as RUN_ROUTES
 from ._routes_run_code import RUN_CODE_ROUTES
 from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._state import ServerState
+from ._url_token import PathToken
 from ._worker import SessionRouter, Worker
 
 __all__ = ["create_app"]
@@ -65,10 +66,12 @@ class BearerAuth:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
                 said = (
-                    "the bearer token sent is not this server's: send Authorization: Bearer <token> with "
-                    "the one it was started with (--token / EXECBOX_TOKEN, or the one in the link it printed)"
+                    "the bearer token sent is not this server's: send Authorization: Bearer <token> "
+                    "(SandboxFusion's /run_code: or the URL /t/<token>/run_code) with the one it was started "
+                    "with (--token / EXECBOX_TOKEN, or the one in the link it printed)"
                     if given
                     else "a bearer token is required: Authorization: Bearer <token> "
+                    "(SandboxFusion's /run_code: or the URL /t/<token>/run_code) "
                     "(the server's --token / EXECBOX_TOKEN)"
                 )
                 error = ApiError(401, "unauthorized", said, headers={"WWW-Authenticate": "Bearer"})
@@ -135,12 +138,12 @@ def create_app(config: ServerConfig, worker: Worker | None = None) -> ASGIApp:
     guarded = RequestGuard(
         BearerAuth(routed, config.token), config.host, config.allow_hosts, config.allow_origins
     )
-    return ConnectionGuard(guarded, config.keep_alive_s)
+    return ConnectionGuard(PathToken(guarded), config.keep_alive_s)  # PathToken: /t/<token>/run_code
 
 
 def routes_of(app: Any) -> list[tuple[str, str]]:
     """(method, path) of every route (for the OpenAPI test)."""
     inner = app
-    while isinstance(inner, (ConnectionGuard, RequestGuard, BearerAuth, SessionRouter)):
+    while isinstance(inner, (ConnectionGuard, PathToken, RequestGuard, BearerAuth, SessionRouter)):
         inner = inner.app
     return [(method, route.path) for route in inner.routes for method in sorted(route.methods - {"HEAD"})]

@@ -200,7 +200,9 @@ def _document() -> dict[str, Any]:
             "/run_code": {
                 "post": _op(
                     "SandboxFusion's /run_code: run one program (its clients work by pointing their URL "
-                    "here); a language not run here answers status SandboxError",
+                    "here; with a token, the URL carries it: /t/<token>/run_code); a language not run here "
+                    "answers status SandboxError; limits past the server's maxima are held to them "
+                    "(the X-Execbox-Clamped header names each)",
                     {
                         "200": _json(ref("RunCodeResponse")),
                         "400": ERROR,

@@ -34,6 +34,7 @@ from ._app import create_app
 from ._config import ServerConfig
 from ._connections import protocol_class
 from ._supervisor import STARTUP_FAILURE, supervise
+from ._url_token import run_code_url
 from ._worker import Worker
 
 __all__ = ["SHUTDOWN_GRACE_S", "announcement", "log_config", "page_url", "serve", "settings", "worker_main"]
@@ -75,7 +76,10 @@ def page_url(config: ServerConfig, port: int | None = None, *, with_token: bool 
 
 
 def announcement(config: ServerConfig, port: int, name: str = "execbox serve", what: str = "") -> list[str]:
-    """The lines printed once the socket is bound: where, and how to authenticate."""
+    """The lines printed once the socket is bound: where, and how to
+    authenticate; then the URL of SandboxFusion's ``/run_code`` to paste
+    into a client that takes a URL alone (veRL): the token in it
+    (``_url_token``) where it was made for this run, else where it goes."""
     where = f" on the Ray cluster at {config.ray_address}" if config.ray_address else ""
     workers = f", {config.workers} worker processes" if config.workers > 1 else ""
     about = f"backend {config.backend}{where}{workers}"
@@ -98,6 +102,14 @@ def announcement(config: ServerConfig, port: int, name: str = "execbox serve", w
             "server (with --backend local, as its user, unjailed); web pages still cannot (Host and Origin "
             "are checked), and a session stays its key's. Drop --no-token to require a token",
         ]
+    base = page_url(config, port, with_token=False)
+    if config.token_generated:
+        run_code = f"sandbox_fusion.url={run_code_url(base, config.token)}"
+    elif config.token:
+        run_code = f"sandbox_fusion.url={base}t/<token>/run_code (<token>: yours, percent-encoded)"
+    else:
+        run_code = f"sandbox_fusion.url={run_code_url(base, None)}"
+    lines.append(f"  (SandboxFusion's /run_code, as veRL's reward takes it: {run_code})")
     return lines
 
 
