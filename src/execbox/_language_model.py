@@ -7,7 +7,7 @@ lookups, are ``_languages``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 __all__ = ["POLICIES", "PYTHON", "Build", "Language", "Policy"]
@@ -36,6 +36,10 @@ class Build:
     main: str = "main"
     main_of: Callable[[str], str] | None = field(default=None, compare=False)
     cache: bool = False  # whether ``{cache}`` is used (a folder the compiler may write)
+    # the build used where this one's programs are not all installed (TypeScript: esbuild, else
+    # tsc), with its own ``version`` argv (else the language's)
+    fallback: Build | None = None
+    version: tuple[str, ...] = ()
 
     def programs(self) -> tuple[str, ...]:
         """The programs a build and a run need, by name."""
@@ -79,6 +83,29 @@ class Language:
         if self.build is not None:
             return self.build.programs()
         return (self.command[0],) if self.command else ()
+
+    def builds(self) -> tuple[Build, ...]:
+        """Its build and the fallbacks after it, in the order they are tried."""
+        found: list[Build] = []
+        build = self.build
+        while build is not None:
+            found.append(build)
+            build = build.fallback
+        return tuple(found)
+
+    def installed(self, found: Callable[[str], bool]) -> Language | None:
+        """This language as it runs where ``found`` says which programs are
+        installed: its first build whose programs all are (the row with that
+        build and its version), itself for an interpreted one whose program
+        is; None where nothing runs it."""
+        if self.build is None:
+            return self if self.command is not None and found(self.command[0]) else None
+        for build in self.builds():
+            if all(found(p) for p in build.programs()):
+                if build is self.build:
+                    return self
+                return replace(self, build=build, version=build.version or self.version)
+        return None
 
     @property
     def suffixes(self) -> tuple[str, ...]:

@@ -92,7 +92,8 @@ COMPILE_ERROR = {
     "go": f"package main\nfunc main(){{ {UNDECLARED}() }}",
     "rust": f"fn main(){{ {UNDECLARED}(); }}",
     "java": f"public class Main {{ public static void main(String[] a){{ {UNDECLARED}(); }} }}",
-    "typescript": f"{UNDECLARED}();",
+    # declared twice: esbuild strips types and checks none (an undeclared name is a runtime error)
+    "typescript": f"let {UNDECLARED} = 1;\nlet {UNDECLARED} = 2;\n",
 }
 
 LOOP = {

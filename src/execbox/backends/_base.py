@@ -40,7 +40,15 @@ from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, 
 from .._errors import UnenforcedLimitWarning as UnenforcedLimitWarning
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._judge import Case, JudgeResult
-from .._languages import Language, Policy, find_language, resolve_policies, silence_pip
+from .._languages import (
+    PYTHON,
+    Language,
+    Policy,
+    find_language,
+    resolve_policies,
+    resolve_program,
+    silence_pip,
+)
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
 from .._progress import OnProgress, Progress, check_on_progress, reporting
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
@@ -183,6 +191,10 @@ class Executor(ABC):
     def _toolchain_path(self) -> tuple[str, str]:
         """The PATH blocks see and the executor's Python, for ``_build.toolchain_version``."""
         return os.environ.get("PATH", os.defpath), ""
+
+    def _has_program(self, name: str) -> bool:
+        """Whether blocks find ``name`` here (which build a language has: ``Language.installed``)."""
+        return name == PYTHON or resolve_program(name, self._toolchain_path()[0]) is not None
 
     def _toolchain_version(self, language: Language) -> str:
         """What the compile cache's key takes of the toolchain: its version

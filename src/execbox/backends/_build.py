@@ -156,6 +156,7 @@ def ensure_built(
     else the block's result that says why it could not be (the compiler's
     errors, a cancellation, a folder execbox cannot write). The judge
     builds a program and its checkers so, before the first case runs."""
+    lang = lang.installed(executor._has_program) or lang  # TypeScript: esbuild where installed, else tsc
     root = executor._build_root()
     plan = plan_build(lang, code, root, executor._toolchain_version(lang), workspace_inputs(executor))
     workspace = executor.workspace

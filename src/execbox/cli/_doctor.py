@@ -78,7 +78,7 @@ def _languages() -> dict[str, Any]:
         if not programs:
             continue
         absent = [p for p in programs if p != PYTHON and resolve_program(p, INSIDE_PATH) is None]
-        if absent:
+        if absent and lang.installed(lambda p: resolve_program(p, INSIDE_PATH) is not None) is None:
             missing[lang.name] = f"{', '.join(absent)} not found: {lang.install_hint}"
         else:
             available.append(lang.name)

@@ -18,7 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for lang in LANGUAGES:
-        programs = lang.programs()
+        # the build installed here (TypeScript: esbuild, else tsc), else the first one's programs
+        installed = lang.installed(lambda p: p == PYTHON or resolve_program(p) is not None)
+        programs = (installed or lang).programs()
         missing = [p for p in programs if p != PYTHON and resolve_program(p) is None]
         if not programs:
             runner = "-"

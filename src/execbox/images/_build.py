@@ -54,7 +54,7 @@ def language_packages(languages: Sequence[str]) -> tuple[str, ...]:
     from .._languages import LANGUAGES, find_language
 
     names = [lang.name for lang in LANGUAGES if lang.package] if list(languages) == ["all"] else languages
-    packages = []
+    packages: list[str] = []
     for name in names:
         lang = find_language(name)
         if lang is None or not lang.runnable:
@@ -66,8 +66,8 @@ def language_packages(languages: Sequence[str]) -> tuple[str, ...]:
             raise ConfigurationError(
                 f"{lang.name} has no Debian package to build into an image ({lang.install_hint})"
             )
-        if lang.package not in ("python3", "bash", "dash"):  # the base has them
-            packages.append(lang.package)
+        # the base has python3 and the shells; TypeScript's are two (esbuild, and nodejs to run it)
+        packages.extend(p for p in lang.package.split() if p not in ("python3", "bash", "dash"))
     return tuple(sorted(set(packages)))
 
 

@@ -94,7 +94,7 @@ _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
 _agentless: set[tuple[str, ...]] = set()  # by DockerExecutor._agent_key
 _PROBE = (
-    "for p in python3 bash sh node pwsh gcc g++ go rustc javac java tsc ruby php lua perl Rscript; "
+    "for p in python3 bash sh node pwsh gcc g++ go rustc javac java tsc esbuild ruby php lua perl Rscript; "
     "do command -v $p >/dev/null 2>&1 && echo $p; done; true"
 )
 
@@ -232,7 +232,7 @@ class DockerExecutor(Executor):
         languages = tuple(
             lang.name
             for lang in LANGUAGES
-            if lang.runnable and all(("python3" if p == PYTHON else p) in found for p in lang.programs())
+            if lang.installed(lambda p: ("python3" if p == PYTHON else p) in found) is not None
         )
         return Capabilities(
             backend=self.name,
@@ -407,6 +407,10 @@ class DockerExecutor(Executor):
 
     def _build_root(self) -> str:
         return WORKDIR
+
+    def _has_program(self, name: str) -> bool:
+        found = _programs.get(self._programs_key(self._image or ""), frozenset({"python3", "sh", "bash"}))
+        return ("python3" if name == PYTHON else name) in found
 
     def _toolchain_version(self, language: Language) -> str:
         return self._image or ""  # the image holds the toolchain: a new image, new builds
