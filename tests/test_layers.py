@@ -59,7 +59,6 @@ ACROSS_THE_TOP = True
 
 # one backend using another's parts, and why (any other is a failure)
 BACKEND_EDGES = {
-    ("backends.jupyter", "backends.sandbox"): "the jailed kernel runs in the sandbox's jail",
     ("backends.jupyter", "backends.docker"): "a Docker-hosted Jupyter server uses the container settings",
 }
 

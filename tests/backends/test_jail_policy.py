@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from execbox import CodeBlock, Limits, SandboxExecutor, Workspace
+from execbox._gpus import GpuGrant
 from execbox.backends.sandbox import find_bwrap
-from execbox.jail import _seccomp
+from execbox.jail import _seccomp, policy_for
 from execbox.jail._launcher import prepare
 from execbox.jail._policy import Host, JailPolicy
 from tests.conftest import require
@@ -293,3 +294,43 @@ def test_the_executor_builds_its_policy_from_the_limits_and_options(tmp_path):
     assert dict(policy.rlimits)["NOFILE"] == 1024 and "NPROC" not in dict(policy.rlimits)
     assert dict(policy.env)["HOME"] == "/tmp"
     assert policy.joined_netns == (os.geteuid() == 0)  # one empty namespace per executor, as root
+
+
+def test_one_function_builds_both_backends_policies_from_the_limits():
+    """``jail.policy_for`` is the one place Limits become a jail's policy:
+    the sandbox's blocks (its options as parameters) and the jailed Jupyter
+    kernel (the defaults) get the policies pinned above."""
+    limits = Limits(memory_mb=2048, max_processes=512)
+    common = {"workspace": WORKSPACE, "env": dict(BLOCK.env), "rlimits": dict(BLOCK.rlimits)}
+    assert policy_for(limits, readonly=VENV, **common) == BLOCK
+    kernel = policy_for(limits, **common)  # the kernel's: its interpreter is staged, not bound
+    assert kernel == replace(BLOCK, readonly=())
+    options = policy_for(
+        replace(limits, network=True, cpus=0.5),
+        readonly=VENV,
+        tmp_bytes=64 << 20,
+        hostname="box-7",
+        seccomp=False,
+        **common,
+    )
+    assert options == replace(
+        BLOCK, network=True, cpus=0.5, tmp_bytes=64 << 20, hostname="box-7", seccomp=None
+    )
+    assert policy_for(Limits(), **common).memory_mb == Limits().effective_memory_mb()  # the defaults
+    assert policy_for(Limits(), **common).max_processes == Limits().effective_max_processes()
+
+
+def test_a_gpu_grant_adds_its_nodes_folders_and_variables():
+    given = GpuGrant(
+        gpus=(),
+        nodes=(("/dev/nvidia0", "/dev/nvidia0"),),
+        readonly=("/opt/driver",),
+        env=(("CUDA_VISIBLE_DEVICES", "GPU-1"),),
+        bin_path=("/opt/driver/bin",),
+    )
+    common = {"workspace": WORKSPACE, "env": dict(BLOCK.env), "rlimits": dict(BLOCK.rlimits)}
+    policy = policy_for(Limits(memory_mb=2048, max_processes=512), readonly=VENV, gpu=given, **common)
+    assert policy.devices == given.nodes and policy.extra_readonly == (("/opt/driver", "/opt/driver"),)
+    env = dict(policy.env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-1" and env["PATH"].endswith(":/opt/driver/bin")
+    assert replace(policy, devices=(), extra_readonly=(), env=BLOCK.env) == BLOCK

@@ -51,6 +51,7 @@ from ._jail import (
     spawn_kept,
 )
 from ._launcher import Launch, prepare
+from ._limits import cgroup_maker, policy_for
 from ._policy import ETC_FILES, NETWORK_FILES, SYSTEM_DIRS, JailPolicy
 from ._seccomp import HOST_IPC, NAME_WATCHES, filter_program
 from ._seccomp import supported as seccomp_supported
@@ -78,6 +79,7 @@ __all__ = [
     "Launch",
     "Lease",
     "by_name",
+    "cgroup_maker",
     "cgroup_support",
     "container",
     "empty_netns",
@@ -98,6 +100,7 @@ __all__ = [
     "mount_namespaces",
     "no_watch",
     "open_egress",
+    "policy_for",
     "prepare",
     "probe",
     "reach_group",

@@ -58,6 +58,7 @@ from ...environments._docker import DockerPython, with_pip_packages
 from .._base import Capabilities, Executor
 from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome, outcome_to_result
+from . import _container as container_kit  # noqa: F401 (the Docker-hosted Jupyter server's too)
 from ._container import (
     WORKDIR,
     WRITABLE_INTERNAL,

@@ -39,13 +39,11 @@ from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment, SystemPython
 from ...jail import (
     INSIDE_PATH,
-    JailPolicy,
     cgroup_support,
     find_bwrap,
-    gpu_environment,
-    gpu_policy,
     inside_environment,
     jail_rlimits,
+    policy_for,
     probe,
 )
 from .._base import Capabilities, Executor
@@ -282,23 +280,13 @@ class JupyterExecutor(HostPython, Executor):
         if self.kernel == "local":
             return LocalKernel(python=python, cwd=cwd, env=self._child_env, kernel_name=self.kernel_name)
         inside = inside_environment(self._child_env, self.environment.bin_dir(python), self.env)
-        given = grant(self.gpus, backend=self.name) if self.gpus is not None else None
-        if given is not None:
-            inside = gpu_environment(inside, given)
-        limits = self.limits
-        rlimits = jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB)  # memory: the kernel's cgroup
-        policy = JailPolicy(
+        policy = policy_for(  # the sandbox's blocks' jail, with the sandbox's default options
+            self.limits,
             workspace=cwd,
-            sealed=(INTERNAL_DIR,),
-            network=bool(limits.network),
-            rlimits=tuple(rlimits.items()),
-            memory_mb=limits.effective_memory_mb(),
-            max_processes=limits.effective_max_processes(),
-            cpus=limits.cpus,
-            env=tuple(inside.items()),
+            env=inside,
+            rlimits=jail_rlimits(DEFAULT_OPEN_FILES, DEFAULT_FILE_SIZE_MB),  # memory: the kernel's cgroup
+            gpu=grant(self.gpus, backend=self.name) if self.gpus is not None else None,
         )
-        if given is not None:
-            policy = gpu_policy(policy, given)
         return SandboxKernel(python=python, policy=policy, cgroups=cgroup_support()[0])
 
     def _stop(self) -> None:

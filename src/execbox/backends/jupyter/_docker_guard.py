@@ -26,7 +26,7 @@ from typing import Any
 
 from ..._errors import BackendUnavailableError
 from ..._netlink import host_addresses
-from ..docker._container import AGENT_MOUNT, AGENT_SOURCE, EGRESS_CAPABILITY, NETLINK_MOUNT, NETLINK_SOURCE
+from ..docker import container_kit
 
 __all__ = [
     "ENTRY_CAPABILITIES",
@@ -40,7 +40,7 @@ __all__ = [
 ENTRY_SOURCE = Path(__file__).with_name("_gateway_entry.py")
 ENTRY_MOUNT = "/opt/execbox/gateway_entry.py"
 # what the entry needs: the rules (NET_ADMIN), the bounding set (SETPCAP), the server's user (SETUID, SETGID)
-ENTRY_CAPABILITIES = ["SETUID", "SETGID", "SETPCAP", EGRESS_CAPABILITY]
+ENTRY_CAPABILITIES = ["SETUID", "SETGID", "SETPCAP", container_kit.EGRESS_CAPABILITY]
 # the entry's words (_gateway_entry.py's GUARDED and REFUSED; that file is not imported here)
 GUARDED, REFUSED = "execbox-gateway: guarded", "execbox-gateway: refused: "
 # the container's entry point; the config of its rules ($1), then the image's command
@@ -84,9 +84,9 @@ def guarded(
     if not command:
         raise network_refused("the image has no command (CMD) to run after them", settings.get("runtime"))
     config = {
-        "netlink": NETLINK_MOUNT,
+        "netlink": container_kit.NETLINK_MOUNT,
         "host_addresses": list(addresses),
-        "agent": AGENT_MOUNT,
+        "agent": container_kit.AGENT_MOUNT,
         "user": user,
         "relay_port": RELAY_PORT,
         "gateway_port": gateway_port,
@@ -99,8 +99,8 @@ def guarded(
         "command": [json.dumps(config), *command],
         "ports": {f"{RELAY_PORT}/tcp": ("127.0.0.1", None)},  # on this host's loopback only
         "volumes": {
-            str(AGENT_SOURCE): {"bind": AGENT_MOUNT, "mode": "ro"},
-            str(NETLINK_SOURCE): {"bind": NETLINK_MOUNT, "mode": "ro"},
+            str(container_kit.AGENT_SOURCE): {"bind": container_kit.AGENT_MOUNT, "mode": "ro"},
+            str(container_kit.NETLINK_SOURCE): {"bind": container_kit.NETLINK_MOUNT, "mode": "ro"},
             str(ENTRY_SOURCE): {"bind": ENTRY_MOUNT, "mode": "ro"},
         },
     }

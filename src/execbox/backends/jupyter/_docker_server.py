@@ -42,7 +42,7 @@ from ..._errors import BackendUnavailableError, ExecboxError
 from ..._models import Limits
 from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ...images import ImageSpec, build_image
-from ..docker._container import LABEL_OWNER, NOBODY, confined, owner_label, reap_orphans, track
+from ..docker import container_kit
 from ._docker_guard import RELAY_PORT, await_guard, guarded, this_hosts_addresses
 from ._gateway import JupyterConnectionInfo
 
@@ -142,7 +142,7 @@ class DockerJupyterServer:
 
     def _start(self, progress: Progress) -> None:
         client = docker_client()
-        reap_orphans(client)
+        container_kit.reap_orphans(client)
         if self.custom_image_name:
             progress(f"getting the image {self.custom_image_name}")
             ensure_image(client, self.custom_image_name)
@@ -150,9 +150,9 @@ class DockerJupyterServer:
         else:
             image = build_image(jupyter_spec(self.packages), on_progress=progress)
         progress(f"starting the Jupyter container of {image}")
-        settings = confined(
+        settings = container_kit.confined(
             image=image,
-            user=NOBODY,
+            user=container_kit.NOBODY,
             memory_mb=self.limits.effective_memory_mb(),
             pids=self.limits.effective_max_processes() + 64,
             cpus=self.limits.cpus,
@@ -169,7 +169,7 @@ class DockerJupyterServer:
                     settings = guarded(
                         settings,
                         client.api.inspect_image(image)["Config"],
-                        user=NOBODY,
+                        user=container_kit.NOBODY,
                         addresses=this_hosts_addresses(self.runtime),
                         gateway_port=PORT,
                     )
@@ -178,7 +178,7 @@ class DockerJupyterServer:
                         f"execbox-jupyter-{secrets.token_hex(6)}",
                         driver="bridge",
                         internal=True,
-                        labels={LABEL_OWNER: owner_label()},
+                        labels={container_kit.LABEL_OWNER: container_kit.owner_label()},
                     )
                     settings["network"] = self._network.name
                 self._container = client.containers.run(**settings)
@@ -196,7 +196,7 @@ class DockerJupyterServer:
         except BackendUnavailableError:
             self.stop()  # what was made (the network) goes
             raise
-        track(self)
+        container_kit.track(self)
         progress("waiting for the Kernel Gateway to answer")
         self._wait_ready()
 

@@ -46,6 +46,7 @@ from ...jail import (
     JailPolicy,
     Lease,
     by_name,
+    cgroup_maker,
     find_bwrap,
     interpreter_dirs,
     is_jail_id,
@@ -56,7 +57,6 @@ from ...jail import (
     spawn_kept,
 )
 from .._ownership import hand_over, reown_tree
-from ..sandbox._runner import cgroup_maker
 from ._channels import ZmqChannels, wait_ready
 from ._kernel import INSTALL_HINT as JUPYTER_HINT
 from ._kernel import KERNEL_ARGS, READY_TIMEOUT_S, kernel_children, kernel_descendants, kill_pid

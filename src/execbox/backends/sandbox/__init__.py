@@ -51,7 +51,7 @@ from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
-from ._runner import ONE_SHOT_OVERHEAD, JailRunner, cgroup_maker
+from ._runner import ONE_SHOT_OVERHEAD, JailRunner
 from ._session import sent_whole
 from ._stateful import StatefulBlocks
 
@@ -254,8 +254,6 @@ class SandboxExecutor(HostExecutor):
             inside = jail.inside_environment(
                 self._child_env, self.environment.bin_dir(self._python), self.env
             )
-            if self._gpu is not None:
-                inside = jail.gpu_environment(inside, self._gpu)
             why = (
                 f"bubblewrap (bwrap) is not installed: {jail.INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
@@ -324,22 +322,18 @@ class SandboxExecutor(HostExecutor):
             raise
 
     def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> jail.JailPolicy:
-        """The blocks' jail, from the limits and the executor's options."""
-        policy = jail.JailPolicy(
+        """The blocks' jail, from the limits and the executor's options (as the jailed kernel's)."""
+        return jail.policy_for(
+            self.limits,
             workspace=workspace,
-            readonly=tuple(readonly),
-            sealed=(INTERNAL_DIR,),
-            network=bool(self.limits.network),
+            env=inside,
+            rlimits=self._rlimits(),
+            readonly=readonly,
             tmp_bytes=self.tmp_size_mb << 20,
             hostname=self.hostname,
-            seccomp="block" if self.seccomp else None,
-            rlimits=tuple(self._rlimits().items()),
-            memory_mb=self.memory_mb,
-            max_processes=self._max_processes,
-            cpus=self.limits.cpus,
-            env=tuple(inside.items()),
+            seccomp=self.seccomp,
+            gpu=self._gpu,
         )
-        return policy if self._gpu is None else jail.gpu_policy(policy, self._gpu)
 
     def _open_egress(self) -> jail.Egress:
         lease = self._lease
@@ -366,7 +360,7 @@ class SandboxExecutor(HostExecutor):
             timeout_s=self.limits.timeout_s,
             output_limit=self.limits.max_output_bytes,
             python=self._python,
-            make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
+            make_cgroup=jail.cgroup_maker(self._cgroups, self._policy, overhead),
             gpu_watch=self._gpu_watch or jail.no_watch,
             **parts,
         )
@@ -414,7 +408,7 @@ class SandboxExecutor(HostExecutor):
             policy.workspace,
             config,
             size=1 if self.stateful else self.pool_size,
-            make_cgroup=cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
+            make_cgroup=jail.cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
             owner=self._lease,
         )
 

@@ -15,24 +15,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ...jail import (
-    INSIDE_PATH,
-    BlockCgroup,
-    CgroupSupport,
-    GpuWatcher,
-    Jailer,
-    JailPolicy,
-    by_name,
-    no_watch,
-    prepare,
-)
+from ...jail import INSIDE_PATH, BlockCgroup, GpuWatcher, Jailer, JailPolicy, by_name, no_watch, prepare
 from .._host import with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._box import BlockCounts
 from ._landlock_tier import LandlockTier
 from ._pool import ZygotePool
 
-__all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "cgroup_maker", "prlimit"]
+__all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "prlimit"]
 
 # processes of ours inside a one-shot block's cgroup: bwrap and its init
 # (a pool box's init stays outside the box's cgroup)
@@ -49,25 +39,6 @@ def _data_for_address(rlimits: tuple[tuple[str, int], ...]) -> tuple[tuple[str, 
 def prlimit() -> str | None:
     """util-linux's prlimit, as the jail sees it (it binds /usr)."""
     return shutil.which("prlimit", path=INSIDE_PATH)
-
-
-def cgroup_maker(
-    support: CgroupSupport | None, policy: JailPolicy, overhead: int
-) -> Callable[[], BlockCgroup | None]:
-    """What makes one block's cgroup under the policy's limits (``overhead``:
-    processes of ours that count in it); None from it without cgroups."""
-
-    def make() -> BlockCgroup | None:
-        if support is None:
-            return None
-        processes = policy.max_processes
-        return support.create(
-            memory_mb=policy.memory_mb,
-            cpus=policy.cpus,
-            max_processes=None if processes is None else processes + overhead,
-        )
-
-    return make
 
 
 class JailRunner:
