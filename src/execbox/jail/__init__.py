@@ -15,8 +15,10 @@ jailed Jupyter kernel and ``execbox doctor`` use it; it imports no backend
   hold a block (``_cgroups``), the network on (``_egress``: a namespace
   whose way out reaches the internet, not this machine), GPUs (``_gpu``,
   ``_nvml``), Landlock (``landlock``: the module, its rights and calls),
-  the container the jail runs in (``_container``), and every message to
-  and from a jail non-blocking with a deadline (``_sockets``).
+  the container the jail runs in (``_container``), every message to and
+  from a jail non-blocking with a deadline (``_sockets``), and the host's
+  side of a box, a jail made once and reused block after block (``_box``:
+  its init's socket, its cgroup, a block's share of it).
 
 Not public API: ``execbox`` does not export it, and its names may change.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from . import _landlock as landlock
 from ._acl import grant_search, mount_namespaces
+from ._box import BlockCounts, BlockShare, Box
 from ._cgroups import BlockCgroup, BlockGroup, CgroupSupport, cgroup_support
 from ._container import FULL_ISOLATION, FULL_ISOLATION_OPTIONS, NETWORK_ISOLATION, container
 from ._egress import Egress, open_egress
@@ -70,7 +73,10 @@ __all__ = [
     "NETWORK_ISOLATION",
     "SYSTEM_DIRS",
     "BlockCgroup",
+    "BlockCounts",
     "BlockGroup",
+    "BlockShare",
+    "Box",
     "CgroupSupport",
     "Egress",
     "GpuWatcher",

@@ -33,9 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._errors import BackendUnavailableError, StallError
-from ...jail import BlockCgroup, Launch, Lease, give_pipe, send_fds_now
+from ...jail import BlockCgroup, BlockCounts, BlockShare, Box, Launch, Lease, give_pipe, send_fds_now
 from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
-from ._box import BlockCounts, BlockShare, Box
 from ._unit import KILLED, Unit, exit_status
 from ._zygote_jail import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygoteJail
 

@@ -15,10 +15,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ...jail import INSIDE_PATH, BlockCgroup, GpuWatcher, Jailer, JailPolicy, by_name, no_watch, prepare
+from ...jail import (
+    INSIDE_PATH,
+    BlockCgroup,
+    BlockCounts,
+    GpuWatcher,
+    Jailer,
+    JailPolicy,
+    by_name,
+    no_watch,
+    prepare,
+)
 from .._host import with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._box import BlockCounts
 from ._landlock_tier import LandlockTier
 from ._pool import ZygotePool
 

@@ -10,7 +10,8 @@ import os
 import socket
 import time
 
-from ...jail import BlockCgroup, recv_fds_now
+from ._cgroups import BlockCgroup
+from ._sockets import recv_fds_now
 
 __all__ = ["BlockCounts", "BlockShare", "Box"]
 
