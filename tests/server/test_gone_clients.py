@@ -2,8 +2,9 @@
 killed, no further block started, the slot freed (security issue 39: a
 judge kept its slot for all its cases; ``/v1/run``, ``/v1/batch`` and
 ``/run_code`` ran to their end after the client left). A real server of
-one slot and no line, on loopback; the request sent on a raw socket, closed
-while its block sleeps."""
+one slot and no line, on loopback; the request sent on a raw socket
+(``send_raw``, which test_gone_waiting.py shares), closed while its block
+sleeps."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.server._http import running_server
+from tests.server._http import Server, running_server
 
 SLEEP_S = 120  # far longer than the test waits for the block's end
 
@@ -50,18 +52,37 @@ def until(what: Callable[[], Any], deadline_s: float = 30.0) -> Any:
     return found
 
 
+def send_raw(server: Server, route: str, body: dict[str, Any]) -> socket.socket:
+    """A request sent whole on a connection of its own, its answer never read:
+    closing the socket is the client going away."""
+    port = int(server.url.rsplit(":", 1)[1])
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(
+        f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+        + f"Authorization: Bearer {server.token}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
+    return sock
+
+
+def load(client: httpx.Client) -> dict[str, Any]:
+    answer = client.get("/v1/info")
+    assert answer.status_code == 200, answer.text
+    return answer.json()["load"]
+
+
+def load_when(client: httpx.Client, **counts: int) -> dict[str, Any] | None:
+    """``/v1/info``'s load when its ``counts`` (running=, queued=) are these, else None (for ``until``)."""
+    now = load(client)
+    return now if all(now[name] == count for name, count in counts.items()) else None
+
+
 @pytest.mark.parametrize("route", ["/v1/run", "/v1/batch", "/run_code"])
 def test_a_client_that_goes_away_cancels_its_run_and_frees_its_slot(route: str, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    body = json.dumps(bodies(pids)[route]).encode()
     with running_server("--backend", "local", "--max-concurrency", "1", "--max-queue", "0") as server:
-        port = int(server.url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as gone:
-            gone.sendall(
-                f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
-                + f"Authorization: Bearer {server.token}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
+        with send_raw(server, route, bodies(pids)[route]):
             [first] = until(lambda: pids.exists() and pids.read_text().split())
             with server.client() as client:
                 refused = client.post("/v1/run", json={"code": "print(1)"})

@@ -98,6 +98,30 @@ def test_a_cancelled_waiter_that_was_handed_a_slot_passes_it_on():
     run(main())
 
 
+def test_a_waiter_cancelled_in_line_never_runs_and_is_counted_abandoned():
+    async def main() -> None:
+        load = Load(1, max_queued=4, max_wait_s=5)
+        ran: list[str] = []
+
+        async def work(name: str) -> str:
+            ran.append(name)
+            return name
+
+        await load.enter()
+        gone = asyncio.create_task(load.in_slot(lambda: work("gone")))
+        served = asyncio.create_task(load.in_slot(lambda: work("served")))
+        await asyncio.sleep(0.01)
+        gone.cancel()  # its client left while it waited: out of the line at once, the slot still held
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert (load.running, load.in_line, load.abandoned) == (1, 1, 1)
+        load.release()
+        assert await asyncio.wait_for(served, 1) == "served"
+        assert ran == ["served"] and (load.running, load.admitted) == (0, 2)
+
+    run(main())
+
+
 def test_acquire_waits_without_a_deadline_and_counts_as_queued():
     async def main() -> None:
         load = Load(1, max_queued=0, max_wait_s=0.05)

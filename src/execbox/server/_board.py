@@ -4,7 +4,9 @@
 
 Per worker, in shared memory under one lock: the executions it runs, the
 requests waiting in its line, the slots handed to it and not yet taken, the
-time its first waiter joined, its sessions (open or being made); and the
+time its first waiter joined, its sessions (open or being made), the slots
+it gave requests in all and the waiters that left its line unserved because
+they were cancelled (their client went away: ``_disconnect``); and the
 times of the last slot releases (the line's pace, for ``Retry-After``).
 
 A slot freed in one worker goes to the line whose first waiter has waited
@@ -29,8 +31,8 @@ from typing import Any
 
 __all__ = ["Board"]
 
-RUNNING, WAITING, HANDED, OLDEST, SESSIONS = range(5)
-CELLS = 5
+RUNNING, WAITING, HANDED, OLDEST, SESSIONS, ADMITTED, ABANDONED = range(7)
+CELLS = 7
 # slot releases remembered for the line's pace
 PACE_WINDOW = 64
 
@@ -83,6 +85,17 @@ class Board:
         with self._held() as cells:
             return self._in_line(cells)
 
+    def admitted(self) -> int:
+        """Slots given to requests since the server started (a slot passed
+        on by a waiter that was cancelled as it was handed one counts once more)."""
+        with self._held() as cells:
+            return self._sum(cells, ADMITTED)
+
+    def abandoned(self) -> int:
+        """Waiters that left a line unserved because they were cancelled (their client left)."""
+        with self._held() as cells:
+            return self._sum(cells, ABANDONED)
+
     def longest_wait_s(self) -> float:
         with self._held() as cells:
             oldest = [cells[w * CELLS + OLDEST] for w in range(self.workers) if self._demand(cells, w) > 0]
@@ -118,6 +131,7 @@ class Board:
         with self._held() as cells:
             if self._taken(cells) < limit and not self._in_line(cells):
                 cells[me * CELLS + RUNNING] += 1
+                cells[me * CELLS + ADMITTED] += 1
                 return True
             return False
 
@@ -131,11 +145,13 @@ class Board:
             cells[me * CELLS + OLDEST] = oldest_ns
             return True
 
-    def leave_line(self, me: int, oldest_ns: int) -> None:
-        """A waiter left ``me``'s line unserved (its wait ran out, or it was cancelled)."""
+    def leave_line(self, me: int, oldest_ns: int, *, cancelled: bool = False) -> None:
+        """A waiter left ``me``'s line unserved (its wait ran out, or it was
+        ``cancelled``: its client went away)."""
         with self._held() as cells:
             cells[me * CELLS + WAITING] -= 1
             cells[me * CELLS + OLDEST] = oldest_ns
+            cells[me * CELLS + ABANDONED] += cancelled
 
     def release(self, me: int) -> int | None:
         """Free one of ``me``'s slots: the worker whose line gets it (``me``:
@@ -146,6 +162,7 @@ class Board:
             to = self._longest_waiting(cells)
             if to == me:
                 cells[me * CELLS + WAITING] -= 1
+                cells[me * CELLS + ADMITTED] += 1
                 return me
             cells[me * CELLS + RUNNING] -= 1
             if to is None:
@@ -163,6 +180,7 @@ class Board:
             cells[me * CELLS + HANDED] = 0
             cells[me * CELLS + WAITING] -= served
             cells[me * CELLS + RUNNING] += handed
+            cells[me * CELLS + ADMITTED] += served
             return served, handed - served
 
     def set_oldest(self, me: int, oldest_ns: int) -> None:
@@ -203,7 +221,7 @@ class Board:
         woken = []
         with self._held() as cells:
             freed = cells[dead * CELLS + RUNNING] + cells[dead * CELLS + HANDED]
-            for kind in range(CELLS):
+            for kind in (RUNNING, WAITING, HANDED, OLDEST, SESSIONS):  # its totals stay counted
                 cells[dead * CELLS + kind] = 0
             for _ in range(freed):
                 to = self._longest_waiting(cells)

@@ -10,6 +10,13 @@ admitted with one ``enter``; its other requests then wait for slots without
 a deadline (``acquire``: the batch's own width bounds them). A freed slot
 passes straight to the first in line, so a late caller cannot overtake.
 
+A waiter that is cancelled leaves the line at once (counted: ``abandoned``),
+and one handed a slot as it was cancelled passes the slot on. The routes
+wait in line under ``_disconnect.unless_gone`` (``in_slot``), so a request
+whose client went away leaves the line then and never takes a slot (issue
+42: 16 abandoned runs held the 8 slots and their line, and each took a slot
+in its turn before it was cancelled; the next run waited 29 s).
+
 Defaults (``ServerConfig``): a line of 8x ``max_concurrency`` and 30 s, so a
 burst of 8x the concurrency of short runs all finishes, none refused.
 
@@ -25,6 +32,8 @@ import math
 import os
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from ._board import Board
 from ._errors import ApiError
@@ -34,6 +43,8 @@ __all__ = ["Load", "busy"]
 # the most a Retry-After says (a line that clears slower than this is best
 # asked again then, when the pace is known better)
 MAX_RETRY_AFTER_S = 60
+
+T = TypeVar("T")
 
 
 def busy(message: str, retry_after_s: int = 1) -> ApiError:
@@ -81,6 +92,16 @@ class Load:
     def in_line(self) -> int:
         return self.board.in_line()
 
+    @property
+    def admitted(self) -> int:
+        """Slots given to requests since the server started (all its workers')."""
+        return self.board.admitted()
+
+    @property
+    def abandoned(self) -> int:
+        """Requests that left the line cancelled, before a slot (their client went away)."""
+        return self.board.abandoned()
+
     def longest_wait_s(self) -> float:
         """How long the first in line has waited (0 with none)."""
         return self.board.longest_wait_s()
@@ -104,6 +125,16 @@ class Load:
                 "retry after Retry-After seconds",
                 self.retry_after_s(),
             )
+
+    async def in_slot(self, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()``'s answer, run in a slot (``enter``: the 429 past the
+        line), the slot given back when it ends, is cancelled or fails.
+        Cancelled in line, it leaves the line and never runs."""
+        await self.enter()
+        try:
+            return await work()
+        finally:
+            self.release()
 
     async def acquire(self) -> None:
         """Take a slot, waiting in line as long as it takes."""
@@ -130,6 +161,7 @@ class Load:
                 f"--max-queue {self.max_queued}): retry after Retry-After seconds",
                 self.retry_after_s(),
             )
+        cancelled = False
         try:
             if deadline_s is None:
                 await entry.future
@@ -140,13 +172,14 @@ class Load:
         except TimeoutError:
             return entry.served  # handed a slot just as the wait ran out
         except BaseException:
+            cancelled = True
             if entry.served:
                 self.release()
             raise
         finally:
             if not entry.served:
                 self._line.remove(entry)
-                self.board.leave_line(self.me, self._oldest_ns())
+                self.board.leave_line(self.me, self._oldest_ns(), cancelled=cancelled)
 
     def _serve_first(self) -> None:
         """Hand a slot to the first waiter here (counted out of the line by the board)."""

@@ -6,7 +6,8 @@ language?}, name?}], compare?, tolerance?, stop_on_failure?, limits?,
 backend?}``; the answer is ``JudgeResult.to_dict()``. A request holds one
 slot of the server's concurrency for all its cases, which run one after
 another; at most ``MAX_CASES`` cases. A client that goes away cancels it
-(``unless_gone``): the case that runs is killed, the rest are not run, the
+(``unless_gone``): waiting in the server's line, it leaves it and never
+runs; running, the case that runs is killed, the rest are not run, the
 slot is given back.
 """
 
@@ -48,15 +49,15 @@ async def judge(request: Request) -> Response:
     limits = limits_of(body.limits, config)
     backend = backend_of(body.backend, config)
     gpus = gpus_of(body.gpus, config, backend)
-    await state.load.enter()
-    try:
+
+    async def judged() -> dict[str, Any]:
         try:
             executor = await state.pool.acquire(backend, limits, gpus)
         except (ExecboxError, OSError) as exc:
             raise from_execbox(exc) from None
         finished = False
         try:
-            result = await unless_gone(request, executor.ajudge(code, language, cases, **options))
+            result = await executor.ajudge(code, language, cases, **options)
             finished = True
         except ConfigurationError as exc:  # a language this backend cannot run, stdin it cannot give
             finished = True
@@ -65,9 +66,9 @@ async def judge(request: Request) -> Response:
             raise from_execbox(exc) from None
         finally:
             await asyncio.shield(state.pool.release(executor, reusable=finished))
-        return json_answer(result.to_dict())
-    finally:
-        state.load.release()
+        return result.to_dict()
+
+    return json_answer(await unless_gone(request, state.load.in_slot(judged)))
 
 
 JUDGE_ROUTES = [Route("/v1/judge", judge, methods=["POST"])]

@@ -1,9 +1,11 @@
 """The stateless routes: ``GET /v1/info``, ``POST /v1/run`` and
 ``POST /v1/batch`` (NDJSON, one line per request as it finishes).
 
-A run whose client goes away is cancelled (``unless_gone`` for ``/v1/run``;
-a batch's stream is cancelled by Starlette on the disconnect): its block
-killed, its executor not reused, its slot freed (security issue 39)."""
+A run whose client goes away is cancelled (``unless_gone`` for ``/v1/run``
+and a batch's admission; a batch's stream is cancelled by Starlette on the
+disconnect): waiting in the server's line, it leaves the line and never
+runs (issue 42); running, its block is killed, its executor not reused, its
+slot freed (security issue 39)."""
 
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ async def info(request: Request) -> Response:
                 "max_concurrency": config.max_concurrency,
                 "max_queued": config.max_queued,
                 "max_queue_wait_s": config.max_queue_wait_s,
+                "admitted": state.load.admitted,  # slots given, in all
+                "abandoned": state.load.abandoned,  # left the line: their client went away first
                 "longest_wait_s": round(state.load.longest_wait_s(), 3),
                 "retry_after_s": state.load.retry_after_s(),
                 "idle_executors": state.pool.idle,  # this worker's, as are "pools"
@@ -74,11 +78,7 @@ async def info(request: Request) -> Response:
 async def run(request: Request) -> Response:
     state = state_of(request)
     todo = run_request(await read_json(request, state.config.max_upload_bytes), state.config)
-    await state.load.enter()
-    try:
-        return json_answer(await unless_gone(request, _run_one(state, todo)))
-    finally:
-        state.load.release()
+    return json_answer(await unless_gone(request, state.load.in_slot(lambda: _run_one(state, todo))))
 
 
 async def _run_one(state: ServerState, todo: RunJob) -> dict[str, Any]:
@@ -131,7 +131,8 @@ async def batch(request: Request) -> Response:
     if not isinstance(items, list) or not items:
         raise ApiError(400, "bad_request", "'requests' must be a non-empty list of run requests")
     width = state.config.max_concurrency if body.max_concurrency is None else body.max_concurrency
-    await state.load.enter()  # the first request's slot: 429 when the server and its line are full
+    # the first request's slot: 429 when the server and its line are full (its client gone: out of the line)
+    await unless_gone(request, state.load.enter())
     return StreamingResponse(_batch_lines(state, items, width), media_type="application/x-ndjson")
 
 
