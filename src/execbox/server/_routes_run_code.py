@@ -69,11 +69,8 @@ async def run_code(request: Request) -> Response:
     if language is None:  # SandboxFusion's runner is not found: its SandboxError
         why = f"language {name!r} is not supported here: use one of {', '.join(SANDBOX_FUSION_LANGUAGES)}"
         return JSONResponse(_answer("SandboxError", why))
-    await state.load.enter()
-    try:
-        result = await unless_gone(request, _run_one(state, todo))  # a client gone: its run killed
-    finally:
-        state.load.release()
+    # a client gone: out of the server's line (never run), or its run killed
+    result = await unless_gone(request, state.load.in_slot(lambda: _run_one(state, todo)))
     headers = {CLAMPED_HEADER: ", ".join(clamped)} if clamped else None
     return json_answer(_answer_of(result, language, todo.limits), headers=headers)
 
