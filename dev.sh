@@ -38,6 +38,7 @@ install_system_packages() {
     if [ "${1:-}" = test ]; then
         local program package
         for pair in gcc:gcc g++:g++ go:golang-go rustc:rustc javac:default-jdk-headless tsc:node-typescript esbuild:esbuild \
+            gdc:gdc mcs:mono-mcs \
             ruby:ruby php:php-cli lua:lua5.4 perl:perl Rscript:r-base-core; do
             program=${pair%%:*} package=${pair#*:}
             [ -x "/usr/bin/$program" ] || need+=("$package")

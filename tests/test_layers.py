@@ -43,6 +43,8 @@ LAYERS: list[frozenset[str]] = [
             "_extract",
             "_languages",
             "_language_model",
+            "_compiled_languages",
+            "_unserved",
             "_workspace",
             "_codec",
             "_errors",

@@ -75,6 +75,13 @@ class Language:
         return self.command[0] if self.command else None
 
     @property
+    def python_script(self) -> bool:
+        """Whether a block is a script the executor's Python runs as it is
+        (a warm Python process may run it from its text); not a command
+        that merely starts that Python (pytest's ``-m pytest``)."""
+        return self.command == (PYTHON, "-u")
+
+    @property
     def runnable(self) -> bool:
         return self.command is not None or self.build is not None
 

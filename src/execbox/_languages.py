@@ -1,5 +1,6 @@
 """The language table: aliases, file suffix, how each language runs, and its
-default policy. One table, read by the extractor and every backend.
+default policy. One table, read by the extractor and every backend (the
+compiled languages' rows: ``_compiled_languages``).
 
 An interpreted language has ``command`` (the code file's path is appended);
 a compiled one has ``build`` (``_build`` compiles it once per source and
@@ -24,6 +25,7 @@ import re
 import shutil
 from collections.abc import Mapping
 
+from ._compiled_languages import COMPILED_LANGUAGES
 from ._errors import ConfigurationError
 from ._language_model import POLICIES, PYTHON, Build, Language, Policy
 
@@ -42,19 +44,18 @@ __all__ = [
     "silence_pip",
 ]
 
-# TypeScript's compiler knows no Node.js names without @types/node, which Debian does not package.
-_NODE_GLOBALS = (
-    "declare var require: any, process: any, module: any, exports: any, Buffer: any;\n"
-    "declare var __dirname: string, __filename: string;\n"
+# pytest on the file (its path: argv[1]), the workspace importable (python -c puts it on sys.path, as
+# python -m pytest does), no cache left in it, and none but pytest's own plugins: those a Python
+# environment has installed (hypothesis, schemathesis...) took 2-5 s a run to load, of a 10 s limit
+_PYTEST = (
+    "import os, sys\n"
+    "os.environ.setdefault('PYTEST_DISABLE_PLUGIN_AUTOLOAD', '1')\n"
+    "try:\n"
+    "    import pytest\n"
+    "except ImportError:\n"
+    '    sys.exit("pytest is not installed in the executor\'s Python environment: pip install pytest")\n'
+    "sys.exit(pytest.main(['-p', 'no:cacheprovider', *sys.argv[1:]]))\n"
 )
-# a name short enough to be a file's (a longer one is no class javac takes from a file anyway)
-_JAVA_PUBLIC = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]{0,199})\b", re.M)
-
-
-def _java_class(code: str) -> str:
-    """The class javac wants the file named after (its public class), else ``Main``."""
-    found = _JAVA_PUBLIC.search(code)
-    return found.group(1) if found else "Main"
 
 
 LANGUAGES: tuple[Language, ...] = (
@@ -67,6 +68,17 @@ LANGUAGES: tuple[Language, ...] = (
         other_suffixes=(".pyw",),
         version=(PYTHON, "--version"),
         package="python3",
+    ),
+    # a test file run by pytest, as SandboxFusion's pytest mode runs it (its verdict: exit status 0
+    # where every test passed); the executor's Python environment must have pytest
+    Language(
+        "pytest",
+        (),
+        ".py",
+        "execute",
+        (PYTHON, "-c", _PYTEST),
+        "pip install pytest into the executor's Python environment",
+        package="python3-pytest",
     ),
     Language(
         "bash",
@@ -108,149 +120,7 @@ LANGUAGES: tuple[Language, ...] = (
         ("pwsh", "-NoLogo", "-NoProfile", "-NonInteractive", "-File"),
         "install PowerShell (package powershell)",
     ),
-    Language(
-        "c",
-        ("h",),
-        ".c",
-        "execute",
-        install_hint="apt-get install gcc",
-        build=Build(
-            ("gcc", "-O2", "-std=gnu17", "-pipe", "-o", "{dir}/main", "{src}", "-lm"), ("{dir}/main",)
-        ),
-        version=("gcc", "-dumpfullversion"),
-        package="gcc",
-    ),
-    Language(
-        "cpp",
-        ("c++", "cxx", "cc", "hpp"),
-        ".cpp",
-        "execute",
-        install_hint="apt-get install g++",
-        other_suffixes=(".cc", ".cxx"),
-        build=Build(("g++", "-O2", "-std=gnu++17", "-pipe", "-o", "{dir}/main", "{src}"), ("{dir}/main",)),
-        version=("g++", "-dumpfullversion"),
-        package="g++",
-    ),
-    Language(
-        "go",
-        ("golang",),
-        ".go",
-        "execute",
-        install_hint="apt-get install golang-go",
-        build=Build(
-            ("go", "build", "-o", "{dir}/main", "{src}"),
-            ("{dir}/main",),
-            # the executor's own build cache: never shared with another executor's blocks
-            env=(
-                ("GOCACHE", "{cache}/build"),
-                ("GOPATH", "{cache}/path"),
-                ("HOME", "/tmp"),
-                ("GO111MODULE", "off"),
-                ("GOTOOLCHAIN", "local"),
-                ("CGO_ENABLED", "0"),
-            ),
-            cache=True,
-        ),
-        version=("go", "version"),
-        package="golang-go",
-        reserves_address_space=True,
-    ),
-    Language(
-        "rust",
-        ("rs",),
-        ".rs",
-        "execute",
-        install_hint="apt-get install rustc",
-        build=Build(("rustc", "-O", "--edition", "2021", "-o", "{dir}/main", "{src}"), ("{dir}/main",)),
-        version=("rustc", "--version"),
-        package="rustc",
-    ),
-    Language(
-        "java",
-        (),
-        ".java",
-        "execute",
-        install_hint="apt-get install default-jdk-headless",
-        build=Build(
-            # its own folder as the class path, no annotation processor: nothing of the workspace's runs
-            (
-                "javac",
-                "-encoding",
-                "UTF-8",
-                "-proc:none",
-                "-implicit:none",
-                "-cp",
-                "{dir}",
-                "-d",
-                "{dir}",
-                "{src}",
-            ),
-            # a small code cache and class space: the JVM starts under a 1 GiB RLIMIT_AS too
-            # (the stand-in for a memory cgroup), where by default it reserves more than that
-            (
-                "java",
-                "-XX:+UseSerialGC",
-                "-XX:ReservedCodeCacheSize=32m",
-                "-XX:CompressedClassSpaceSize=64m",
-                "-cp",
-                "{dir}",
-                "{main}",
-            ),
-            env=(("HOME", "/tmp"),),
-            main="Main",
-            main_of=lambda code: _java_class(code),
-        ),
-        version=("javac", "-version"),
-        package="default-jdk-headless",
-        etc=("/etc/java-17-openjdk", "/etc/java-21-openjdk"),
-        reserves_address_space=True,
-        # its heap sized for the limit (a quarter of it), not for the machine: the initial heap it
-        # commits at start (1/64 of the machine's memory) would be past RLIMIT_DATA on a large one
-        memory_option="-XX:MaxRAM={mb}m",
-    ),
-    Language(
-        "typescript",
-        ("ts", "tsx"),
-        ".ts",
-        "execute",
-        install_hint="apt-get install esbuild nodejs (or node-typescript: tsc, seconds a compile)",
-        # esbuild strips the types (milliseconds) and checks none, as tsx, ts-node --transpile-only
-        # and Node.js's own type stripping do; tsc (seconds a compile) where esbuild is not installed
-        build=Build(
-            (
-                "esbuild",
-                "{src}",
-                "--outfile={dir}/main.js",
-                "--format=cjs",
-                "--platform=node",
-                "--target=es2020",
-                "--tsconfig={dir}/tsconfig.json",  # its own: none of the workspace's is read
-                "--log-level=warning",
-                "--color=false",
-            ),
-            ("node", "{dir}/main.js"),
-            files=(("tsconfig.json", "{}\n"),),
-            fallback=Build(
-                (
-                    "tsc",
-                    "--target",
-                    "es2020",
-                    "--module",
-                    "commonjs",
-                    "--outDir",
-                    "{dir}",
-                    "{src}",
-                    "{dir}/node.d.ts",
-                ),
-                ("node", "{dir}/main.js"),
-                files=(("node.d.ts", _NODE_GLOBALS),),
-                version=("tsc", "--version"),
-            ),
-        ),
-        version=("esbuild", "--version"),
-        package="esbuild nodejs",
-        reserves_address_space=True,
-    ),
+    *COMPILED_LANGUAGES,  # C, C++, Go, Rust, Java, TypeScript, D, C#: _compiled_languages
     Language(
         "ruby",
         ("rb",),

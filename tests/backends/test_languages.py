@@ -22,7 +22,9 @@ from execbox.backends.sandbox import find_bwrap
 from execbox.jail._cgroups import cgroup_support
 from tests.conftest import require
 
-RUNNABLE = [lang.name for lang in LANGUAGES if lang.runnable]
+# pytest runs a test file: its own tests (tests/server/test_run_code_languages.py)
+TEST_MODES = {"pytest"}
+RUNNABLE = [lang.name for lang in LANGUAGES if lang.runnable and lang.name not in TEST_MODES]
 COMPILED = [lang.name for lang in LANGUAGES if lang.build is not None]
 BACKENDS = ["local", "sandbox"]
 # The timeout and memory cases: a few representative languages, to keep the file fast.
@@ -54,6 +56,15 @@ SUM = {
     "typescript": (
         'const s: string = require("fs").readFileSync(0, "utf8"); '
         "const [a, b] = s.trim().split(/\\s+/).map(Number); if (a < 0) process.exit(3); console.log(a + b);"
+    ),
+    "d": (
+        "import std.stdio, core.stdc.stdlib;\n"
+        'void main(){long a,b;readf(" %d %d",&a,&b);if(a<0)exit(3);writeln(a+b);}'
+    ),
+    "csharp": (
+        "using System;class P{static void Main(){var v=Console.In.ReadToEnd().Split((char[])null,"
+        "StringSplitOptions.RemoveEmptyEntries);long a=long.Parse(v[0]),b=long.Parse(v[1]);"
+        "if(a<0)Environment.Exit(3);Console.WriteLine(a+b);}}"
     ),
     "ruby": "a, b = STDIN.read.split.map(&:to_i); puts a + b",
     "php": (
@@ -94,6 +105,8 @@ COMPILE_ERROR = {
     "java": f"public class Main {{ public static void main(String[] a){{ {UNDECLARED}(); }} }}",
     # declared twice: esbuild strips types and checks none (an undeclared name is a runtime error)
     "typescript": f"let {UNDECLARED} = 1;\nlet {UNDECLARED} = 2;\n",
+    "d": f"void main(){{ {UNDECLARED}(); }}",
+    "csharp": f"class M {{ static void Main(){{ {UNDECLARED}(); }} }}",
 }
 
 LOOP = {

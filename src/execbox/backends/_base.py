@@ -52,6 +52,7 @@ from .._languages import (
 from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
 from .._progress import OnProgress, Progress, check_on_progress, reporting
 from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
+from .._unserved import why_unserved
 from .._workspace import INTERNAL_DIR, Workspace
 from ..environments._base import Environment
 from ._blocks import aggregate, as_blocks, failed_block
@@ -585,9 +586,10 @@ class Executor(ABC):
                 f"{lang.name} cannot run here: {lang.program} is not installed where the {self.name} "
                 f"executor runs blocks{hint}. This {self.name} executor runs: {runs}"
             )
+        why = why_unserved(given)  # one execbox knows it does not run: why not
         return (
-            f"Unsupported language {given.strip() or '(none)'!r}: this {self.name} executor runs "
-            f"{runs}; it saves {saves} without running them"
+            f"Unsupported language {given.strip() or '(none)'!r}{f' ({why})' if why else ''}: this "
+            f"{self.name} executor runs {runs}; it saves {saves} without running them"
         )
 
     def _cancel_active(self) -> None:

@@ -253,10 +253,10 @@ class HostExecutor(HostPython, Executor):
             return missing_program(program, language.install_hint)
         outcome = self._runner.run(
             [resolved, *language.command[1:], code_path],
-            python_file=program == PYTHON,
+            python_file=language.python_script,
             cancel=cancel,
             on_output=on_output,
-            source=source if program == PYTHON else None,
+            source=source if language.python_script else None,
             stdin=_encoded(stdin),
             reserves=reserving(language, self.limits),
         )

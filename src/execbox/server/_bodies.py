@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 
 from ._errors import ApiError
+from ._sandbox_fusion_languages import SANDBOX_FUSION_LANGUAGES
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -38,22 +39,6 @@ __all__ = [
 ]
 
 MAX_CASES = 1000  # test cases in one /v1/judge request
-# SandboxFusion's language names that execbox runs: the name execbox knows it by.
-SANDBOX_FUSION_LANGUAGES = {
-    "python": "python",
-    "cpp": "cpp",
-    "go": "go",
-    "java": "java",
-    "nodejs": "javascript",
-    "typescript": "typescript",
-    "rust": "rust",
-    "bash": "bash",
-    "php": "php",
-    "lua": "lua",
-    "R": "r",
-    "perl": "perl",
-    "ruby": "ruby",
-}
 DEFAULT_TIMEOUT_S = 10.0  # SandboxFusion's default compile_timeout and run_timeout
 
 

@@ -46,12 +46,13 @@ from starlette.routing import Route
 from .._errors import ConfigurationError
 from .._languages import find_language
 from .._models import CodeBlock, Limits
-from ._bodies import DEFAULT_TIMEOUT_S, SANDBOX_FUSION_LANGUAGES, RunCodeRequest, checked
+from ._bodies import DEFAULT_TIMEOUT_S, RunCodeRequest, checked
 from ._config import ServerConfig
 from ._disconnect import unless_gone
 from ._errors import ApiError
 from ._pieces import json_answer
 from ._routes_run import _run_one
+from ._sandbox_fusion_languages import SANDBOX_FUSION_LANGUAGES, refusal
 from ._state import state_of
 from ._wire import RunJob, file_path, read_json
 
@@ -67,8 +68,7 @@ async def run_code(request: Request) -> Response:
     language = SANDBOX_FUSION_LANGUAGES.get(name)
     todo, clamped = _request(body, state.config, language or name)
     if language is None:  # SandboxFusion's runner is not found: its SandboxError
-        why = f"language {name!r} is not supported here: use one of {', '.join(SANDBOX_FUSION_LANGUAGES)}"
-        return JSONResponse(_answer("SandboxError", why))
+        return JSONResponse(_answer("SandboxError", refusal(name)))
     # a client gone: out of the server's line (never run), or its run killed
     result = await unless_gone(request, state.load.in_slot(lambda: _run_one(state, todo)))
     headers = {CLAMPED_HEADER: ", ".join(clamped)} if clamped else None

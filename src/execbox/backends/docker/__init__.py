@@ -95,7 +95,8 @@ _programs: dict[tuple[str, str, str], frozenset[str]] = {}
 # images whose python3 could not run the agent (blocks run as docker exec)
 _agentless: set[tuple[str, ...]] = set()  # by DockerExecutor._agent_key
 _PROBE = (
-    "for p in python3 bash sh node pwsh gcc g++ go rustc javac java tsc esbuild ruby php lua perl Rscript; "
+    "for p in python3 bash sh node pwsh gcc g++ go rustc javac java tsc esbuild gdc mcs mono ruby php "
+    "lua perl Rscript; "
     "do command -v $p >/dev/null 2>&1 && echo $p; done; true"
 )
 

@@ -38,7 +38,7 @@ from typing import Any
 from ... import jail
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._gpus import GpuGrant, grant, parse_gpus
-from ..._languages import PYTHON, Language
+from ..._languages import Language
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
@@ -486,12 +486,7 @@ class SandboxExecutor(HostExecutor):
 
     def _runs_from_text(self, language: Language, code: str) -> bool:
         # the pool's code process (and a session) takes a Python block's text in its request
-        return (
-            self._zygote is not None
-            and language.command is not None
-            and language.command[0] == PYTHON
-            and sent_whole(code)
-        )
+        return self._zygote is not None and language.python_script and sent_whole(code)
 
     def _execute_code(
         self,

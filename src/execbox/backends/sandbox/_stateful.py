@@ -51,10 +51,10 @@ class StatefulBlocks:
         path = os.path.join(str(ex.workspace.path), code_path)
         assert language.command is not None
         program = language.command[0]
-        if program == PYTHON:
+        if language.python_script:
             request: dict[str, Any] = {"code": code, "file": path}
-        else:
-            resolved = resolve_program(program, ex._child_env["PATH"])
+        else:  # a program, or the executor's Python given a command (pytest's)
+            resolved = ex._python if program == PYTHON else resolve_program(program, ex._child_env["PATH"])
             if resolved is None:
                 return missing_program(program, language.install_hint)
             request = {"argv": [resolved, *language.command[1:], path]}

@@ -77,7 +77,7 @@ for _name in ("blockuser", "ipc_sweep", "killer", "outgoing", "scratch", "wire")
 # the programs of the language table (execbox/_languages.py) an image may have
 PROGRAMS = (
     "python3", "bash", "sh", "node", "pwsh", "gcc", "g++", "go", "rustc", "javac", "java", "tsc", "esbuild",
-    "ruby", "php", "lua", "perl", "Rscript",
+    "gdc", "mcs", "mono", "ruby", "php", "lua", "perl", "Rscript",
 )  # fmt: skip
 DRAIN_S = 2.0
 RECHECK_S = 0.002
