@@ -13,10 +13,10 @@ import pytest
 from execbox import CodeBlock, DockerExecutor, Limits
 from execbox._languages import LANGUAGES
 from execbox.backends._build import BUILD_DIR
-from tests.backends.test_languages import COMPILE_ERROR, SUM, UNDECLARED
+from tests.backends.test_languages import COMPILE_ERROR, SUM, TEST_MODES, UNDECLARED
 from tests.conftest import require, require_docker
 
-IN_IMAGE = [lang.name for lang in LANGUAGES if lang.runnable and lang.package]
+IN_IMAGE = [lang.name for lang in LANGUAGES if lang.runnable and lang.package and lang.name not in TEST_MODES]
 COMPILED = [lang.name for lang in LANGUAGES if lang.build is not None]
 
 
