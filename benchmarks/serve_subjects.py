@@ -12,7 +12,12 @@ CALLS correct runs, on a server with the default ``--max-concurrency`` (8)
 and on one with 64; a 429 is counted and retried after ``BUSY_RETRY_S``
 (the warm-up's 429s are not counted). Batch: one ``/v1/batch`` of
 64 requests beside 64 ``/v1/run`` calls one after the other and from as
-many concurrent clients as the server runs at once.
+many concurrent clients as the server runs at once. Abandoned runs (issue
+42): on a fresh server at the defaults, 16 clients post ``while True: pass``
+(timeout 30 s) to ``/run_code`` and ``/v1/run`` and close their connections
+``ABANDON_AFTER_S`` after the server holds them all (8 running, 8 in line:
+``/v1/info``, polled for ``HOLD_WAIT_S`` at most); then the seconds a ``print(6*7)`` takes to answer
+(target: 3 s), and the server's load after it.
 
 Usage: python serve_subjects.py BACKEND ITERATIONS CALLS
 """
@@ -44,6 +49,10 @@ BATCH_REPEATS = 3
 DEFAULT_CONCURRENCY = 8  # execbox serve's --max-concurrency default
 BUSY_RETRY_S = 0.01  # a client honouring Retry-After (1 s) would wait that long instead
 CLIENTS = (16, 64)
+ABANDONED = 16  # endless runs whose clients leave
+ABANDON_AFTER_S = 1.0
+HOLD_WAIT_S = 30.0
+ENDLESS = "while True: pass"
 
 
 def describe(exc: BaseException) -> str:
@@ -313,6 +322,50 @@ def batch(client: httpx.Client, url: str, width: int) -> dict:
     return out
 
 
+def abandoned(url: str) -> dict:
+    """``ABANDONED`` endless runs whose clients leave after ``ABANDON_AFTER_S``
+    (raw sockets, closed unread), then ``print(6*7)``: seconds to its answer."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    gone = []
+    for i in range(ABANDONED):
+        route, body = (
+            ("/run_code", {"code": ENDLESS, "language": "python", "run_timeout": 30})
+            if i % 2
+            else ("/v1/run", {"code": ENDLESS, "limits": {"timeout_s": 30}})
+        )
+        data = json.dumps(body).encode()
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        sock.sendall(
+            f"POST {route} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n".encode()
+            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        gone.append(sock)
+    with httpx.Client(base_url=url, timeout=60, headers=AUTH) as client:
+        deadline, held = time.monotonic() + HOLD_WAIT_S, False
+        while not held and time.monotonic() < deadline:
+            load = client.get("/v1/info").json()["load"]
+            held = load["running"] + load["queued"] >= ABANDONED
+            time.sleep(0.05)
+        time.sleep(ABANDON_AFTER_S)
+        for sock in gone:
+            sock.close()
+        started = time.perf_counter()
+        answer = client.post("/v1/run", json={"code": "print(6*7)"})
+        seconds = time.perf_counter() - started
+        right = answer.status_code == 200 and answer.json().get("stdout") == "42\n"
+        load = client.get("/v1/info").json()["load"]
+    return {
+        "clients": ABANDONED,
+        "held": held,  # the server held them all before they left
+        "after_s": ABANDON_AFTER_S,
+        "answer_s": seconds,
+        "right": right,
+        **({} if right else {"answer": f"{answer.status_code}: {answer.text[:200]}"}),
+        "load_after": {k: load.get(k) for k in ("running", "queued", "admitted", "abandoned")},
+    }
+
+
 def main() -> None:
     backend, iterations, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     report: dict = {
@@ -337,6 +390,9 @@ def main() -> None:
             report["throughput"] = throughput(url, calls)
             step = "batch"
             report["batch"] = batch(client, url, DEFAULT_CONCURRENCY)
+        step = "abandoned endless runs, a fresh server at the defaults"
+        with server(backend, DEFAULT_CONCURRENCY) as url:
+            report["abandoned"] = abandoned(url)
         step = "server (--max-concurrency 64)"
         with server(backend, max(CLIENTS)) as url:
             step = "throughput, --max-concurrency 64"
