@@ -52,14 +52,17 @@ def until(what: Callable[[], Any], deadline_s: float = 30.0) -> Any:
     return found
 
 
-def send_raw(server: Server, route: str, body: dict[str, Any]) -> socket.socket:
+def send_raw(
+    server: Server, route: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> socket.socket:
     """A request sent whole on a connection of its own, its answer never read:
     closing the socket is the client going away."""
     port = int(server.url.rsplit(":", 1)[1])
     data = json.dumps(body).encode()
+    more = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(
-        f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+        f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{more}".encode()
         + f"Authorization: Bearer {server.token}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
         + data
     )

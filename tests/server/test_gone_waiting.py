@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.server._http import Server, running_server
+from tests.server._http import KEY_HEADER, Server, open_session, running_server
 from tests.server.test_gone_clients import alive, load, load_when, send_raw, until
 
 
@@ -85,7 +85,7 @@ def one_slot() -> Iterator[Server]:
         yield server
 
 
-@pytest.mark.parametrize("route", ["/v1/run", "/run_code", "/v1/judge", "/v1/batch"])
+@pytest.mark.parametrize("route", ["/v1/run", "/run_code", "/v1/judge", "/v1/batch", "session"])
 def test_a_request_whose_client_leaves_the_line_never_runs(
     route: str, one_slot: Server, tmp_path: Path
 ) -> None:
@@ -97,12 +97,17 @@ def test_a_request_whose_client_leaves_the_line_never_runs(
     server = one_slot
     with server.client() as client, server.client() as holding, ThreadPoolExecutor(1) as threads:
         before = until(lambda: load_when(client, running=0, queued=0))
+        path, body, headers = route, marks(marker).get(route), None
+        if route == "session":  # an execution in a session (made before the slot is held: it takes none)
+            made = open_session(client)
+            path, headers = f"/v1/sessions/{made['id']}/executions", {KEY_HEADER: made["key"]}
+            body = {"code": marks(marker)["/v1/run"]["code"]}
         held = threads.submit(
             holding.post, "/v1/run", json={"code": waits_for(gate), "limits": {"timeout_s": 120}}, timeout=150
         )
         try:
             until(lambda: load_when(client, running=1))
-            with send_raw(server, route, marks(marker)[route]):
+            with send_raw(server, path, body, headers):
                 until(lambda: load_when(client, queued=1))
             now = until(lambda: load_when(client, queued=0), deadline_s=20)
             assert now["running"] == 1 and now["abandoned"] - before["abandoned"] == 1, now

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from .._errors import ExecboxError
 from ._bodies import ExecutionRequest, SessionRequest, checked
+from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
 from ._pieces import json_answer, ndjson_frames, sse_frames
@@ -169,7 +170,7 @@ async def execute(request: Request) -> Response:
     session = session_of(request)
     blocks = blocks_of(checked(ExecutionRequest, await read_json(request, state.config.max_upload_bytes)))
     queue = request.query_params.get("queue", "0") not in ("0", "false", "")
-    await _claim(state, session, queue)
+    await unless_gone(request, _claim(state, session, queue))  # its client gone: out of the line, never run
     execution = Execution(session.id, session.executor, blocks)
     session.running = execution
     session.add(execution)
