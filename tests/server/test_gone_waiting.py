@@ -9,6 +9,8 @@ timed assertion: the 3 s the issue asks for is the benchmark's
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -119,4 +121,72 @@ def test_a_request_whose_client_leaves_the_line_never_runs(
         assert later.status_code == 200 and later.json()["output"] == "later\n", later.text
         admitted = load(client)["admitted"] - before["admitted"]
         assert admitted == 2, "the request whose client left took a slot"
+    assert not marker.exists(), "a request whose client left its line ran"
+
+
+def connection_to(server: Server, worker: int, tries: int = 200) -> socket.socket:
+    """A kept-alive connection that worker ``worker`` accepted (asked with a
+    ``GET /v1/info`` on it: the answer's ``X-Execbox-Worker``)."""
+    port = int(server.url.rsplit(":", 1)[1])
+    for _ in range(tries):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.sendall(
+            f"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {server.token}\r\n\r\n".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = sock.recv(65536)
+            assert got, "the server closed the connection"
+            head += got
+        head, _, body = head.partition(b"\r\n\r\n")
+        fields = dict(
+            line.split(": ", 1) for line in head.decode("latin-1").lower().split("\r\n")[1:] if ": " in line
+        )
+        while len(body) < int(fields["content-length"]):
+            body += sock.recv(65536)
+        if int(fields["x-execbox-worker"]) == worker:
+            return sock
+        sock.close()
+    raise AssertionError(f"in {tries} connections, none reached worker {worker}")
+
+
+def test_a_session_request_passed_to_its_worker_leaves_that_line_with_its_client(tmp_path: Path) -> None:
+    """``--workers 2``, one slot: a session's execution sent to the worker
+    that does not hold the session waits in the line of the one that does;
+    when its client leaves, the worker that passed it on closes its
+    connection to the owner, and the request leaves the line, never run."""
+    gate, marker = tmp_path / "open", tmp_path / "ran"
+    with (
+        running_server("--backend", "local", "--workers", "2", "--max-concurrency", "1") as server,
+        server.client() as client,
+        server.client() as holding,
+        ThreadPoolExecutor(1) as threads,
+    ):
+        made = client.post("/v1/sessions", json={})
+        assert made.status_code == 201, made.text
+        owner, sid, key = int(made.headers["x-execbox-worker"]), made.json()["id"], made.json()["key"]
+        held = threads.submit(
+            holding.post, "/v1/run", json={"code": waits_for(gate), "limits": {"timeout_s": 120}}, timeout=150
+        )
+        try:
+            until(lambda: load_when(client, running=1))
+            with connection_to(server, 1 - owner) as other:
+                data = json.dumps({"code": marks(marker)["/v1/run"]["code"]}).encode()
+                other.sendall(
+                    f"POST /v1/sessions/{sid}/executions HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+                    + f"Content-Type: application/json\r\n{KEY_HEADER}: {key}\r\n".encode()
+                    + f"Authorization: Bearer {server.token}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+                    + data
+                )
+                until(lambda: load_when(client, queued=1))
+            now = until(lambda: load_when(client, queued=0), deadline_s=20)
+            assert now["running"] == 1 and now["abandoned"] == 1, now
+            assert not held.done()
+        finally:
+            gate.touch()
+        assert held.result().json()["output"] == "held\n"
+        later = client.post(
+            f"/v1/sessions/{sid}/executions", json={"code": "print('later')"}, headers={KEY_HEADER: key}
+        )
+        assert later.status_code == 200 and later.json()["result"]["output"] == "later\n", later.text
     assert not marker.exists(), "a request whose client left its line ran"

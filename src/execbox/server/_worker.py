@@ -9,7 +9,10 @@ checked there, is passed on whole, body and answer streamed, over the owner's
 own Unix socket in the server's private folder (``Worker.sockets``); the
 owner checks it again and answers as if reached directly: the same statuses
 (404, 403, 410) and the same event streams, whichever worker a connection
-landed on. A worker that is gone answers 503 until its replacement listens;
+landed on. A client that goes away while its request is passed on (waiting
+for a slot there, or reading an event stream) closes the connection to the
+owner, which then sees it go (``_disconnect``: out of the line, never run).
+A worker that is gone answers 503 until its replacement listens;
 the sessions it held are gone with it (404). Every answer names the worker
 that gave it (``X-Execbox-Worker``).
 
@@ -18,6 +21,7 @@ One worker (the default) passes nothing on.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -107,15 +111,39 @@ class SessionRouter:
         return client
 
     async def _forward(self, owner: int, scope: Scope, receive: Receive, send: Send) -> None:
-        import httpx
-
         query = scope.get("query_string", b"")
         url = "http://worker" + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         if query:
             url += "?" + query.decode("latin-1")
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_HEADERS]
         client = self._client(owner)
-        request = client.build_request(scope["method"], url, headers=headers, content=_body(receive))
+        read, answering = asyncio.Event(), asyncio.Event()
+        request = client.build_request(scope["method"], url, headers=headers, content=_body(receive, read))
+        passing = asyncio.ensure_future(self._pass(owner, client, request, scope, receive, send, answering))
+        watch = asyncio.ensure_future(_cancel_when_gone(receive, read, answering, passing))
+        try:
+            await asyncio.wait({passing})
+        finally:  # also when this handler is cancelled itself (the server stops)
+            watch.cancel()
+            if not passing.done():
+                passing.cancel()
+                await asyncio.wait({passing})
+        if not passing.cancelled():  # cancelled: its client left, no one to answer
+            passing.result()
+
+    async def _pass(
+        self,
+        owner: int,
+        client: Any,
+        request: Any,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        answering: asyncio.Event,
+    ) -> None:
+        """Send ``request`` to worker ``owner`` and its answer to the client."""
+        import httpx
+
         try:
             response = await client.send(request, stream=True)
         except httpx.TransportError as exc:
@@ -127,6 +155,7 @@ class SessionRouter:
                 retryable=True,
                 headers={"Retry-After": "1"},
             )
+            answering.set()
             await error_response(error)(scope, receive, send)
             return
         try:
@@ -139,17 +168,35 @@ class SessionRouter:
             )
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            answering.set()  # the answer ends: the disconnect that follows is not a client leaving
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
 
 
-async def _body(receive: Receive) -> AsyncIterator[bytes]:
-    """The request's body as the client sends it (a disconnect ends the pass)."""
+async def _body(receive: Receive, read: asyncio.Event) -> AsyncIterator[bytes]:
+    """The request's body as the client sends it (a disconnect ends the
+    pass); ``read`` set once it has all been read."""
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
             raise ConnectionResetError("the client went away while its request was passed on")
         yield message.get("body", b"")
         if not message.get("more_body", False):
+            read.set()
             return
+
+
+async def _cancel_when_gone(
+    receive: Receive, read: asyncio.Event, answering: asyncio.Event, passing: asyncio.Future[None]
+) -> None:
+    """Once the body is read, wait for the client's disconnect: before its
+    answer ends, cancel ``passing`` (which closes the connection to the owner)."""
+    await read.wait()
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    except Exception:  # noqa: BLE001 - a connection that cannot be read is one whose client is gone
+        pass
+    if not answering.is_set():
+        passing.cancel()
