@@ -114,6 +114,26 @@ def test_a_dead_workers_slots_go_to_the_waiting_lines() -> None:
     asyncio.run(main())
 
 
+def test_slots_given_and_waiters_gone_count_over_every_worker_and_outlive_a_dead_one() -> None:
+    async def main() -> None:
+        first, second = two_workers(1, 4)
+        await first.enter()
+        gone = asyncio.create_task(second.enter())
+        served = asyncio.create_task(second.enter())
+        await asyncio.sleep(0.05)
+        gone.cancel()  # its client left while it waited in worker 1's line
+        await asyncio.gather(gone, return_exceptions=True)
+        assert (first.admitted, first.abandoned, second.in_line) == (1, 1, 1)
+        first.release()  # handed to worker 1's line: its one waiter left is served
+        await asyncio.wait_for(served, 2)
+        assert (second.admitted, second.abandoned, second.running) == (2, 1, 1)
+        second.board.reclaim(1)  # worker 1 died holding the slot: what it counted stays
+        assert (first.running, first.admitted, first.abandoned) == (0, 2, 1)
+        detach(first, second)
+
+    asyncio.run(main())
+
+
 def test_sessions_count_over_every_worker_and_name_their_worker() -> None:
     board = Board(2)
     stores = [SessionStore(2, board, 0), SessionStore(2, board, 1)]
