@@ -139,13 +139,16 @@ class ZygotePool:
         self._wake()
 
     def stop(self) -> None:
+        # the watcher leaves first: a descriptor closed under a thread in select() does not wake it
         with self._lock:
             self._closed = True
-            self._stop_locked()
+            self._changed.notify_all()
         self._wake()
         if self._watcher is not None:
             self._watcher.join()
             self._watcher = None
+        with self._lock:
+            self._stop_locked()
         for fd in (self._wake_r, self._wake_w):
             try:
                 os.close(fd)
@@ -271,6 +274,7 @@ class ZygotePool:
                     if isinstance(exc, StallError):
                         self._counts["stalls"] += 1
                     self._stop_locked(stuck=isinstance(exc, StallError))
+                    self._wake()  # the watcher lets go of the descriptors just closed
                     if attempt == 2:
                         if isinstance(exc, StallError):
                             raise StallError(

@@ -196,7 +196,7 @@ def watch(pid, status):
         os.close(exit_fd)
 
 
-def box_main(host, cgroup_fds, config, code_main, drop_bounding_set):
+def box_main(host, cgroup_fds, config, code_main):
     """The box's init: a block at a time, each in a fresh code process, the
     box cleaned after each (see the module's text); leaves (the box thrown
     away) on EOF from the host, on anything unexpected, or after MAX_BLOCKS.
@@ -207,7 +207,6 @@ def box_main(host, cgroup_fds, config, code_main, drop_bounding_set):
     for fd in cgroup_fds:
         os.write(fd, b"0")
         os.close(fd)
-    drop_bounding_set()
     pid_namespace = config["pid_namespace"]
     if not pid_namespace:
         become_subreaper()

@@ -150,19 +150,14 @@ class Privileges:
     def drop(self):
         for limit, value in self.rlimits:
             resource.setrlimit(limit, (value, value))
-        # the bounding set: emptied once by the box's init (drop_bounding_set), inherited
+        # the bounding set here, not in the box's init: the block's user namespace gave a full one
+        for cap in range(64):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                break
         check(libc.syscall(self.capset, self.cap_header, self.cap_data), "capset")
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         if self.fprog is not None:
             check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0), "seccomp")
-
-
-def drop_bounding_set():
-    """No capability for any program a block execs (a box's init, once: its
-    code processes inherit the empty set; the init keeps its own)."""
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
 
 
 # The sample warm_up compiles and runs, beside this file; its text, read once.
@@ -311,7 +306,7 @@ class Zygote:
                     os.close(self.home_mnt)
                     if self.home_pid is not None:
                         os.close(self.home_pid)
-                    box_main(theirs, cgroup_fds, self.config, code_main, drop_bounding_set)
+                    box_main(theirs, cgroup_fds, self.config, code_main)
                 except BaseException as exc:
                     try:
                         sys.stderr.write(f"execbox sandbox box failed: {exc!r}\n")
