@@ -334,3 +334,24 @@ def test_a_gpu_grant_adds_its_nodes_folders_and_variables():
     env = dict(policy.env)
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-1" and env["PATH"].endswith(":/opt/driver/bin")
     assert replace(policy, devices=(), extra_readonly=(), env=BLOCK.env) == BLOCK
+
+
+def test_the_pools_box_is_pinned():
+    """A pool's box (_zygote/box.py): made inside the zygote's jail
+    (pool-zygote.argv), not by bwrap, so its namespaces, /tmp and /dev/shm,
+    the paths kept, each block's limits and filter are pinned as lines."""
+    from execbox.backends.sandbox._box_spec import box_config, box_lines
+
+    block = replace(
+        BLOCK, workspace="/tmp/execbox-ws-1/project", env=(("PATH", "/usr/bin"), ("LANG", "C.UTF-8"))
+    )
+    config = box_config(
+        block,
+        replace(block, seccomp="zygote"),
+        preload=("numpy",),
+        rlimits={"NOFILE": 1024, "FSIZE": 1 << 30, "CORE": 0, "NPROC": 512},
+        pid_namespace=True,
+    )
+    check_golden("pool-box.txt", "\n".join(box_lines(config)) + "\n")
+    gpu = box_lines({**config, "pid_namespace": False})
+    assert gpu[0] == "box namespaces (made once, kept): mount (no pid: its init is the subreaper)", gpu

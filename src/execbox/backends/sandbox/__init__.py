@@ -48,6 +48,7 @@ from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
+from ._box_spec import box_config
 from ._capabilities import sandbox_capabilities
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
 from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
@@ -379,18 +380,13 @@ class SandboxExecutor(HostExecutor):
             seccomp="zygote" if policy.seccomp else None,
             env=tuple(zygote_env.items()),
         )
-        keep = [p for p in (policy.workspace, *policy.readonly) if p == "/tmp" or p.startswith("/tmp/")]
-        config = {
-            "preload": list(self.preload),
-            "keep": keep,
-            "cwd": policy.workspace,
-            "tmp_bytes": policy.tmp_bytes,
-            "rlimits": self._block_rlimits(),
-            "seccomp": (policy.seccomp_program() or b"").hex(),
-            "zygote_seccomp": (zygote.seccomp_program() or b"").hex(),
-            "env": dict(policy.env),
-            "pid_namespace": self._gpu is None,  # the driver refuses CUDA below a nested one (_gpu)
-        }  # the blocks' environment: set in each unit, never in the zygote
+        config = box_config(
+            policy,
+            zygote,
+            preload=self.preload,
+            rlimits=self._block_rlimits(),
+            pid_namespace=self._gpu is None,  # the driver refuses CUDA below a nested one (_gpu)
+        )
         jailer = self._jailer
         netns, userns = self._egress.join() if self._egress is not None else (None, None)
         return ZygotePool(
