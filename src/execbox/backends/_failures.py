@@ -60,6 +60,9 @@ _ALLOCATION_FAILED = re.compile(
 )
 
 
+V8_LANGUAGES = frozenset({"javascript", "typescript"})
+
+
 def _allocation_failed(stderr: str) -> bool:
     """Whether ``stderr`` says an allocation failed: at its end, or at its head (Go's
     "fatal error: runtime: out of memory" comes before every goroutine's stack)."""
@@ -101,8 +104,11 @@ def explain_failure(
         note = timeout_note(limits)
         return ErrorInfo("Timeout", note), note
     found = python_error(stderr) if language == "python" else None
+    # V8 ends an allocation it cannot make with a breakpoint trap: Node.js 18 (Debian 12's) says
+    # nothing first, it dies of SIGTRAP
+    v8_trap = language in V8_LANGUAGES and exit_code == 128 + 5
     if address_space_mb is not None and (
-        found.name == "MemoryError" if found is not None else _allocation_failed(stderr)
+        found.name == "MemoryError" if found is not None else (v8_trap or _allocation_failed(stderr))
     ):
         held = "the address-space limit RLIMIT_AS" if memory_rlimit == "RLIMIT_AS" else memory_rlimit
         note = (
