@@ -81,7 +81,8 @@ start_container() {
     fi
     # shellcheck disable=SC2206
     opts+=(${EXTRA_DOCKER_OPTS:-})
-    CONTAINER=$(docker run "${opts[@]}" "$IMAGE" sleep infinity)
+    # bash as PID 1, as a newcomer's `docker run -it debian bash` has it (it reaps orphans; sleep would not)
+    CONTAINER=$(docker run "${opts[@]}" "$IMAGE" bash -c 'while :; do sleep 3600; done')
     trap cleanup EXIT
     say "container ${CONTAINER:0:12} ($IMAGE${EXTRA_DOCKER_OPTS:+, $EXTRA_DOCKER_OPTS})"
     docker exec "$CONTAINER" mkdir -p /root/execbox
