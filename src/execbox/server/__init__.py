@@ -18,8 +18,26 @@ SSE framing), ``_errors`` (the error shape), ``_load`` (slots, the line, 429),
 each connection closed early), ``_serve`` (uvicorn, its logging, signals).
 """
 
-from ._app import create_app
+from typing import TYPE_CHECKING, Any
+
 from ._config import ServerConfig
-from ._serve import serve
+
+if TYPE_CHECKING:
+    from ._app import create_app
+    from ._serve import serve
 
 __all__ = ["ServerConfig", "create_app", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    """``create_app`` and ``serve`` imported when asked: ``ServerConfig`` (and
+    ``execbox serve --help``, built from its fields) needs no server extra."""
+    if name == "create_app":
+        from ._app import create_app
+
+        return create_app
+    if name == "serve":
+        from ._serve import serve
+
+        return serve
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,17 +9,16 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, install_hint
 from .._gpus import check_gpu_backend, parse_gpus
 from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
+from ._flags import MAX_WORKERS, flag, in_mib, workers
 
 __all__ = ["KEPT_BYTES", "MIN_KEEP_ALIVE_S", "SESSION_KEPT_BYTES", "ServerConfig", "is_loopback"]
 
 # execbox's client keeps an idle connection 4 s at most, httpx's default 5 s (see _connections)
 MIN_KEEP_ALIVE_S = 5.0
-# worker processes at most (a session's id names its worker in two hex digits)
-MAX_WORKERS = 64
 # what finished executions kept for replay may hold, per session and per server process (see _kept):
 # within the issue's 64 MiB beside the floods that run (four under a 1 MiB cap: about 30 MiB at their peak)
 SESSION_KEPT_BYTES = 8 * MiB
@@ -73,36 +72,222 @@ class ServerConfig:
       stateless run on its least loaded node, a session pinned to one node.
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    backend: str = DEFAULT_BACKEND
-    backends: tuple[str, ...] = ()
-    token: str | None = field(default=None, repr=False)
-    no_token: bool = False
+    host: str = field(default="127.0.0.1", metadata=flag("--host", "address to listen on (default: {})"))
+    port: int = field(
+        default=8000, metadata=flag("--port", "port (default: {}; 0 picks a free one)", type=int)
+    )
+    backend: str = field(
+        default=DEFAULT_BACKEND,
+        metadata=flag("--backend", f"where code runs: {', '.join(backend_names())} (default: {{}})"),
+    )
+    backends: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "--backends",
+            "other backends a request may ask for (default: --backend alone)",
+            metavar="A,B",
+            store=lambda given: tuple(b.strip() for b in given.split(",") if b.strip()),
+            shown=",".join,
+        ),
+    )
+    token: str | None = field(
+        default=None,
+        repr=False,
+        metadata=flag(
+            "--token",
+            "bearer token every API request must carry (default: $EXECBOX_TOKEN, else a random one "
+            "made at start and printed once, in the playground's link)",
+            env="EXECBOX_TOKEN",
+        ),
+    )
+    no_token: bool = field(
+        default=False,
+        metadata=flag(
+            "--no-token",
+            "take no token (loopback only): every user and program on this machine may then run code as you",
+            action="store_true",
+        ),
+    )
     token_generated: bool = field(default=False, init=False)
-    max_sessions: int = 64
-    max_concurrency: int = 8
-    max_queued: int | None = None  # None: 8x max_concurrency
-    max_queue_wait_s: float = 30.0
-    default_limits: Limits = field(default_factory=Limits)
-    max_timeout_s: float = 600.0
+    max_sessions: int = field(
+        default=64,
+        metadata=flag("--max-sessions", "open sessions at most (default: {})", type=int, metavar="N"),
+    )
+    max_concurrency: int = field(
+        default=8,
+        metadata=flag(
+            "--max-concurrency",
+            "executions running at once at most; past it, a run waits in line (default: {})",
+            type=int,
+            metavar="N",
+        ),
+    )
+    workers: int = field(
+        default=1,
+        metadata=flag(
+            "--workers",
+            "processes that answer requests, each with its own executors, sharing --max-concurrency, "
+            "--max-queue and --max-sessions (a session stays in the one that made it); auto: one per "
+            "core this process may use (default: {})",
+            metavar="N|auto",
+            store=workers,
+            shown=str,
+        ),
+    )
+    max_queued: int | None = field(  # None: 8x max_concurrency
+        default=None,
+        metadata=flag(
+            "--max-queue",
+            "runs waiting for a slot at most; past it, 429 with Retry-After (default: 8x --max-concurrency)",
+            type=int,
+            metavar="N",
+        ),
+    )
+    max_queue_wait_s: float = field(
+        default=30.0,
+        metadata=flag(
+            "--max-queue-wait",
+            "the longest a run waits in line before its 429 (default: {})",
+            type=float,
+            metavar="S",
+        ),
+    )
+    default_limits: Limits = field(
+        default_factory=Limits,
+        metadata=flag(
+            "--timeout",
+            "seconds per block when a request sets none (default: {})",
+            type=float,
+            metavar="S",
+            store=lambda given: Limits(timeout_s=given),
+            shown=lambda limits: limits.timeout_s,
+        ),
+    )
+    max_timeout_s: float = field(
+        default=600.0,
+        metadata=flag(
+            "--max-timeout", "the most a request may ask per block (default: {})", type=float, metavar="S"
+        ),
+    )
     max_memory_mb: int = field(default_factory=default_memory_mb)
     max_output_bytes: int = 16 * MiB
-    allow_network: bool = False
-    allow_gpus: Any = None
-    max_upload_bytes: int = 64 * MiB
-    session_ttl_s: float = 3600.0
-    session_idle_ttl_s: float = 600.0
-    max_session_ttl_s: float = 86400.0
-    session_kept_bytes: int = SESSION_KEPT_BYTES
-    kept_bytes: int = KEPT_BYTES
-    keepalive_s: float = 15.0
-    keep_alive_s: float = 75.0
+    allow_network: bool = field(
+        default=False,
+        metadata=flag("--allow-network", "let requests ask for limits.network true", action="store_true"),
+    )
+    allow_gpus: Any = field(
+        default=None,
+        metadata=flag(
+            "--allow-gpus",
+            "NVIDIA GPUs requests may ask for with gpus (sandbox, docker); default: none",
+            metavar="all|0,1",
+        ),
+    )
+    max_upload_bytes: int = field(
+        default=64 * MiB,
+        metadata=flag(
+            "--max-upload-mb", "largest body, file upload or download (default: {})", **in_mib, metavar="MB"
+        ),
+    )
+    session_ttl_s: float = field(
+        default=3600.0,
+        metadata=flag(
+            "--session-ttl",
+            "a session's lifetime when it asks none (default: {})",
+            type=float,
+            metavar="S",
+        ),
+    )
+    session_idle_ttl_s: float = field(
+        default=600.0,
+        metadata=flag(
+            "--idle-ttl",
+            "a session idle this long ends, when it asks none (default: {})",
+            type=float,
+            metavar="S",
+        ),
+    )
+    max_session_ttl_s: float = field(
+        default=86400.0,
+        metadata=flag(
+            "--max-session-ttl", "the most ttl_s a session may ask (default: {})", type=float, metavar="S"
+        ),
+    )
+    session_kept_bytes: int = field(
+        default=SESSION_KEPT_BYTES,
+        metadata=flag(
+            "--session-kept-mb",
+            "what a session's finished executions (results and events, kept for replay) may hold; "
+            "past it its oldest are dropped, its latest kept (default: {})",
+            **in_mib,
+            metavar="MB",
+        ),
+    )
+    kept_bytes: int = field(
+        default=KEPT_BYTES,
+        metadata=flag(
+            "--kept-mb",
+            "what the finished executions of all sessions may hold, per server process (each of "
+            "--workers); past it the oldest are dropped (default: {})",
+            **in_mib,
+            metavar="MB",
+        ),
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata=flag(
+            "--ray",
+            "run every executor on this Ray cluster (auto, HOST:PORT or ray://...): stateless runs "
+            "on its least loaded node, a session pinned to one node (the ray extra: "
+            + install_hint("ray")
+            + ")",
+            metavar="ADDRESS",
+        ),
+    )
+    keepalive_s: float = field(
+        default=15.0,
+        metadata=flag(
+            "--sse-keepalive",
+            "period of the ': keepalive' comment in event streams (default: {})",
+            type=float,
+            metavar="S",
+        ),
+    )
+    keep_alive_s: float = field(
+        default=75.0,
+        metadata=flag(
+            "--keep-alive",
+            "seconds an idle HTTP connection is kept open (default: {}; at least 5, above the idle "
+            "time clients keep a pooled connection, so that they close it first)",
+            type=float,
+            metavar="S",
+        ),
+    )
     reap_interval_s: float = 0.5
-    ray_address: str | None = None
-    allow_hosts: tuple[str, ...] = ()
-    allow_origins: tuple[str, ...] = ()
-    workers: int = 1
+    allow_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "--allow-host",
+            "a Host name (NAME or NAME:PORT) to serve besides 127.0.0.1, localhost, [::1] and --host; "
+            "others are refused (DNS rebinding); repeatable",
+            action="append",
+            metavar="NAME",
+            store=tuple,
+            shown=list,
+        ),
+    )
+    allow_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "--allow-origin",
+            "a browser origin (such as https://app.example) that may call the API besides the "
+            "server's own page; others are refused (cross-site requests); repeatable",
+            action="append",
+            metavar="ORIGIN",
+            store=tuple,
+            shown=list,
+        ),
+    )
 
     def make_executor(self, backend: str, **options: Any) -> Any:
         """An executor of ``backend`` for a request: here, or with
@@ -231,8 +416,10 @@ class ServerConfig:
             )
             if value > most
         ]
-        for name, value, most, flag in over:
-            raise ConfigurationError(f"limits.{name} {value} is over this server's maximum {most} ({flag})")
+        for name, value, most, setting in over:
+            raise ConfigurationError(
+                f"limits.{name} {value} is over this server's maximum {most} ({setting})"
+            )
         if limits.network and not self.allow_network:
             raise ConfigurationError("limits.network true is not allowed by this server (--allow-network)")
         return self._held(limits)
