@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from execbox._workspace import INTERNAL_DIR
-from execbox.backends._base import CODE_DIR
+from execbox.backends._block_run import CODE_DIR
 from execbox.server._executors import _already_empty, _emptied
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from .._codec import decode_option
 from .._errors import ConfigurationError
-from ._base import Capabilities, Executor, UnenforcedLimitWarning
+from ._base import Executor, UnenforcedLimitWarning
+from ._executor_api import Capabilities
 
 __all__ = [
     "DEFAULT_BACKEND",

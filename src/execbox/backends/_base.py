@@ -1,5 +1,5 @@
 """The executor interface every backend implements, with its lifecycle and
-the block loop written once.
+the block loop written once (``_block_run.py``).
 
 A backend provides ``_start``, ``_stop`` and ``_execute`` (run one code file
 that the base class has written; or ``_execute_code``, given its text too);
@@ -24,66 +24,35 @@ Python); a named block's file is the user's and stays.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
-import secrets
 import threading
-import time
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from .._codec import VERSION, encode_options
-from .._errors import ConfigurationError, ExecutorClosedError, PathEscapeError, WorkspaceError
+from .._errors import ConfigurationError, ExecutorClosedError
 from .._errors import UnenforcedLimitWarning as UnenforcedLimitWarning
 from .._foreign import EXECUTOR_HINTS, refuse_foreign
 from .._judge import Case, JudgeResult
-from .._languages import (
-    PYTHON,
-    Language,
-    Policy,
-    find_language,
-    resolve_policies,
-    resolve_program,
-    silence_pip,
-)
-from .._models import BlockResult, CodeBlock, ErrorInfo, ExecutionResult, Limits, one_line
+from .._languages import PYTHON, Language, Policy, resolve_policies, resolve_program
+from .._models import CodeBlock, ExecutionResult, Limits
 from .._progress import OnProgress, Progress, check_on_progress, reporting
-from .._run_events import BlockStartEvent, EndEvent, EventSink, RunEvent, StartEvent
-from .._unserved import why_unserved
-from .._workspace import INTERNAL_DIR, Workspace
+from .._run_events import EventSink, RunEvent
+from .._workspace import Workspace
 from ..environments._base import Environment
-from ._blocks import aggregate, as_blocks, failed_block
-from ._build import build_and_run, toolchain_version
+from ._block_run import run_blocks
+from ._blocks import as_blocks
+from ._build import toolchain_version
+from ._executor_api import Capabilities
 from ._executor_files import ExecutorFiles
 from ._judging import ajudge, judge
-from ._network_hint import with_network_hint
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome
 from ._streaming import arun_blocks, astream_events, stream_events
+from ._unenforced import warn_unenforced
 
-__all__ = ["Capabilities", "Executor", "UnenforcedLimitWarning"]
-
-# Code files of blocks without a filename; left out of the change report.
-CODE_DIR = f"{INTERNAL_DIR}/code"
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend can do. ``enforced`` names the ``Limits`` fields it
-    enforces; ``languages`` the languages it can execute here. Where a
-    backend says: ``mechanisms``, how each enforced limit holds on this
-    host; ``gaps``, for a limit it cannot hold here, why and the fix."""
-
-    backend: str
-    isolated: bool
-    stateful: bool
-    enforced: frozenset[str]
-    languages: tuple[str, ...]
-    mechanisms: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
-    gaps: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+__all__ = ["Executor", "UnenforcedLimitWarning"]
 
 
 class Executor(ABC):
@@ -425,135 +394,7 @@ class Executor(ABC):
         )
 
     def _run_blocks(self, blocks: list[CodeBlock], cancel: Cancellation, sink: EventSink) -> ExecutionResult:
-        with self._state_lock:  # before start: a restart from now on cancels this run
-            self._active.add(cancel)
-        try:
-            self.start()
-            sink.emit(StartEvent(len(blocks)))
-            started = time.monotonic()
-            run_id = secrets.token_hex(8)
-            before = self.workspace.snapshot(clear_setid=True, internal=self._blocks_write_internal)
-            results: list[BlockResult] = []
-            written: list[str] = []
-            for index, block in enumerate(blocks):
-                sink.block = index
-                sink.emit(BlockStartEvent(index, block.language))
-                result = self._run_block(index, block, run_id, cancel, sink, written)
-                results.append(result)
-                sink.block_ended(result)
-                if result.status not in ("ok", "saved"):
-                    break
-            after = self.workspace.snapshot(
-                clear_setid=True,  # no set-ID program left for the host
-                internal=self._blocks_write_internal,
-            )
-            changed = [p for p in Workspace.changes(before, after) if p not in written]
-            outcome = aggregate(
-                results,
-                changed,
-                written,
-                time.monotonic() - started,
-                self.name,
-                files_truncated=not (before.complete and after.complete),
-            )
-            sink.emit(EndEvent(outcome, "cancelled" if cancel.is_set() else "completed"))
-            return outcome
-        finally:
-            with self._state_lock:
-                self._active.discard(cancel)
-
-    def _run_block(
-        self,
-        index: int,
-        block: CodeBlock,
-        run_id: str,
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        written: list[str],
-    ) -> BlockResult:
-        common: dict[str, Any] = {"index": index, "language_inferred": block.language_inferred}
-        lang = find_language(block.language)
-        if lang is None or (
-            self.policies[lang.name] == "execute" and lang.name not in self.capabilities.languages
-        ):
-            return failed_block(
-                common,
-                block.language.strip().lower() or "(none)",
-                "UnsupportedLanguage",
-                self._unsupported(block.language, lang),
-            )
-        common["language"] = lang.name
-        policy = self.policies[lang.name]
-        if block.stdin is not None and not self.takes_stdin and policy == "execute":
-            return failed_block(
-                common,
-                lang.name,
-                "StdinUnsupported",
-                f"the {self.name} backend gives blocks no stdin: run it on the sandbox or local backend, "
-                "or drop CodeBlock(stdin=...)",
-            )
-        if policy == "refuse":
-            return failed_block(
-                common,
-                lang.name,
-                "RefusedLanguage",
-                f"{lang.name} blocks are refused by this executor's execution_policies; "
-                f"set execution_policies={{'{lang.name}': 'execute'}} to run them",
-            )
-        code = silence_pip(block.code, lang.name) if self.silence_pip else block.code
-        relative = block.filename or f"{CODE_DIR}/{run_id}_{index}{lang.suffix}"
-        # a file nobody keeps, for a backend that runs the block from its text: never written
-        unwritten = (
-            not block.filename
-            and not self.keep_code_files
-            and policy == "execute"
-            and self._runs_from_text(lang, code)
-        )
-        try:
-            if block.filename:
-                saved = self.workspace.write_text(relative, code)
-                relative = os.path.relpath(saved, self.workspace.path)
-            elif not unwritten:
-                self._write_internal(relative, code)
-        except WorkspaceError as exc:  # a link, a FIFO... left where the block is to be saved
-            if isinstance(exc, PathEscapeError):  # AG2's and AutoGen's words, which their users look for
-                return failed_block(
-                    common, lang.name, "PathEscape", f"Filename is not in the workspace: {exc}"
-                )
-            return failed_block(common, lang.name, "CannotSave", f"cannot save the block: {exc}")
-        if not unwritten:
-            written.append(relative)
-            common["code_file"] = relative
-        if policy == "save":
-            return BlockResult(
-                **common, status="saved", exit_code=0, output=f"Code saved to {one_line(relative)}\n"
-            )
-        if cancel.is_set():
-            result = BlockResult(
-                **common,
-                status="cancelled",
-                exit_code=130,
-                output="Cancelled before it ran.\n",
-                error=ErrorInfo("Cancelled", "cancelled before it ran"),
-            )
-        elif lang.build is not None:
-            result = build_and_run(self, lang, code, common, cancel, on_output, block.stdin)
-        else:
-            extra: dict[str, Any] = {} if block.stdin is None else {"stdin": block.stdin}
-            outcome = self._execute_code(
-                lang,
-                relative if not relative.startswith("-") else f"./{relative}",
-                code,
-                cancel,
-                on_output,
-                **extra,
-            )
-            result = outcome.to_block(common)
-        if not self.keep_code_files and not block.filename and not unwritten:  # a named block's: kept
-            self.workspace.remove_internal(relative)
-            written.remove(relative)
-            result = dataclasses.replace(result, code_file=None)
-        return with_network_hint(result, self.limits, lambda: self.capabilities.enforced)
+        return run_blocks(self, blocks, cancel, sink)
 
     def _write_internal(self, relative: str, code: str) -> None:
         self.workspace.write_internal(relative, code.encode("utf-8"))
@@ -565,33 +406,6 @@ class Executor(ABC):
         block's ``__file__`` still names it, its tracebacks show its lines)."""
         return False
 
-    def _unsupported(self, given: str, lang: Language | None) -> str:
-        runs = ", ".join(self.capabilities.languages)
-        saves = ", ".join(n for n, p in self.policies.items() if p == "save")
-        if lang is not None and lang.build is not None and not self.compiles:
-            return (
-                f"{lang.name} is compiled, and the {self.name} backend does not build compiled languages: "
-                f"run it on the sandbox (or local) backend. This {self.name} executor runs: {runs}"
-            )
-        scope = self.language_scope
-        if lang is not None and scope is not None and lang.name not in scope[0]:
-            return (
-                f"the {self.name} backend does not run {lang.name}: {scope[1]}. The sandbox, local and "
-                f"docker backends run {lang.name} where {lang.program} is installed. This {self.name} "
-                f"executor runs: {runs}"
-            )
-        if lang is not None:
-            hint = f" ({lang.install_hint})" if lang.install_hint else ""
-            return (
-                f"{lang.name} cannot run here: {lang.program} is not installed where the {self.name} "
-                f"executor runs blocks{hint}. This {self.name} executor runs: {runs}"
-            )
-        why = why_unserved(given)  # one execbox knows it does not run: why not
-        return (
-            f"Unsupported language {given.strip() or '(none)'!r}{f' ({why})' if why else ''}: this "
-            f"{self.name} executor runs {runs}; it saves {saves} without running them"
-        )
-
     def _cancel_active(self) -> None:
         with self._state_lock:
             active = list(self._active)
@@ -599,30 +413,5 @@ class Executor(ABC):
             cancel.cancel()
 
     def _warn_unenforced(self) -> None:
-        enforced = self.capabilities.enforced
-        asked = {
-            name
-            for name in ("memory_mb", "max_processes", "cpus", "gpu_memory_mb")
-            if getattr(self.limits, name) is not None
-        }
-        if self.limits.network is False:
-            asked.add("network")
-        missing = sorted(asked - enforced)
-        if not missing:
-            return
-        gaps = self.capabilities.gaps
-        if all(name in gaps for name in missing):  # the backend says why, and the fix
-            why = "; ".join(f"{name}: {gaps[name]}" for name in missing)
-            warnings.warn(
-                f"the {self.name} backend cannot enforce Limits {', '.join(missing)} on this host: "
-                f"they are ignored ({why})",
-                UnenforcedLimitWarning,
-                stacklevel=4,
-            )
-            return
-        warnings.warn(
-            f"the {self.name} backend cannot enforce Limits {', '.join(missing)}: they are ignored "
-            "(use the sandbox or docker backend to enforce them)",
-            UnenforcedLimitWarning,
-            stacklevel=4,
-        )
+        # stacklevel: the code that entered the executor (here <- start <- __enter__ <- it)
+        warn_unenforced(self.name, self.limits, self.capabilities, stacklevel=4)

@@ -48,7 +48,7 @@ from ._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 from ._result import Outcome
 
 if TYPE_CHECKING:
-    from ._base import Executor
+    from ._executor_api import ExecutorLike
 
 __all__ = [
     "BUILD_DIR",
@@ -118,7 +118,7 @@ def plan_build(language: Language, code: str, root: str, version: str, inputs: s
     )
 
 
-def workspace_inputs(executor: Executor) -> str:
+def workspace_inputs(executor: ExecutorLike) -> str:
     """A digest of the workspace's files a compiler may read (each one's
     path, size and modification time; ``.execbox/`` left out: execbox's)."""
     found = executor.workspace.snapshot()
@@ -129,7 +129,7 @@ def workspace_inputs(executor: Executor) -> str:
 
 
 def build_and_run(
-    executor: Executor,
+    executor: ExecutorLike,
     lang: Language,
     code: str,
     common: dict[str, Any],
@@ -150,7 +150,7 @@ def build_and_run(
 
 
 def ensure_built(
-    executor: Executor, lang: Language, code: str, common: dict[str, Any], cancel: Cancellation
+    executor: ExecutorLike, lang: Language, code: str, common: dict[str, Any], cancel: Cancellation
 ) -> BuildPlan | BlockResult:
     """The build of ``code`` (its plan, built), compiling it unless it is:
     else the block's result that says why it could not be (the compiler's
@@ -191,7 +191,7 @@ def ensure_built(
     return plan
 
 
-def _is_built(executor: Executor, plan: BuildPlan) -> bool:
+def _is_built(executor: ExecutorLike, plan: BuildPlan) -> bool:
     """Whether the folder holds a finished build: the host's mark is there,
     a regular file, and (as root) root's, never one a block planted."""
     *folders, name = plan.marker.split("/")
@@ -211,7 +211,7 @@ def _is_built(executor: Executor, plan: BuildPlan) -> bool:
     return stat.S_ISREG(st.st_mode) and (os.geteuid() != 0 or st.st_uid == 0)
 
 
-def _empty_folder(executor: Executor, folder: str) -> None:
+def _empty_folder(executor: ExecutorLike, folder: str) -> None:
     """Remove what ``folder`` (of ``.execbox/``) holds, from its parent's
     descriptor: a link in its place is removed, never followed."""
     *above, name = folder.split("/")
@@ -246,7 +246,7 @@ def _open_up(parent: int, name: str) -> None:
                 pass
 
 
-def seal(executor: Executor, folder: str) -> None:
+def seal(executor: ExecutorLike, folder: str) -> None:
     """A finished build made the host's: as root, every entry of ``folder``
     owned by root, readable, with no write bit but root's and no set-ID bit,
     so no later block (the jail's id, a container's user) may change it.
@@ -294,7 +294,7 @@ _ENTRY_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _locks_guard = threading.Lock()
 
 
-def _build_lock(executor: Executor, key: str) -> threading.Lock:
+def _build_lock(executor: ExecutorLike, key: str) -> threading.Lock:
     """One lock per build of an executor: two runs of one source compile it once."""
     with _locks_guard:
         locks: dict[str, threading.Lock] = executor.__dict__.setdefault("_build_locks", {})

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._base import Executor
+    from ._executor_api import ExecutorLike
 
 __all__ = ["checker_executor"]
 
@@ -41,7 +41,7 @@ _OWN: dict[str, Callable[[Any], dict[str, Any]]] = {
 }
 
 
-def checker_executor(executor: Executor) -> Executor:
+def checker_executor(executor: ExecutorLike) -> ExecutorLike:
     """A new executor, not started, for the checkers of a judgement of
     ``executor``'s (the module docstring)."""
     options = {k: v for k, v in executor._init_options.items() if k not in _HELD}

@@ -49,7 +49,7 @@ from ._judge_reset import WorkspaceReset
 from ._process import Cancellation
 
 if TYPE_CHECKING:
-    from ._base import Executor
+    from ._executor_api import ExecutorLike
 
 __all__ = ["ajudge", "judge"]
 
@@ -60,7 +60,9 @@ Steps = Generator[Step, BlockResult | None, JudgeResult]
 T = TypeVar("T")
 
 
-def judge(executor: Executor, code: str, language: str, cases: Sequence[Any], **options: Any) -> JudgeResult:
+def judge(
+    executor: ExecutorLike, code: str, language: str, cases: Sequence[Any], **options: Any
+) -> JudgeResult:
     judgement = Judgement(executor, code, language, cases, **options)
     try:
         todo = judgement.steps()
@@ -81,7 +83,7 @@ def judge(executor: Executor, code: str, language: str, cases: Sequence[Any], **
 
 
 async def ajudge(
-    executor: Executor, code: str, language: str, cases: Sequence[Any], **options: Any
+    executor: ExecutorLike, code: str, language: str, cases: Sequence[Any], **options: Any
 ) -> JudgeResult:
     judgement = Judgement(executor, code, language, cases, **options)
     try:
@@ -109,7 +111,7 @@ class Judgement:
 
     def __init__(
         self,
-        executor: Executor,
+        executor: ExecutorLike,
         code: str,
         language: str,
         cases: Sequence[Case | Mapping[str, Any]],
@@ -135,12 +137,12 @@ class Judgement:
         self.executor, self.code, self.language = executor, code, language
         self.compare, self.tolerance = compare, tolerance
         self.stop_on_failure, self.fresh_workspace = stop_on_failure, fresh_workspace
-        self.checkers: Executor | None = None
+        self.checkers: ExecutorLike | None = None
         self.checker_failures: dict[tuple[str, str], str] = {}
         self.program_failure: BlockResult | None = None
         self.reset: WorkspaceReset | None = None
 
-    def runner(self, kind: str) -> Executor:
+    def runner(self, kind: str) -> ExecutorLike:
         if kind == "checker":
             assert self.checkers is not None
             return self.checkers
@@ -255,7 +257,9 @@ class Judgement:
         return _checker_verdict(_checked(said))
 
 
-def _build_first(executor: Executor, language: str, code: str, cancel: Cancellation) -> BlockResult | None:
+def _build_first(
+    executor: ExecutorLike, language: str, code: str, cancel: Cancellation
+) -> BlockResult | None:
     """Build a compiled ``code`` on ``executor`` (started) before any case
     runs: the failed build's result, or None (built, or nothing to build
     here: the case's run then says why, as any block's would)."""

@@ -35,7 +35,7 @@ from collections.abc import Callable, Hashable
 from .._models import Limits
 from .._workspace import INTERNAL_DIR
 from ..backends import Executor, create_executor
-from ..backends._base import CODE_DIR
+from ..backends._block_run import CODE_DIR
 from ..backends._build import BUILD_DIR
 
 __all__ = ["REUSED_BACKENDS", "ExecutorPool"]

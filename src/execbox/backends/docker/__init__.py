@@ -55,7 +55,8 @@ from ..._progress import OnProgress, Progress, check_on_progress, reporting
 from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment
 from ...environments._docker import DockerPython, with_pip_packages
-from .._base import Capabilities, Executor
+from .._base import Executor
+from .._executor_api import Capabilities
 from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome, outcome_to_result
 from . import _container as container_kit  # noqa: F401 (the Docker-hosted Jupyter server's too)

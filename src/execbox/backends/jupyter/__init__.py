@@ -46,7 +46,8 @@ from ...jail import (
     policy_for,
     probe,
 )
-from .._base import Capabilities, Executor
+from .._base import Executor
+from .._executor_api import Capabilities
 from .._host import child_environment
 from .._host_python import HostPython
 from .._output import Capture

@@ -19,7 +19,7 @@ from ..._models import Limits
 from ..._progress import OnProgress
 from ..._workspace import Workspace
 from ...environments import Environment
-from .._base import Capabilities
+from .._executor_api import Capabilities
 from .._host import HostExecutor, child_environment, with_options
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 

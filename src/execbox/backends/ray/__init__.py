@@ -40,7 +40,8 @@ from ..._languages import Language, Policy
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import DisplayEvent, EndEvent, EventSink, OutputEvent, RunEvent, StartEvent
 from ..._workspace import Workspace
-from .._base import Capabilities, Executor
+from .._base import Executor
+from .._executor_api import Capabilities
 from .._file_sync import WorkspaceCopies
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome

@@ -38,7 +38,8 @@ from ..._languages import Language
 from ..._models import CodeBlock, ExecutionResult, Limits
 from ..._run_events import EndEvent, EventSink, OutputEvent, StartEvent
 from ..._workspace import INTERNAL_DIR, Workspace
-from .._base import Capabilities, Executor
+from .._base import Executor
+from .._executor_api import Capabilities
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
 from ._mirror import Mirror

@@ -43,7 +43,7 @@ from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
 from ...jail import find_bwrap  # also exported: where bubblewrap is, None without it
-from .._base import Capabilities
+from .._executor_api import Capabilities
 from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
 from .._process import Cancellation, OutputCallback

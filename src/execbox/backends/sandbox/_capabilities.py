@@ -9,7 +9,7 @@ from typing import Any
 
 from ..._languages import runnable_languages
 from ...jail import GPU_MEMORY_GAP, INSIDE_PATH, cgroup_support, gpu_mechanism
-from .._base import Capabilities
+from .._executor_api import Capabilities
 from ._enforcement import NPROC_IN_USERNS, enforcement
 from ._runner import prlimit
 
