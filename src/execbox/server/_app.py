@@ -16,8 +16,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._config import ServerConfig
@@ -25,14 +24,8 @@ from ._connections import ConnectionGuard
 from ._errors import ApiError, error_response
 from ._guard import RequestGuard
 from ._malloc import give_back_big_frees
-from ._openapi import openapi
-from ._routes_files import ROUTES as FILE_ROUTES
-from ._routes_judge import JUDGE_ROUTES
+from ._openapi import API_ROUTES
 from ._routes_page import PUBLIC_PATHS
-from ._routes_page import ROUTES as PAGE_ROUTES
-from ._routes_run import ROUTES as RUN_ROUTES
-from ._routes_run_code import RUN_CODE_ROUTES
-from ._routes_sessions import ROUTES as SESSION_ROUTES
 from ._state import ServerState
 from ._url_token import PathToken
 from ._worker import SessionRouter, Worker
@@ -115,19 +108,8 @@ def create_app(config: ServerConfig, worker: Worker | None = None) -> ASGIApp:
             reaper.cancel()
             await state.aclose()
 
-    async def document(request: Request) -> Response:
-        return JSONResponse(openapi())
-
     app = Starlette(
-        routes=[
-            Route("/openapi.json", document, methods=["GET"]),
-            *RUN_ROUTES,
-            *JUDGE_ROUTES,
-            *RUN_CODE_ROUTES,
-            *SESSION_ROUTES,
-            *FILE_ROUTES,
-            *PAGE_ROUTES,
-        ],
+        routes=list(API_ROUTES),
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal},
         lifespan=lifespan,
     )

@@ -16,11 +16,12 @@ from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from .._errors import PathEscapeError, WorkspaceError
 from .._workspace import Workspace
 from ._errors import ApiError, from_execbox
+from ._openapi_ops import ERROR, PATH, SESSION_ERRORS, SID, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import ref
 from ._routes_sessions import session_of
 from ._state import state_of
 from ._wire import file_path, read_body, read_file
@@ -169,7 +170,46 @@ async def one_file(request: Request) -> Response:
     return await {"PUT": put_file, "DELETE": delete_file}.get(request.method, get_file)(request)
 
 
+BINARY = {"type": "string", "format": "binary"}
 ROUTES = [
-    Route("/v1/sessions/{sid}/files", listing, methods=["GET"]),
-    Route("/v1/sessions/{sid}/files/{path:path}", one_file, methods=["GET", "PUT", "DELETE"]),
+    ApiRoute(
+        "/v1/sessions/{sid}/files",
+        listing,
+        get=Op(
+            "List files (recursively)",
+            {"200": json_answer_of(ref("FileList")), "400": ERROR, **SESSION_ERRORS},
+            params=[SID, {"name": "path", "in": "query", "schema": {"type": "string", "default": "."}}],
+        ),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/files/{path:path}",
+        one_file,
+        get=Op(
+            "Read a file (raw body)",
+            {
+                "200": {"description": "the file", "content": {"*/*": {"schema": BINARY}}},
+                "400": ERROR,
+                "413": ERROR,
+                **SESSION_ERRORS,
+            },
+            params=[SID, PATH],
+        ),
+        put=Op(
+            "Write a file (raw body)",
+            {
+                "200": json_answer_of({"type": "object"}, "Replaced"),
+                "201": json_answer_of({"type": "object"}, "Created"),
+                "400": ERROR,
+                "413": ERROR,
+                **SESSION_ERRORS,
+            },
+            params=[SID, PATH],
+            extra={"requestBody": {"content": {"application/octet-stream": {"schema": BINARY}}}},
+        ),
+        delete=Op(
+            "Remove a file or an empty folder",
+            {"200": json_answer_of({"type": "object"}), "400": ERROR, **SESSION_ERRORS},
+            params=[SID, PATH],
+        ),
+    ),
 ]

@@ -18,13 +18,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from .._errors import ConfigurationError, ExecboxError
 from .._judge import as_cases
 from ._bodies import MAX_CASES, JudgeRequest, checked
 from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
+from ._openapi_ops import BUSY, ERROR, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import ref
 from ._pieces import json_answer
 from ._state import state_of
 from ._wire import backend_of, gpus_of, limits_of, read_json
@@ -71,4 +72,14 @@ async def judge(request: Request) -> Response:
     return json_answer(await unless_gone(request, state.load.in_slot(judged)))
 
 
-JUDGE_ROUTES = [Route("/v1/judge", judge, methods=["POST"])]
+JUDGE_ROUTES = [
+    ApiRoute(
+        "/v1/judge",
+        judge,
+        post=Op(
+            "Judge a program against test cases: a verdict per case and overall",
+            {"200": json_answer_of(ref("JudgeResult")), "400": ERROR, "413": ERROR, "429": BUSY},
+            body=JudgeRequest,
+        ),
+    )
+]

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import Route
 
 from .._extract import extract_code_blocks
 from ._bodies import ExtractRequest, checked
 from ._errors import ApiError
+from ._openapi_ops import ERROR, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import ref
 from ._state import state_of
 from ._wire import read_json
 
@@ -75,7 +76,37 @@ async def extract(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/", page, methods=["GET"]),
-    Route("/playground/{name}", static, methods=["GET"]),
-    Route("/v1/extract", extract, methods=["POST"]),
+    ApiRoute(
+        "/",
+        page,
+        get={
+            "summary": "The playground: a page to run a model's reply and watch it (no token needed "
+            "for the page; its API calls send the one of its link, ?token=, or the one "
+            "typed in it)",
+            "security": [],
+            "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
+        },
+    ),
+    ApiRoute(
+        "/playground/{name}",
+        static,
+        get={
+            "summary": "The playground's script, style and icon",
+            "security": [],
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"enum": list(FILES)}}],
+            "responses": {
+                "200": {"description": "the file", "content": {kind: {} for kind in FILES.values()}},
+                "404": ERROR,
+            },
+        },
+    ),
+    ApiRoute(
+        "/v1/extract",
+        extract,
+        post=Op(
+            "The closed fenced code blocks of a model's reply, in order (execbox.extract_code_blocks)",
+            {"200": json_answer_of(ref("Extracted")), "400": ERROR, "413": ERROR},
+            body=ExtractRequest,
+        ),
+    ),
 ]

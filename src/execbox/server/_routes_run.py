@@ -15,13 +15,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from .._errors import ExecboxError, WorkspaceError
 from .._version import __version__
-from ._bodies import BatchRequest, checked
+from ._bodies import BatchRequest, RunRequest, checked
 from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
+from ._openapi_ops import BUSY, ERROR, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import BATCH_LINE, ref
 from ._pieces import json_answer, json_line
 from ._state import ServerState, state_of
 from ._wire import RunJob, encode_file, read_file, read_json, run_request
@@ -167,7 +168,48 @@ async def _batch_lines(state: ServerState, items: list[Any], width: int) -> Asyn
 
 
 ROUTES = [
-    Route("/v1/info", info, methods=["GET"]),
-    Route("/v1/run", run, methods=["POST"]),
-    Route("/v1/batch", batch, methods=["POST"]),
+    ApiRoute(
+        "/v1/info",
+        info,
+        get=Op(
+            "Version, backends, languages, limits, capabilities, load, and pools: per "
+            "executor held (use: idle, running or session) that has a warm pool, its "
+            "health (boxes, boxes_ready, boxes_cleaning, boxes_made, boxes_replaced, "
+            "refills_failed, zygote_restarts, stalls...); [] when none has one",
+            {"200": json_answer_of(ref("Info"))},
+        ),
+    ),
+    ApiRoute(
+        "/v1/run",
+        run,
+        post=Op(
+            "Run code in a fresh workspace",
+            {
+                "200": json_answer_of(ref("ExecutionResult")),
+                "400": ERROR,
+                "413": ERROR,
+                "429": BUSY,
+                "503": ERROR,
+            },
+            body=RunRequest,
+        ),
+    ),
+    ApiRoute(
+        "/v1/batch",
+        batch,
+        post=Op(
+            "Run many requests; NDJSON, one line per request as it finishes (with index)",
+            {
+                "200": {
+                    "description": "NDJSON: per request, its index and its result, or its error "
+                    "(a request that is not valid answers its own line)",
+                    "content": {"application/x-ndjson": {"schema": BATCH_LINE}},
+                },
+                "400": ERROR,
+                "413": ERROR,
+                "429": BUSY,
+            },
+            body=BatchRequest,
+        ),
+    ),
 ]

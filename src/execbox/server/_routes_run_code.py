@@ -41,7 +41,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from .._errors import ConfigurationError
 from .._languages import find_language
@@ -50,6 +49,8 @@ from ._bodies import DEFAULT_TIMEOUT_S, RunCodeRequest, checked
 from ._config import ServerConfig
 from ._disconnect import unless_gone
 from ._errors import ApiError
+from ._openapi_ops import BUSY, ERROR, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import ref
 from ._pieces import json_answer
 from ._routes_run import _run_one
 from ._sandbox_fusion_languages import SANDBOX_FUSION_LANGUAGES, refusal
@@ -207,4 +208,23 @@ def _base64(found: dict[str, str]) -> str:
     return base64.b64encode(found["content"].encode("utf-8")).decode("ascii")
 
 
-RUN_CODE_ROUTES = [Route("/run_code", run_code, methods=["POST"])]
+RUN_CODE_ROUTES = [
+    ApiRoute(
+        "/run_code",
+        run_code,
+        post=Op(
+            "SandboxFusion's /run_code: run one program (its clients work by pointing their URL "
+            "here; with a token, the URL carries it: /t/<token>/run_code); a language not run here "
+            "answers status SandboxError; limits past the server's maxima are held to them "
+            "(the X-Execbox-Clamped header names each)",
+            {
+                "200": json_answer_of(ref("RunCodeResponse")),
+                "400": ERROR,
+                "413": ERROR,
+                "429": BUSY,
+                "503": ERROR,
+            },
+            body=RunCodeRequest,
+        ),
+    )
+]

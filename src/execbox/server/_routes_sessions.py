@@ -12,13 +12,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from .._errors import ExecboxError
 from ._bodies import ExecutionRequest, SessionRequest, checked
 from ._disconnect import unless_gone
 from ._errors import ApiError, from_execbox
 from ._executions import Execution
+from ._openapi_ops import BUSY, EID, ERROR, SESSION_ERRORS, SID, ApiRoute, Op, json_answer_of
+from ._openapi_schemas import STREAM_TEXT, STREAMS, ref
 from ._pieces import json_answer, ndjson_frames, sse_frames
 from ._sessions import KEY_HEADER, Session, new_key
 from ._state import ServerState, state_of
@@ -297,13 +298,93 @@ async def cancel(request: Request) -> Response:
     return json_answer(execution.summary())
 
 
+SESSION_OK = json_answer_of(ref("Session"))
+EXECUTION_OK = json_answer_of(ref("Execution"))
+QUEUE = {
+    "name": "queue",
+    "in": "query",
+    "schema": {"type": "string"},
+    "description": "1 or true: wait for the running execution instead of a 409",
+}
+EXECUTED = {
+    "description": "The Execution when it ended, or its events as they happen",
+    "content": {**EXECUTION_OK["content"], **STREAMS},
+}
+AFTER = [
+    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+]
 ROUTES = [
-    Route("/v1/sessions", create, methods=["POST"]),
-    Route("/v1/sessions/{sid}", one_session, methods=["GET", "DELETE"]),
-    Route("/v1/sessions/{sid}/keepalive", keepalive, methods=["POST"]),
-    Route("/v1/sessions/{sid}/reset", reset, methods=["POST"]),
-    Route("/v1/sessions/{sid}/executions", execute, methods=["POST"]),
-    Route("/v1/sessions/{sid}/executions/{eid}", show_execution, methods=["GET"]),
-    Route("/v1/sessions/{sid}/executions/{eid}/events", events, methods=["GET"]),
-    Route("/v1/sessions/{sid}/executions/{eid}/cancel", cancel, methods=["POST"]),
+    ApiRoute(
+        "/v1/sessions",
+        create,
+        post=Op(
+            "Open a session",
+            {"201": SESSION_OK, "400": ERROR, "413": ERROR, "429": BUSY, "503": ERROR},
+            body=SessionRequest,
+            body_required=False,
+        ),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}",
+        one_session,
+        get=Op("A session", {"200": SESSION_OK, **SESSION_ERRORS}, params=[SID]),
+        delete=Op("Close a session", {"200": SESSION_OK, **SESSION_ERRORS}, params=[SID]),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/keepalive",
+        keepalive,
+        post=Op("Push back the idle expiry", {"200": SESSION_OK, **SESSION_ERRORS}, params=[SID]),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/reset",
+        reset,
+        post=Op(
+            "Stop what runs; a new kernel (files stay)",
+            {"200": SESSION_OK, "503": ERROR, **SESSION_ERRORS},
+            params=[SID],
+        ),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/executions",
+        execute,
+        post=Op(
+            "Run code in the session, one execution at a time (else 409, or wait with ?queue=1). "
+            + STREAM_TEXT,
+            {
+                "200": EXECUTED,
+                "400": ERROR,
+                "409": ERROR,
+                "413": ERROR,
+                "429": BUSY,
+                "503": ERROR,
+                **SESSION_ERRORS,
+            },
+            body=ExecutionRequest,
+            params=[SID, QUEUE],
+        ),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/executions/{eid}",
+        show_execution,
+        get=Op("An execution's state", {"200": EXECUTION_OK, **SESSION_ERRORS}, params=[SID, EID]),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/executions/{eid}/events",
+        events,
+        get=Op(
+            "Replay the events after ?after=N (or Last-Event-ID), then follow. " + STREAM_TEXT,
+            {"200": {"description": "The events", "content": STREAMS}, "400": ERROR, **SESSION_ERRORS},
+            params=[SID, EID, *AFTER],
+        ),
+    ),
+    ApiRoute(
+        "/v1/sessions/{sid}/executions/{eid}/cancel",
+        cancel,
+        post=Op(
+            "Kill the execution (its whole process tree)",
+            {"200": EXECUTION_OK, **SESSION_ERRORS},
+            params=[SID, EID],
+        ),
+    ),
 ]
