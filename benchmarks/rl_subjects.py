@@ -13,6 +13,10 @@ Subjects:
   round), and the mixed set: the first MIXED problems with every second one
   replaced by ``while True: pass`` (compile and run timeout LOOP_TIMEOUT_S:
   each right answer must score 1, each loop -3).
+- ``mN``: the mixed set alone, on a server as ``wN``'s but with a slot per
+  worker (``--max-concurrency N``): whether right answers lost at ``wN`` were
+  lost to the line (each loop holds a slot for its whole timeout) or to the
+  runs themselves.
 - ``library``: the 164 through one ``SandboxExecutor`` from 16, 64 and 256
   threads (humaneval_subjects.py's round).
 
@@ -105,7 +109,7 @@ def judge(url: str, workers: int, todo: list[dict]) -> dict:
     }
 
 
-def served(workers: int, n_mixed: int) -> dict:
+def served(workers: int, n_mixed: int, wide: bool = False) -> dict:
     from humaneval_subjects import problems
     from serve_subjects import TOKEN, server
     from verl_client import Case, run_cases
@@ -113,16 +117,16 @@ def served(workers: int, n_mixed: int) -> dict:
     from execbox.server._url_token import run_code_url
 
     todo = problems()
-    with server("sandbox", slots(), *admission()) as url:
+    width = workers if wide else slots()
+    with server("sandbox", width, *admission()) as url:
         verl_url = run_code_url(url, TOKEN)
         run_cases(verl_url, [Case("print(1)", "1")] * WARM_CALLS, WARM_CALLS, 10, 10)  # executors started
-        return {
-            "url_form": run_code_url("http://127.0.0.1:PORT", "TOKEN"),
-            "slots": slots(),
-            "humaneval": humaneval(verl_url, workers, todo),
-            "judge": judge(url, workers, todo),
-            "mixed": mixed(verl_url, workers, todo[:n_mixed]),
-        }
+        out: dict = {"url_form": run_code_url("http://127.0.0.1:PORT", "TOKEN"), "slots": width}
+        if not wide:
+            out["humaneval"] = humaneval(verl_url, workers, todo)
+            out["judge"] = judge(url, workers, todo)
+        out["mixed"] = mixed(verl_url, workers, todo[:n_mixed])
+        return out
 
 
 def library(workers: list[int]) -> dict:
@@ -153,7 +157,7 @@ def main() -> None:
             report["cells"] = library(workers)
         else:
             report["workers"] = int(subject[1:])
-            report.update(served(report["workers"], n_mixed))
+            report.update(served(report["workers"], n_mixed, wide=subject.startswith("m")))
     except Exception as exc:  # noqa: BLE001 - the table says why
         report["error"] = f"{type(exc).__name__}: {exc}"[:300]
     print(json.dumps(report))

@@ -57,6 +57,19 @@ def targets(reports: list[dict], scale: list[dict]) -> list[dict]:
             f"{mx['right_scored_1']}/{mx['n_right']} right scored 1 {mx['right_scores']}, "
             f"{mx['loops_timed_out']}/{mx['n_loops']} loops -3",
         )
+    for n in WORKERS:  # the same set with a slot per worker: not lost to the line?
+        r = by.get(f"m{n}")
+        target = f"veRL-like client, {n} workers, --max-concurrency {n}: mixed set, no right answer lost"
+        if not r or "error" in r:
+            goal(target, None, (r or {}).get("error", "no report"))
+            continue
+        mx = r["mixed"]
+        goal(
+            target,
+            mx["right_scored_1"] == mx["n_right"] and mx["loops_timed_out"] == mx["n_loops"],
+            f"{mx['right_scored_1']}/{mx['n_right']} right scored 1 {mx['right_scores']}, "
+            f"{mx['loops_timed_out']}/{mx['n_loops']} loops -3",
+        )
     by_scale = {r["subject"]: r for r in scale}
     s16, s64 = (_cell(by_scale.get("serve"), n) for n in (16, 64))
     lib64 = _cell(by_scale.get("shared"), 64)
@@ -131,7 +144,7 @@ def run(python: Path, calls: int, quick: bool) -> tuple[list[dict], list[dict], 
     reports = measure_subjects(
         python,
         HERE / "rl_subjects.py",
-        [*(f"w{n}" for n in WORKERS), "library"],
+        [*(f"w{n}" for n in WORKERS), *(f"m{n}" for n in WORKERS), "library"],
         [workers, str(n_mixed)],
         env,
         TIMEOUT_S,
@@ -147,7 +160,9 @@ def run(python: Path, calls: int, quick: bool) -> tuple[list[dict], list[dict], 
         "`http://127.0.0.1:PORT/t/<token>/run_code` by benchmarks/verl_client.py (requests, a connection "
         "per call, timeout compile + run + 10 s, a 504 retried, a transport error -1). HumanEval: compile "
         "and run timeout 10 s (veRL's default). Mixed: the first "
-        f"{n_mixed} problems, every second one `while True: pass`, compile and run timeout 3 s. "
+        f"{n_mixed} problems, every second one `while True: pass`, compile and run timeout 3 s; the "
+        "`--max-concurrency N` rows run it again on a server with a slot per worker (not the README's "
+        "advice: a check of where answers are lost). "
         f"/v1/run throughput: scale_subjects.py's `serve` (defaults) and `shared` cells, max({calls}, 4 x "
         f"clients) print(1) calls each. This machine: {os.cpu_count()} cores, shared with other work."
     )
