@@ -15,7 +15,7 @@ from execbox import CodeBlock, Limits
 from execbox._languages import LANGUAGES, PYTHON, find_language
 from execbox.backends import create_executor
 from execbox.backends._build import BUILD_DIR
-from execbox.backends.docker import _PROBE
+from execbox.backends.docker._starting import _PROBE
 from execbox.images._build import language_packages
 from tests.conftest import require, require_namespaces
 
