@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,25 +11,15 @@ from .._errors import ConfigurationError, install_hint
 from .._gpus import check_gpu_backend, parse_gpus
 from .._models import Limits, MiB, default_memory_mb
 from ..backends import DEFAULT_BACKEND, backend_names
-from ._flags import MAX_WORKERS, flag, in_mib, workers
+from ._config_checks import MIN_KEEP_ALIVE_S, is_loopback, settle
+from ._flags import flag, in_mib, workers
 
 __all__ = ["KEPT_BYTES", "MIN_KEEP_ALIVE_S", "SESSION_KEPT_BYTES", "ServerConfig", "is_loopback"]
 
-# execbox's client keeps an idle connection 4 s at most, httpx's default 5 s (see _connections)
-MIN_KEEP_ALIVE_S = 5.0
 # what finished executions kept for replay may hold, per session and per server process (see _kept):
 # within the issue's 64 MiB beside the floods that run (four under a 1 MiB cap: about 30 MiB at their peak)
 SESSION_KEPT_BYTES = 8 * MiB
 KEPT_BYTES = 16 * MiB
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,86 +288,7 @@ class ServerConfig:
         return create_executor("ray", address=self.ray_address, backend=backend, **options)
 
     def __post_init__(self) -> None:
-        if not self.backends:
-            object.__setattr__(self, "backends", (self.backend,))
-        if self.backend not in self.backends:
-            object.__setattr__(self, "backends", (self.backend, *self.backends))
-        known = backend_names()
-        for name in self.backends:
-            if name not in known:
-                raise ConfigurationError(
-                    f"unknown backend {name!r} (--backend/--backends): use one of {', '.join(known)}"
-                )
-        self._settle_token()
-        object.__setattr__(self, "allow_gpus", parse_gpus(self.allow_gpus, "--allow-gpus"))
-        if not 0 <= self.port < 65536:
-            raise ConfigurationError(f"--port {self.port} is not a port number (0-65535)")
-        if self.max_queued is None:
-            object.__setattr__(self, "max_queued", 8 * self.max_concurrency)
-        if not isinstance(self.max_queued, int) or self.max_queued < 0:
-            raise ConfigurationError(
-                "ServerConfig.max_queued (--max-queue) must be a whole number, 0 or more, "
-                f"got {self.max_queued!r}"
-            )
-        if not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
-            raise ConfigurationError(
-                f"ServerConfig.workers (--workers) must be a whole number from 1 to {MAX_WORKERS}, "
-                f"got {self.workers!r}"
-            )
-        for name in (
-            "max_sessions",
-            "max_concurrency",
-            "max_upload_bytes",
-            "session_kept_bytes",
-            "kept_bytes",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(
-                    f"ServerConfig.{name} must be a positive whole number, got {value!r}"
-                )
-        for name in (
-            "session_ttl_s",
-            "session_idle_ttl_s",
-            "max_session_ttl_s",
-            "keepalive_s",
-            "max_timeout_s",
-            "max_queue_wait_s",
-        ):
-            if not getattr(self, name) > 0:
-                raise ConfigurationError(f"ServerConfig.{name} must be a positive number of seconds")
-        if not self.keep_alive_s >= MIN_KEEP_ALIVE_S:
-            raise ConfigurationError(
-                f"--keep-alive {self.keep_alive_s} is under {MIN_KEEP_ALIVE_S:g} s: a server that closes "
-                "idle connections sooner than its clients drop them (httpx: 5 s) races their next "
-                "request, which is then lost unanswered"
-            )
-
-    def _settle_token(self) -> None:
-        if self.no_token:
-            if self.token:
-                raise ConfigurationError("--no-token and --token (or EXECBOX_TOKEN) together: choose one")
-            if not is_loopback(self.host):
-                raise ConfigurationError(
-                    f"refusing to listen on {self.host} without a token (--no-token): whoever reaches it "
-                    "could run code here. Drop --no-token (a token is made and printed), or listen on "
-                    "127.0.0.1"
-                )
-            return
-        if self.token is None:
-            object.__setattr__(self, "token", secrets.token_urlsafe(32))
-            object.__setattr__(self, "token_generated", True)
-        elif (
-            not isinstance(self.token, str)
-            or not self.token.strip()
-            or not self.token.isascii()
-            or any(c.isspace() or not c.isprintable() for c in self.token)
-        ):
-            raise ConfigurationError(
-                "--token (EXECBOX_TOKEN) must be non-empty printable ASCII without spaces "
-                "(it is sent as Authorization: Bearer <token>); for none at all, say "
-                "--no-token"
-            )
+        settle(self)  # defaults that depend on others filled in, the rest checked (_config_checks)
 
     def limits(self, asked: Any) -> Limits:
         """The limits of a request: its ``limits`` object over the defaults,
