@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, install_hint
 
-__all__ = ["register"]
+__all__ = ["config_of", "register"]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -37,11 +37,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"execbox serve needs the server extra: {install_hint('server')} ({exc})"
         ) from exc
-    config = ServerConfig(
-        **{field.name: field.metadata["flag"].store(getattr(args, field.name)) for field in _flagged()}
-    )
+    config = config_of(args)
+    assert isinstance(config, ServerConfig)
     serve(config, log_level=args.log_level)  # prints where, with the token made for this run
     return 0
+
+
+def config_of(args: argparse.Namespace) -> Any:
+    """The ``ServerConfig`` that the parsed flags say: each field from its flag."""
+    from ..server._config import ServerConfig
+
+    return ServerConfig(
+        **{field.name: field.metadata["flag"].store(getattr(args, field.name)) for field in _flagged()}
+    )
 
 
 def _flagged() -> list[dataclasses.Field[Any]]:
