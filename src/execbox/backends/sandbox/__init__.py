@@ -48,25 +48,19 @@ from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome
-from ._box_spec import box_config
 from ._capabilities import sandbox_capabilities
-from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
-from ._pool import MAX_SIZE, ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
-from ._runner import ONE_SHOT_OVERHEAD, JailRunner
+from ._jail_parts import JailParts
+from ._landlock_tier import LandlockTier
+from ._pool import MAX_SIZE, ZYGOTE_SOURCE, ZygotePool
 from ._session import sent_whole
 from ._stateful import StatefulBlocks
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
 
 ISOLATION_TIERS = ("auto", "namespaces", "landlock")
-NAMESPACES_HINT = (
-    "on Ubuntu 24.04+ a user who is not root needs sysctl "
-    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
-    f"a container needs {' '.join(jail.FULL_ISOLATION_OPTIONS)}"
-)
 
 
-class SandboxExecutor(HostExecutor):
+class SandboxExecutor(JailParts, HostExecutor):
     """Run blocks isolated (see the module docstring).
 
     Takes the options of ``LocalExecutor`` but ``inherit_env`` (the jail's
@@ -321,127 +315,6 @@ class SandboxExecutor(HostExecutor):
         except BaseException:
             self._stop()  # the lease, the staging folders, a half-started pool
             raise
-
-    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> jail.JailPolicy:
-        """The blocks' jail, from the limits and the executor's options (as the jailed kernel's)."""
-        return jail.policy_for(
-            self.limits,
-            workspace=workspace,
-            env=inside,
-            rlimits=self._rlimits(),
-            readonly=readonly,
-            tmp_bytes=self.tmp_size_mb << 20,
-            hostname=self.hostname,
-            seccomp=self.seccomp,
-            gpu=self._gpu,
-        )
-
-    def _open_egress(self) -> jail.Egress:
-        lease = self._lease
-        try:
-            return jail.open_egress(
-                self._jailer.become,
-                backend=self.name,
-                reachable_dir=lambda path: lease is None or jail.reachable(path, lease.uid, lease.gid),
-            )
-        except BackendUnavailableError as exc:
-            if not jail.container():
-                raise
-            said = str(exc).removeprefix(f"{self.name} backend unavailable: ")
-            raise BackendUnavailableError(
-                self.name, f"{said}; in this container the network on needs {jail.NETWORK_ISOLATION}"
-            ) from None
-
-    def _jail_runner(self, **parts: Any) -> JailRunner:
-        """The runner of this executor's blocks (``parts``: the pool, the Landlock tier, ...)."""
-        assert self._python is not None
-        overhead = 0 if self._zygote_kept else ONE_SHOT_OVERHEAD
-        return JailRunner(
-            self._policy,
-            timeout_s=self.limits.timeout_s,
-            output_limit=self.limits.max_output_bytes,
-            python=self._python,
-            make_cgroup=jail.cgroup_maker(self._cgroups, self._policy, overhead),
-            gpu_watch=self._gpu_watch or jail.no_watch,
-            **parts,
-        )
-
-    def _make_pool(self, bwrap: str, policy: jail.JailPolicy) -> ZygotePool:
-        """The warm pool: its zygote's jail is the blocks' policy with the
-        zygote's folder bound, the zygote's environment, and its seccomp
-        profile applied by the zygote itself (the units' by each unit)."""
-        assert self._python is not None
-        # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
-        zygote_path = f"{self.environment.bin_dir(self._python)}:{jail.INSIDE_PATH}"
-        zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-        zygote = replace(
-            policy,
-            extra_readonly=((str(ZYGOTE_SOURCE), ZYGOTE_INSIDE),),
-            seccomp="zygote" if policy.seccomp else None,
-            env=tuple(zygote_env.items()),
-        )
-        config = box_config(
-            policy,
-            zygote,
-            preload=self.preload,
-            rlimits=self._block_rlimits(),
-            pid_namespace=self._gpu is None,  # the driver refuses CUDA below a nested one (_gpu)
-        )
-        jailer = self._jailer
-        netns, userns = self._egress.join() if self._egress is not None else (None, None)
-        return ZygotePool(
-            lambda command: jail.prepare(
-                bwrap,
-                zygote,
-                command,
-                jailer=jailer,
-                netns=netns,
-                userns=userns,
-                seccomp=False,
-                rlimits=False,
-            ),
-            jail.by_name(self._python, zygote_path),
-            policy.workspace,
-            config,
-            size=1 if self.stateful else self.pool_size,
-            make_cgroup=jail.cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
-            owner=self._lease,
-        )
-
-    def _start_landlock(self, why: str | None) -> None:
-        """The Landlock tier; ``why``: what kept the namespaces tier from starting."""
-        assert self._python is not None
-        self._jailer.close()
-        self._jailer = jail.Jailer(None, ())
-        if self.stateful:
-            raise BackendUnavailableError(
-                self.name,
-                f"stateful=True needs the namespaces tier, which cannot start "
-                f"here ({why}; {NAMESPACES_HINT}); set stateful=False to run "
-                "blocks in the Landlock tier (isolation='landlock')",
-            )
-        refuse_network(bool(self.limits.network), why or "")
-        problem = landlock_problem()
-        if problem is not None:
-            local = "or run unisolated with backend='local' (CLI: --backend local)"
-            cause = (why or "").replace(f", {local}", "").replace(f"; {local}", "")
-            raise BackendUnavailableError(
-                self.name,
-                (
-                    f"neither isolation tier can run here. Namespaces: {cause} ({NAMESPACES_HINT}). "
-                    f"Landlock: {problem}; {LANDLOCK_HINT}"
-                    if why
-                    else f"the Landlock tier cannot run here: {problem}; {LANDLOCK_HINT}"
-                )
-                + f"; {local}. `execbox doctor` checks this host and names each fix",
-            )
-        self._landlock = LandlockTier(self._policy, lease=self._lease)
-        self._landlock.probe(self._python)
-        self._runner = self._jail_runner(landlock=self._landlock)
-        self.isolation_in_use = "landlock"
-        self._blocks_write_internal = True  # Landlock grants the workspace whole
-        preload = "; preload is not used (no warm pool in this tier)" if self.preload else ""
-        warn_weaker((why or "isolation='landlock' was asked for") + preload)
 
     def _stop(self) -> None:
         if self._stateful is not None:
