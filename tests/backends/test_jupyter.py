@@ -108,7 +108,7 @@ def test_a_kernel_a_thread_stopped_or_killed_is_replaced_before_the_next_block(j
     # death of a block that never ran)
     import time
 
-    from execbox.backends.jupyter import INTERRUPT_GRACE_S
+    from execbox.backends.jupyter._recovery import INTERRUPT_GRACE_S
 
     signal_or_exit = "os.kill(os.getpid(), signal.SIGSTOP)" if how == "stopped" else "os._exit(7)"
     armed = jupyter.run(

@@ -13,7 +13,8 @@ import importlib.util
 import os
 
 from execbox import JupyterExecutor, Limits
-from execbox.backends.jupyter import INTERRUPT_GRACE_S, _cell, _channels
+from execbox.backends.jupyter import _cell, _channels
+from execbox.backends.jupyter._recovery import INTERRUPT_GRACE_S
 from execbox.backends.sandbox import find_bwrap
 from tests._soak import FAST, assert_healthy, descendants, fds, soak
 from tests.conftest import require

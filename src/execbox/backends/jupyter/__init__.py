@@ -22,7 +22,6 @@ kernel are serialized.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -30,7 +29,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..._errors import BackendUnavailableError, ConfigurationError, StallError
+from ..._errors import ConfigurationError, StallError
 from ..._gpus import grant, parse_gpus
 from ..._languages import Language, Policy, resolve_program
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES, ErrorInfo, Limits
@@ -40,11 +39,9 @@ from ...environments import Environment, SystemPython
 from ...jail import (
     INSIDE_PATH,
     cgroup_support,
-    find_bwrap,
     inside_environment,
     jail_rlimits,
     policy_for,
-    probe,
 )
 from .._base import Executor
 from .._executor_api import Capabilities
@@ -54,14 +51,16 @@ from .._output import Capture
 from .._ownership import hand_over
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, new_token
 from .._result import Outcome
-from ._cell import ANSWER_S, CellOutcome, cell_outcome, kernel_stopped, run_cell, wait_done
+from ._cell import ANSWER_S, CellOutcome, cell_outcome, run_cell
 from ._channels import Channels, ChannelStalled, execute
 from ._display_files import DisplayFiles
 from ._docker_server import DockerJupyterServer
 from ._gateway import GatewayKernel, JupyterConnectionInfo
 from ._kernel import LocalKernel
 from ._kernel_base import Kernel
+from ._kernel_choice import default_kernel
 from ._kernel_setup import setup_code, shell_code
+from ._recovery import revive, settle
 from ._sandboxed import SandboxKernel
 from ._servers import LocalJupyterServer
 from ._warm import warm_pool
@@ -70,9 +69,6 @@ __all__ = ["DockerJupyterServer", "JupyterConnectionInfo", "JupyterExecutor", "L
 
 # Kernel Gateways execbox starts: each has a ``connection_info``.
 SERVERS = (LocalJupyterServer, DockerJupyterServer)
-
-
-INTERRUPT_GRACE_S = 3.0
 
 
 class JupyterExecutor(HostPython, Executor):
@@ -176,7 +172,7 @@ class JupyterExecutor(HostPython, Executor):
                 "JupyterExecutor(gpus=...) binds GPUs into the jailed kernel: use kernel='sandbox' "
                 "(a local kernel already sees this host's GPUs; a gateway's are its host's)"
             )
-        self.kernel = kernel or ("local" if kernel_name else _default_kernel())
+        self.kernel = kernel or ("local" if kernel_name else default_kernel())
         if self.gpus is not None and self.kernel != "sandbox":
             raise ConfigurationError(
                 "JupyterExecutor(gpus=...) needs the jailed kernel, which cannot start here "
@@ -355,7 +351,7 @@ class JupyterExecutor(HostPython, Executor):
                 # a named block's folders, made by execbox (root), are the jail's to write in
                 self._give(kernel, [code_path])
             try:
-                notes = [self._revive(kernel)]
+                notes = [revive(kernel)]
                 for attempt in (1, 2):
                     outcome = self._cell(kernel, code, code_path, expressions, cancel, on_output)
                     if outcome.status != "stalled" or outcome.answered:
@@ -370,7 +366,7 @@ class JupyterExecutor(HostPython, Executor):
                         f"The kernel did not answer for {ANSWER_S:.0f} s (stopped?): it was restarted and "
                         "this block ran in the new one; variables and imports of earlier blocks are lost."
                     )
-                notes.append(self._settle(kernel, outcome))
+                notes.append(settle(kernel, outcome, self.limits.effective_memory_mb()))
             finally:
                 kernel.kill_strays()  # no process a block started outlives it, whatever happened
         return cell_outcome(outcome, " ".join(n for n in notes if n), self.limits)
@@ -412,64 +408,6 @@ class JupyterExecutor(HostPython, Executor):
                 "stalled", Capture(self.limits.max_output_bytes), ErrorInfo("KernelStalled", str(exc))
             )
 
-    def _revive(self, kernel: Kernel) -> str:
-        """A kernel that died or was stopped since the last block (a thread
-        of an earlier block did it) is restarted before this one; the note."""
-        alive = kernel.alive()
-        if alive and not kernel_stopped(kernel.pid):
-            return ""
-        code = kernel.exit_code()
-        how = "been stopped" if alive else "died" + ("" if code is None else f" (exit code {code})")
-        kernel.restart()
-        return (
-            f"The kernel had {how} since the last block (a thread of an earlier block?): it was restarted "
-            "before this one; variables and imports of earlier blocks are lost."
-        )
-
-    def _settle(self, kernel: Kernel, outcome: CellOutcome) -> str:
-        """After a timeout, a cancel or a death: get the kernel usable again;
-        the note for the output."""
-        if outcome.status in ("timeout", "cancelled"):
-            try:
-                kernel.interrupt()
-            except ChannelStalled:
-                pass  # and it does not stop: restarted below
-            else:
-                if wait_done(kernel, outcome.msg_id, INTERRUPT_GRACE_S):
-                    return "The kernel was interrupted; its state (variables, imports) is kept."
-            kernel.restart()
-            return "The kernel did not stop on interrupt and was restarted: its state is lost."
-        if outcome.status == "stalled":
-            kernel.restart()
-            outcome.error = outcome.error or ErrorInfo(
-                "KernelStalled", f"the kernel stopped answering for {ANSWER_S:.0f} s while the block ran"
-            )
-            return (
-                "The kernel stopped answering while the block ran (it was stopped?) and was restarted: "
-                "variables and imports of earlier blocks are lost."
-            )
-        if outcome.status == "died":
-            code = kernel.exit_code()
-            memory = kernel.memory_exceeded()
-            kernel.restart()
-            if memory:
-                why = f"memory limit {self.limits.effective_memory_mb()} MB exceeded (Limits.memory_mb)"
-                outcome.error = ErrorInfo("MemoryLimit", f"the kernel was killed: {why}")
-                return f"The kernel was killed: {why}. It was restarted; variables and imports are lost."
-            how = (
-                "no exit status: on a server"
-                if code is None
-                else f"exit code {code}"
-                if code >= 0
-                else f"signal {-code}"
-            )
-            outcome.error = ErrorInfo("KernelDied", f"the kernel died ({how})")
-            return (
-                f"The kernel died ({how}): os._exit, a crash, or memory. It was restarted; "
-                "variables and imports of earlier blocks are lost."
-            )
-        return ""
-
 
 def _kernel_words(kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer) -> str:
     """What starting a kernel of ``JupyterExecutor(kernel=...)`` is, in words (no token)."""
@@ -487,31 +425,6 @@ def _started(options: dict[str, Any]) -> JupyterExecutor:
 
 def _close(executor: JupyterExecutor) -> None:
     executor.close()
-
-
-def _default_kernel() -> str:
-    """ "sandbox" where bubblewrap can make a jail here, else "local" (warned)."""
-    reason = _sandbox_unavailable()
-    if reason is None:
-        return "sandbox"
-    warnings.warn(
-        f"JupyterExecutor: {reason}; the kernel runs unisolated as this user "
-        "(pass kernel='local' to say so, or install bubblewrap)",
-        stacklevel=3,
-    )
-    return "local"
-
-
-@functools.lru_cache(maxsize=1)
-def _sandbox_unavailable() -> str | None:
-    bwrap = find_bwrap()
-    if bwrap is None:
-        return "bubblewrap (bwrap) is not installed"
-    try:
-        probe([bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "--", "/bin/true"])
-    except BackendUnavailableError as exc:
-        return str(exc)
-    return None
 
 
 def _started_channels(kernel: Kernel) -> Channels:
