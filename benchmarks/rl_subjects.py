@@ -5,7 +5,7 @@ Subjects:
 
 - ``wN`` (N workers, e.g. ``w64``): a fresh ``execbox serve`` on loopback
   with a token and the admission the README's RL section gives
-  (``--max-concurrency $(nproc) --max-queue 256 --max-queue-wait 60``),
+  (``--max-concurrency 256 --max-queue 256 --max-queue-wait 60``),
   then, through the tokened URL veRL is given (``/t/<token>/run_code``)
   and verl_client.py's N threads: HumanEval's 164 canonical solutions
   (veRL's default timeout: compile 10 s, run 10 s; each must score 1), the
@@ -14,9 +14,9 @@ Subjects:
   replaced by ``while True: pass`` (compile and run timeout LOOP_TIMEOUT_S:
   each right answer must score 1, each loop -3).
 - ``mN``: the mixed set alone, on a server as ``wN``'s but with a slot per
-  worker (``--max-concurrency N``): whether right answers lost at ``wN`` were
-  lost to the line (each loop holds a slot for its whole timeout) or to the
-  runs themselves.
+  core (``--max-concurrency $(nproc)``, the README's advice before): the
+  right answers lost to the line when each loop holds one of few slots for
+  its whole timeout.
 - ``library``: the 164 through one ``SandboxExecutor`` from 16, 64 and 256
   threads (humaneval_subjects.py's round).
 
@@ -43,7 +43,10 @@ def admission() -> list[str]:
     return ["--max-queue", "256", "--max-queue-wait", "60"]
 
 
-def slots() -> int:
+SLOTS = 256  # the README's RL section: a slot for each request in flight
+
+
+def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
@@ -117,7 +120,7 @@ def served(workers: int, n_mixed: int, wide: bool = False) -> dict:
     from execbox.server._url_token import run_code_url
 
     todo = problems()
-    width = workers if wide else slots()
+    width = cores() if wide else SLOTS
     with server("sandbox", width, *admission()) as url:
         verl_url = run_code_url(url, TOKEN)
         run_cases(verl_url, [Case("print(1)", "1")] * WARM_CALLS, WARM_CALLS, 10, 10)  # executors started
