@@ -18,7 +18,7 @@ needs no namespace, as OpenAI's codex does on Linux. Between fork and exec
   processes (a user with many running may find blocks refused ``fork``);
 - joins a session keyring of its own (the host's keys are not possessed;
   where keyctl itself is refused, as Docker's default seccomp profile does,
-  the keys are out of the block's reach already: ``_join_own_keyring``);
+  the keys are out of the block's reach already: ``_landlock_child.py``);
 - as root, makes a mount namespace of its own where it may, in which
   /dev/shm is a folder made for the block (POSIX semaphores and shared
   memory: multiprocessing's locks, queues and pools);
@@ -102,11 +102,9 @@ What this tier does not hide (the namespaces tier does):
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -118,7 +116,8 @@ from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from ..._languages import LANGUAGE_ETC
 from ...jail import landlock as ll
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
-from ._reach import Reach, check, private_mounts, reach_supported
+from ._landlock_child import SYSCALLS, SockFprog, entry, kill_all_as
+from ._reach import Reach, reach_supported
 
 __all__ = ["LandlockTier", "landlock_problem", "refuse_network", "warn_weaker"]
 
@@ -129,33 +128,20 @@ DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full")
 DEVICES_RO = ("/dev/random", "/dev/urandom")
 SHM = "/dev/shm"
 SHM_RIGHTS = ll.SHARED_MEMORY  # on the block's own /dev/shm folder, never on the host's
-MS_BIND = 0x1000
 MIN_ABI_TRUNCATE = 3
 LANDLOCK_HINT = (
     "Landlock needs Linux 5.13+ with landlock among the active security modules "
     "(the lsm= boot parameter), and, in a container, a seccomp profile that allows its system calls"
 )
 
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 24, 22, 2
-KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEY_SPEC_SESSION_KEYRING = 0, 1, -3
-_SYSCALLS = {"x86_64": {"keyctl": 250, "capset": 126}, "aarch64": {"keyctl": 219, "capset": 91}}
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall  # called between fork and exec: made here, not there
-_syscall.restype = ctypes.c_long
-_prctl, _mount = _libc.prctl, _libc.mount
-
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 def landlock_problem() -> str | None:
     """Why the Landlock tier cannot run here (None: it can)."""
     reason = ll.unavailable_reason()
-    if reason is None and not (os.uname().machine in _SYSCALLS and reach_supported()):
+    if reason is None and not (os.uname().machine in SYSCALLS and reach_supported()):
         reason = f"no system call numbers for the {os.uname().machine} architecture"
     return reason
 
@@ -248,10 +234,8 @@ class LandlockTier:
             else b""
         )
         self.filter = ctypes.create_string_buffer(self.program) if self.program else None
-        self.fprog = (
-            _SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
-        )
-        self.numbers = _SYSCALLS.get(os.uname().machine, {})
+        self.fprog = SockFprog(len(self.program) // 8, ctypes.addressof(self.filter)) if self.filter else None
+        self.numbers = SYSCALLS.get(os.uname().machine, {})
         self.cap_header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         self.cap_data = (ctypes.c_uint32 * 6)()
         self.last_cap = _last_cap()
@@ -354,52 +338,23 @@ class LandlockTier:
         keyctl, capset = self.numbers["keyctl"], self.numbers["capset"]
         cap_header, cap_data, last_cap = self.cap_header, self.cap_data, self.last_cap
 
-        def enter() -> None:  # in the child, before the exec: system calls only
-            step = "join the block's cgroup"
-            try:
-                for fd in procs:
-                    os.write(fd, b"0")
-                step = "set rlimits"
-                for which, value in limits:
-                    resource.setrlimit(which, (value, value))
-                if lease is not None:
-                    step = "make a mount namespace of its own"
-                    err = private_mounts()
-                    if reach:
-                        step = reach.step
-                        if err:
-                            raise OSError(err, f"unshare a mount namespace: {os.strerror(err)}")
-                        reach.show()
-                    if not err and shm_source is not None:  # else no /dev/shm: the host's is not granted
-                        step = "bind its own /dev/shm"
-                        check(
-                            _mount(shm_source, shm_target, None, MS_BIND, None), "bind a folder at /dev/shm"
-                        )
-                    step = "drop privileges to the jail id"
-                    for cap in range(last_cap + 1):
-                        check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
-                    for fd in (1, 2):
-                        jail.give_pipe(fd, lease)
-                    os.setgroups(groups)
-                    os.setresgid(lease.gid, lease.gid, lease.gid)
-                    os.setresuid(lease.uid, lease.uid, lease.uid)
-                step = "drop capabilities"
-                check(_syscall(capset, cap_header, cap_data), "capset")
-                step = "join a session keyring of its own"
-                _join_own_keyring(keyctl)
-                check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
-                step = "restrict itself with Landlock"
-                err = ll.restrict_self(ruleset)
-                if err:
-                    raise OSError(err, os.strerror(err))
-                if fprog is not None:
-                    step = "load the seccomp filter"
-                    check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
-            except OSError as exc:
-                os.write(status, f"{step}: {exc.strerror or exc}".encode(errors="replace"))
-                raise
-
-        return enter
+        return entry(
+            ruleset=ruleset,
+            procs=procs,
+            status=status,
+            limits=limits,
+            lease=lease,
+            reach=reach,
+            groups=groups,
+            fprog=fprog,
+            shm_source=shm_source,
+            shm_target=shm_target,
+            keyctl=keyctl,
+            capset=capset,
+            cap_header=cap_header,
+            cap_data=cap_data,
+            last_cap=last_cap,
+        )
 
     def _killer(self, group: jail.BlockCgroup | None) -> Callable[[], None]:
         """What kills the block's processes besides its process group and
@@ -423,7 +378,7 @@ class LandlockTier:
                 try:
                     subprocess.run(
                         [self.true],
-                        preexec_fn=_kill_all_as(self.lease),
+                        preexec_fn=kill_all_as(self.lease),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -450,46 +405,6 @@ def _reach_by_acl(paths: list[str], lease: jail.Lease) -> list[int]:
             "them to others (chmod o+x)",
         )
     return [jail.reach_group()]
-
-
-def _kill_all_as(lease: jail.Lease) -> Callable[[], None]:
-    """A preexec function: become the jail id, then SIGKILL every process
-    it may signal (``kill(-1)``: one pass, the kernel holding forks off;
-    all of the jail id's but this one)."""
-    uid, gid = lease.uid, lease.gid
-
-    def sweep() -> None:  # in the child, before it execs true: system calls only
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:  # none left
-            pass
-
-    return sweep
-
-
-def _join_own_keyring(keyctl: int) -> None:
-    """Join a new session keyring, so that the block possesses none of the
-    host's keys (between fork and exec: system calls only).
-
-    Where keyctl itself is refused, the block could not reach the host's keys
-    either, so there is nothing to leave: EPERM from a seccomp filter (Docker's
-    default profile refuses keyctl, add_key and request_key), which the block
-    inherits and cannot remove, or ENOSYS (a kernel without keys). Only then:
-    reading the session keyring's id must be refused the same way, else (a
-    filter that refused joining alone, a kernel that ran out of keys) the
-    error stands and the block does not start."""
-    if _syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
-        return
-    err = ctypes.get_errno()
-    if err in (errno.EPERM, errno.ENOSYS) and (
-        _syscall(keyctl, KEYCTL_GET_KEYRING_ID, ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)) < 0
-        and ctypes.get_errno() == err
-    ):
-        return
-    raise OSError(err, f"keyctl: {os.strerror(err)}")
 
 
 def _last_cap() -> int:
