@@ -2,7 +2,8 @@
 everything a block started, and whether the kernel's OOM killer struck.
 
 cgroup v1 (a hierarchy per controller, as on this project's CI machines) and
-v2 (one unified hierarchy, most current hosts) are detected once. Each block
+v2 (one unified hierarchy, most current hosts) are detected once
+(``_cgroup_detect.py``). Each block
 gets a group of its own under ``<our cgroup>/execbox-<pid>/``; a process joins
 it by writing ``0`` into the group's ``cgroup.procs`` (so a process inside a
 namespace can join through a descriptor the host opened for it).
@@ -17,7 +18,6 @@ no group with processes give its children controllers.
 from __future__ import annotations
 
 import atexit
-import errno
 import itertools
 import os
 import queue
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ._cgroup_detect import detect
+from ._cgroup_fs import rmdir, write, write_try
+
 __all__ = ["BlockCgroup", "BlockGroup", "CgroupSupport", "cgroup_support"]
 
-CONTROLLERS = ("memory", "pids", "cpu")
 CPU_PERIOD_US = 100_000
-# cgroup v2, a delegated group: where its processes go so that it may have children
-LEAF = "execbox-leaf"
 _names = itertools.count(1)
 
 
@@ -74,7 +74,7 @@ class CgroupSupport:
             return group
         except BaseException:
             for path in reversed(made):
-                _rmdir(path)
+                rmdir(path)
             raise
 
 
@@ -91,21 +91,21 @@ class BlockCgroup:
         if memory_mb:
             limit = str(memory_mb * 1024 * 1024)
             if self.version == 1:
-                _write(mem / "memory.limit_in_bytes", limit)
-                _write_try(mem / "memory.memsw.limit_in_bytes", limit)  # no escape into swap
+                write(mem / "memory.limit_in_bytes", limit)
+                write_try(mem / "memory.memsw.limit_in_bytes", limit)  # no escape into swap
             else:
-                _write(mem / "memory.max", limit)
-                _write_try(mem / "memory.swap.max", "0")
+                write(mem / "memory.max", limit)
+                write_try(mem / "memory.swap.max", "0")
         if max_processes:
-            _write(self.by_controller["pids"] / "pids.max", str(max_processes))
+            write(self.by_controller["pids"] / "pids.max", str(max_processes))
         if cpus:
             quota = max(1000, int(cpus * CPU_PERIOD_US))
             cpu = self.by_controller["cpu"]
             if self.version == 1:
-                _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-                _write(cpu / "cpu.cfs_quota_us", str(quota))
+                write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+                write(cpu / "cpu.cfs_quota_us", str(quota))
             else:
-                _write(cpu / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+                write(cpu / "cpu.max", f"{quota} {CPU_PERIOD_US}")
 
     def open_procs(self) -> list[int]:
         """Write-only descriptors of each ``cgroup.procs``: writing ``0`` to
@@ -141,7 +141,7 @@ class BlockCgroup:
         may add more between two reads; the pids limit bounds that)."""
         if self.version == 2:
             try:
-                _write(self.dirs[0] / "cgroup.kill", "1")
+                write(self.dirs[0] / "cgroup.kill", "1")
                 return
             except OSError:
                 pass
@@ -213,11 +213,11 @@ class _Janitor:
             group = self._queue.get()
             # Mostly the block's PID namespace has already taken its processes down and the
             # groups are empty: removed at once, no scan of cgroup.procs; else killed, then removed.
-            left = [path for path in group.dirs if not _rmdir(path)]
+            left = [path for path in group.dirs if not rmdir(path)]
             if left:
                 group.kill()
             for path in left:
-                if not _rmdir(path, wait_s=5.0):
+                if not rmdir(path, wait_s=5.0):
                     _leftovers.add(path)
 
 
@@ -235,178 +235,14 @@ def cgroup_support() -> tuple[CgroupSupport | None, str]:
     with _lock:
         if not _detected:
             try:
-                _cached, _reason = _detect()
+                found, _reason = detect()
+                _cached = CgroupSupport(*found) if found is not None else None
             except OSError as exc:
                 _cached, _reason = None, f"cgroups could not be read: {exc}"
             _detected = True
             if _cached is not None:
                 atexit.register(_cleanup, _cached)
         return _cached, _reason
-
-
-def _detect() -> tuple[CgroupSupport | None, str]:
-    own = _own_cgroups()
-    mounts = _cgroup_mounts()
-    if "" in own and not any(c in own for c in CONTROLLERS) and "cgroup2" in mounts:
-        return _detect_v2(own[""], mounts["cgroup2"])
-    bases: dict[str, Path] = {}
-    for controller in CONTROLLERS:
-        mount = mounts.get(controller)
-        if mount is None or controller not in own:
-            return None, f"the cgroup v1 '{controller}' controller is not mounted"
-        point, root = mount
-        base = point / os.path.relpath(own[controller], root) / f"execbox-{os.getpid()}"
-        if not _make_base(base):
-            return None, f"cannot create {base} (run as root or in a delegated cgroup)"
-        bases[controller] = base.resolve()
-    return CgroupSupport(1, bases), ""
-
-
-def _detect_v2(own: str, mount: tuple[Path, str]) -> tuple[CgroupSupport | None, str]:
-    point, root = mount
-    current = point / os.path.relpath(own, root)
-    if own == root:  # the root group may enable controllers while holding processes
-        parent = current
-    elif os.access(current.parent / "cgroup.subtree_control", os.W_OK):  # groups beside ours
-        parent = current.parent
-    elif _owned(current):  # a delegated group (systemd's Delegate=yes): groups inside it
-        why = _vacate(current)
-        if why:
-            return None, why
-        parent = current
-    else:
-        return None, (
-            f"cgroup v2: {current} is not delegated to this user, nor is its parent: no group "
-            "can be made (run as root, or under systemd-run --user --scope -p Delegate=yes)"
-        )
-    enabled = set((parent / "cgroup.subtree_control").read_text().split())
-    available = set((parent / "cgroup.controllers").read_text().split())
-    missing = [c for c in CONTROLLERS if c not in available]
-    if missing:
-        return None, f"cgroup v2: controllers {', '.join(missing)} are not available in {parent}"
-    try:
-        for controller in CONTROLLERS:
-            if controller not in enabled:
-                _write(parent / "cgroup.subtree_control", f"+{controller}")
-        base = parent / f"execbox-{os.getpid()}"
-        if not _make_base(base):
-            return None, f"cgroup v2: cannot create {base}"
-        _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS))
-    except OSError as exc:
-        return None, f"cgroup v2: cannot enable {', '.join(CONTROLLERS)} under {parent}: {exc}"
-    return CgroupSupport(2, {c: base for c in CONTROLLERS}), ""
-
-
-def _owned(group: Path) -> bool:
-    """The group is this process's to divide (what a delegation hands over)."""
-    return all(
-        os.access(group / name, os.W_OK) for name in ("cgroup.procs", "cgroup.subtree_control")
-    ) and os.access(group, os.W_OK)
-
-
-def _vacate(group: Path) -> str:
-    """cgroup v2's rule: a group that holds processes cannot give its
-    children controllers. Move every process of ``group`` (this one, and
-    the shell a delegated scope may have started in it) into a leaf, so that
-    the block groups can be made inside it. '' or why it could not."""
-    leaf = group / LEAF
-    try:
-        leaf.mkdir(exist_ok=True)
-        for _ in range(5):  # a process forked meanwhile lands in the group: move it too
-            pids = (group / "cgroup.procs").read_text().split()
-            for pid in pids:
-                try:
-                    _write(leaf / "cgroup.procs", pid)
-                except ProcessLookupError:
-                    pass  # it has exited
-            if not (group / "cgroup.procs").read_text().split():
-                return ""
-    except OSError as exc:
-        return f"cgroup v2: cannot move the processes of {group} into {leaf} to make groups inside it: {exc}"
-    return f"cgroup v2: processes keep arriving in {group}: cannot make groups inside it"
-
-
-def _own_cgroups() -> dict[str, str]:
-    """controller -> our group's path ("" for the v2 hierarchy)."""
-    found: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(","):
-            found[controller] = path
-    return found
-
-
-def _cgroup_mounts() -> dict[str, tuple[Path, str]]:
-    """controller (or "cgroup2") -> (mount point, root of the mount)."""
-    found: dict[str, tuple[Path, str]] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, extra = left.split(), right.split()
-        if len(extra) < 3 or len(fields) < 5:
-            continue
-        point = Path(fields[4].replace("\\040", " "))
-        if extra[0] == "cgroup2":
-            found.setdefault("cgroup2", (point, fields[3]))
-        elif extra[0] == "cgroup":
-            for option in extra[2].split(","):
-                if option in CONTROLLERS:
-                    found.setdefault(option, (point, fields[3]))
-    return found
-
-
-def _make_base(base: Path) -> bool:
-    _remove_stale(base.parent)
-    try:
-        base.mkdir(exist_ok=True)
-    except OSError:
-        return False
-    return os.access(base, os.W_OK)
-
-
-def _remove_stale(parent: Path) -> None:
-    """Remove the empty groups of execbox processes that died without
-    cleaning up (killed, say)."""
-    try:
-        bases = [p for p in parent.iterdir() if p.name.startswith("execbox-") and p.is_dir()]
-    except OSError:
-        return
-    for base in bases:
-        pid = base.name.removeprefix("execbox-")
-        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
-            continue
-        for child in base.iterdir():
-            if child.is_dir():
-                _rmdir(child)
-        _rmdir(base)
-
-
-def _write(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def _write_try(path: Path, value: str) -> None:
-    try:
-        _write(path, value)
-    except OSError:
-        pass
-
-
-def _rmdir(path: Path, wait_s: float = 0.0) -> bool:
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            path.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
 
 
 def _cleanup(support: CgroupSupport) -> None:
@@ -417,9 +253,9 @@ def _cleanup(support: CgroupSupport) -> None:
             break
         group.kill()
         for path in group.dirs:
-            if not _rmdir(path, wait_s=0.5):
+            if not rmdir(path, wait_s=0.5):
                 _leftovers.add(path)
     for path in list(_leftovers):
-        _rmdir(path, wait_s=0.2)
+        rmdir(path, wait_s=0.2)
     for base in set(support.bases.values()):
-        _rmdir(base, wait_s=0.2)
+        rmdir(base, wait_s=0.2)
