@@ -24,7 +24,8 @@ from tests.backends.test_languages import (
     need_language,
 )
 
-RUNNABLE = [lang.name for lang in LANGUAGES if lang.runnable]
+# pytest mode: a block is a test file, passed or failed by its own tests, never given stdin to answer
+RUNNABLE = [lang.name for lang in LANGUAGES if lang.runnable and lang.name != "pytest"]
 COMPILED = [lang.name for lang in LANGUAGES if lang.build is not None]
 CASES = [
     {"stdin": "1 2\n", "expected_stdout": "3", "name": "small"},
