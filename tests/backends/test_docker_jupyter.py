@@ -267,9 +267,12 @@ def test_network_on_a_kernel_reaches_the_package_index(online):
 
 
 def _ours_running() -> set[str]:
+    """This process's running containers (its owner label): other pytest workers' come and go."""
     from execbox._docker_engine import docker_client
+    from execbox.backends.docker import container_kit
 
-    return {c.id for c in docker_client().containers.list(filters={"label": "org.execbox.owner"})}
+    label = f"{container_kit.LABEL_OWNER}={container_kit.owner_label()}"
+    return {c.id for c in docker_client().containers.list(filters={"label": label})}
 
 
 def test_network_on_without_python3_does_not_start(networked):

@@ -101,7 +101,11 @@ def test_network_off_adds_no_net_admin(tmp_path, client):
 
 
 def _running(client) -> set[str]:
-    return {c.id for c in client.containers.list(filters={"label": "org.execbox.owner"})}
+    """This process's running containers (its owner label): other pytest workers' come and go."""
+    from execbox.backends.docker import container_kit
+
+    label = f"{container_kit.LABEL_OWNER}={container_kit.owner_label()}"
+    return {c.id for c in client.containers.list(filters={"label": label})}
 
 
 def test_network_on_without_the_agent_does_not_start(tmp_path, client):
