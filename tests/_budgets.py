@@ -27,6 +27,31 @@ BUDGET_S: dict[str, float] = {
     "test_dev_run.py": 180.0,  # ./dev.sh run in a fresh checkout: a venv and its install
     "security/test_successor.py": 90.0,  # 52 pairs of blocks over four sandbox modes
     "backends/test_sandbox_pool_load.py": 60.0,  # a burst of 640 blocks and a stuck zygote, twice
+    # the hostile battery and the contract suite: every attempt on every backend and mode (measured
+    # under ./dev.sh test's workers, 2026-11-28, and given a fifth more)
+    "security/test_processes.py": 330.0,
+    "contract/test_contract.py": 280.0,
+    "security/test_kernel.py": 220.0,
+    "security/test_resources.py": 190.0,
+    "security/test_files.py": 185.0,
+    "security/test_host_side.py": 140.0,
+    "security/test_network.py": 110.0,
+    "security/test_docker_frames.py": 95.0,
+    "security/test_tenants.py": 80.0,
+    "security/test_identity.py": 50.0,
+    "security/test_judge_forgery.py": 45.0,
+    "hosts/test_promise.py": 40.0,
+    "contract/test_streaming.py": 40.0,
+    # a kernel, a container or a browser started per test; HumanEval's 164 per backend; every toolchain
+    "backends/test_jupyter.py": 80.0,
+    "backends/test_docker_agent.py": 65.0,
+    "backends/test_docker.py": 40.0,
+    "playground/test_playground.py": 60.0,
+    "eval/test_humaneval.py": 75.0,
+    "backends/test_languages.py": 60.0,
+    "eval/test_judge_languages.py": 75.0,  # every compiled language built, alone on a busy machine 64 s
+    "backends/test_sandbox_stateful.py": 50.0,
+    "test_readme.py": 90.0,  # every Python example of the README run; alone on a busy machine 74 s
 }
 
 
