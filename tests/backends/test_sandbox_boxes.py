@@ -129,3 +129,12 @@ def test_memory_cgroups_stay_flat_over_many_blocks(tmp_path):
         during = groups()
         assert executor.pool_health["boxes_made"] <= 3, executor.pool_health
     assert during <= before + 1, (before, during)
+
+
+def test_a_box_a_block_filled_with_files_is_replaced_not_wiped_one_by_one(one_box):
+    # past MAX_WIPED entries the box goes whole: the kernel frees its tmpfs, the next block waits for none
+    made = _run(one_box, "import os\nfor i in range(12000): open(f'/tmp/f{i}', 'w').close()\nprint('made')")
+    assert made.output == "made\n", made.output
+    assert _run(one_box, "import os\nprint(len(os.listdir('/tmp')))").output == "1\n"
+    health = one_box.pool_health
+    assert health["boxes_replaced"] == 1 and health["boxes_made"] == 2, health

@@ -21,7 +21,8 @@ socket) the init cleans the box for the next block:
   namespace of its own (zygote.py, ``code_main``), gone with its processes.
 
 Anything that does not come out as expected (a process that will not die
-within CLEAN_WAIT_S, a file that cannot be removed, a folder changed) and
+within CLEAN_WAIT_S, a file that cannot be removed, more than MAX_WIPED
+entries left, a folder changed) and
 the init leaves: the box is thrown away (its namespaces die with it) and the
 host makes another. After MAX_BLOCKS blocks a box is replaced as well.
 """
@@ -38,6 +39,7 @@ from tree import become_subreaper, end_tree, reap  # beside this file
 MAX_FDS = 16
 MAX_BLOCKS = 5000  # then a fresh box: nothing a kernel counts per namespace grows without end
 CLEAN_WAIT_S = 5.0  # the block's processes are SIGKILLed: past this one is stuck (D state)
+MAX_WIPED = 10000  # entries a block left: past them the box goes whole (its tmpfs freed by the kernel)
 WIPED = ("/tmp", "/dev/shm")
 # Signals PID 1 of a namespace takes from a process inside it only when it
 # handles them: ignored, so that no block can make the init leave (or stop).
@@ -92,15 +94,18 @@ def empty(top, skeleton):
     except OSError:
         return False
     try:
-        return _empty(fd, top, os.fstat(fd).st_dev, skeleton)
+        return _empty(fd, top, os.fstat(fd).st_dev, skeleton, [0])
     finally:
         os.close(fd)
 
 
-def _empty(fd, path, dev, skeleton):
+def _empty(fd, path, dev, skeleton, seen):
     clean = True
     with os.scandir(fd) as entries:
         names = [entry.name for entry in entries]
+    seen[0] += len(names)
+    if seen[0] > MAX_WIPED:  # a block that made a million files does not keep the next one waiting
+        return False
     for name in names:
         full = path.rstrip("/") + "/" + name
         try:
@@ -119,7 +124,7 @@ def _empty(fd, path, dev, skeleton):
             except OSError:
                 return False
             try:
-                clean = _empty(inner, full, dev, skeleton) and clean
+                clean = _empty(inner, full, dev, skeleton, seen) and clean
             finally:
                 os.close(inner)
             if full in skeleton.folders:
