@@ -55,8 +55,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import _netlink
 from .._errors import BackendUnavailableError
+from .._netlink import FORBIDDEN, host_addresses
+from .._netlink import __file__ as NETLINK_SOURCE
+from .._netlink import forbidden_rules as netlink_rules
 from ._jail import CLONE_NEWNET, CLONE_NEWUSER
 from ._jail import setns_net as setns
 
@@ -76,7 +78,6 @@ INSTALL_SLIRP = (
     "apt-get install slirp4netns (./dev.sh does), or set Limits(network=False)"
 )
 GATEWAY, DNS_FORWARDER = "10.0.2.2", "10.0.2.3"  # slirp4netns's defaults (--cidr 10.0.2.0/24)
-FORBIDDEN = _netlink.FORBIDDEN  # (the Docker backend holds the same rule: execbox/_netlink.py)
 START_TIMEOUT_S = 20.0
 SLIRP_LOG_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -88,7 +89,7 @@ def forbidden_rules(host_addresses: list[str]) -> list[list[object]]:
     """The namespace's rules (``_netlink.forbidden_rules``): DNS to the
     forwarder first, then every forbidden range and host address
     unreachable."""
-    return _netlink.forbidden_rules([DNS_FORWARDER], host_addresses)
+    return netlink_rules([DNS_FORWARDER], host_addresses)
 
 
 class Egress:
@@ -201,7 +202,7 @@ def open_egress(become: Callable[[], None], *, backend: str, reachable_dir: Call
     slirp = shutil.which("slirp4netns")
     if slirp is None:
         raise BackendUnavailableError(backend, INSTALL_SLIRP)
-    config = {"rules": forbidden_rules(_netlink.host_addresses())}
+    config = {"rules": forbidden_rules(host_addresses())}
     base = tempfile.gettempdir() if reachable_dir(tempfile.gettempdir()) else "/tmp"
     folder = tempfile.mkdtemp(prefix="execbox-egress-", dir=base)
     os.chmod(folder, 0o755)
@@ -276,7 +277,7 @@ def _install_rules(
 ) -> None:
     """Run ``_netlink.hold`` in the namespace, as this process's user: the
     host's root, or the root of the namespace's user namespace."""
-    source = Path(_netlink.__file__).read_text()
+    source = Path(NETLINK_SOURCE).read_text()
     try:
         done = subprocess.run(
             [sys.executable, "-I", "-S", "-c", source, json.dumps(config)],

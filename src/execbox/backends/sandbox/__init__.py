@@ -35,14 +35,34 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ... import jail
 from ..._errors import BackendUnavailableError, ConfigurationError
 from ..._gpus import GpuGrant, grant, parse_gpus
 from ..._languages import Language
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
 from ..._nofollow import open_folders
 from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
-from ...jail import find_bwrap  # also exported: where bubblewrap is, None without it
+from ...jail import (
+    INSIDE_PATH,
+    INSTALL_HINT,
+    CgroupSupport,
+    Egress,
+    GpuWatcher,
+    Jailer,
+    JailPolicy,
+    Lease,
+    cgroup_support,
+    empty_netns,
+    find_bwrap,  # also exported: where bubblewrap is, None without it
+    gpu_memory_watcher,
+    inside_environment,
+    interpreter_dirs,
+    is_jail_id,
+    jail_rlimits,
+    lease,
+    prepare,
+    probe,
+    seccomp_supported,
+)
 from .._executor_api import Capabilities
 from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
@@ -170,7 +190,7 @@ class SandboxExecutor(JailParts, HostExecutor):
         self.tmp_size_mb = tmp_size_mb
         self.file_size_mb = file_size_mb
         self.max_open_files = max_open_files
-        self.seccomp = seccomp and jail.seccomp_supported()
+        self.seccomp = seccomp and seccomp_supported()
         self.cgroups = cgroups
         self.hostname = hostname
         self.isolation = isolation
@@ -178,17 +198,17 @@ class SandboxExecutor(JailParts, HostExecutor):
         self._stateful = StatefulBlocks(self) if stateful else None
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
-        self._policy = jail.JailPolicy(workspace=str(self.workspace.path))  # the real one at start
+        self._policy = JailPolicy(workspace=str(self.workspace.path))  # the real one at start
         self._capabilities: tuple[str, Capabilities] | None = None
         self._bwrap = ""
         self._zygote: ZygotePool | None = None
-        self._cgroups: jail.CgroupSupport | None = None
+        self._cgroups: CgroupSupport | None = None
         self._netns: int | None = None
-        self._egress: jail.Egress | None = None  # Limits(network=True): the jails' namespace (_egress)
-        self._lease: jail.Lease | None = None
-        self._jailer = jail.Jailer(None, ())
+        self._egress: Egress | None = None  # Limits(network=True): the jails' namespace (_egress)
+        self._lease: Lease | None = None
+        self._jailer = Jailer(None, ())
         self._gpu: GpuGrant | None = None
-        self._gpu_watch: jail.GpuWatcher | None = None  # Limits.gpu_memory_mb (_gpu)
+        self._gpu_watch: GpuWatcher | None = None  # Limits.gpu_memory_mb (_gpu)
         self._gpu_watch_how = ""
 
     @property
@@ -226,31 +246,25 @@ class SandboxExecutor(JailParts, HostExecutor):
     def _start(self) -> None:
         bwrap = find_bwrap() if self.isolation != "landlock" else None
         if bwrap is None and self.isolation == "namespaces":
-            raise BackendUnavailableError(
-                self.name, f"bubblewrap (bwrap) is not installed: {jail.INSTALL_HINT}"
-            )
+            raise BackendUnavailableError(self.name, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         self._gpu = grant(self.gpus, backend=self.name) if self.gpus is not None else None
         super()._start()
         assert self._python is not None
-        self._cgroups = jail.cgroup_support()[0] if self.cgroups else None
-        self._gpu_watch, self._gpu_watch_how = jail.gpu_memory_watcher(
+        self._cgroups = cgroup_support()[0] if self.cgroups else None
+        self._gpu_watch, self._gpu_watch_how = gpu_memory_watcher(
             self._gpu, self.limits.gpu_memory_mb, self._cgroups is not None
         )
         self._capabilities = None  # how gpu_memory_mb holds is known now
-        readonly = jail.interpreter_dirs(self._python)
+        readonly = interpreter_dirs(self._python)
         workspace = str(self.workspace.path)
-        self._lease = jail.lease()
+        self._lease = lease()
         try:
             if self._lease is not None:  # the jail's id owns the workspace, and what earlier jails left in it
                 hand_over(workspace, self._lease.uid, self._lease.gid)
-                reown_tree(
-                    workspace, self._lease.uid, self._lease.gid, jail.is_jail_id, limit=MAX_SCANNED_ENTRIES
-                )
-            inside = jail.inside_environment(
-                self._child_env, self.environment.bin_dir(self._python), self.env
-            )
+                reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
+            inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
             why = (
-                f"bubblewrap (bwrap) is not installed: {jail.INSTALL_HINT}"
+                f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
                 else None
             )
@@ -264,11 +278,11 @@ class SandboxExecutor(JailParts, HostExecutor):
                     )
                 )
                 try:  # the Jailer raises where the jail id cannot be shown its paths (_identity, _acl)
-                    self._jailer = jail.Jailer(
+                    self._jailer = Jailer(
                         self._lease,
                         [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
                     )
-                    launch = jail.prepare(  # bwrap's own start: without the egress namespace, made below
+                    launch = prepare(  # bwrap's own start: without the egress namespace, made below
                         bwrap,
                         replace(policy, network=False),
                         ["/bin/true"],
@@ -277,7 +291,7 @@ class SandboxExecutor(JailParts, HostExecutor):
                         rlimits=False,
                     )
                     try:
-                        jail.probe(launch.argv, launch.preexec, launch.pass_fds)
+                        probe(launch.argv, launch.preexec, launch.pass_fds)
                     finally:
                         launch.close()
                 except BackendUnavailableError as exc:
@@ -297,7 +311,7 @@ class SandboxExecutor(JailParts, HostExecutor):
                     policy, joined_netns=True, resolv_conf=self._egress.resolv_conf
                 )
             elif one_shot:  # one-shot jails join one empty network namespace
-                self._netns = jail.empty_netns(self._jailer.become)
+                self._netns = empty_netns(self._jailer.become)
                 if self._netns is not None:
                     self._policy = replace(policy, joined_netns=True)
             if self._zygote_kept:
@@ -386,7 +400,7 @@ class SandboxExecutor(JailParts, HostExecutor):
 
     def _toolchain_path(self) -> tuple[str, str]:
         assert self._python is not None
-        return dict(self._policy.env).get("PATH", jail.INSIDE_PATH), self._python
+        return dict(self._policy.env).get("PATH", INSIDE_PATH), self._python
 
     def _give_build(self, folders: tuple[str, ...]) -> None:
         if self._lease is None:
@@ -403,7 +417,7 @@ class SandboxExecutor(JailParts, HostExecutor):
         the pool: each code process, with ``_block_rlimits``)."""
         # no memory cgroup: the address space is the next best thing, but for CUDA (_gpu)
         stand_in = self._cgroups is None and self.gpus is None
-        return jail.jail_rlimits(self.max_open_files, self.file_size_mb, self.memory_mb if stand_in else None)
+        return jail_rlimits(self.max_open_files, self.file_size_mb, self.memory_mb if stand_in else None)
 
     def _block_rlimits(self) -> dict[str, int]:
         """A pool's code process's: also RLIMIT_NPROC, set inside the block's

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ... import jail
+from ...jail import JailPolicy
 
 __all__ = ["box_config", "box_lines"]
 
 
 def box_config(
-    policy: jail.JailPolicy,
-    zygote: jail.JailPolicy,
+    policy: JailPolicy,
+    zygote: JailPolicy,
     *,
     preload: Sequence[str],
     rlimits: Mapping[str, int],

@@ -10,11 +10,29 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ... import jail
 from ..._errors import BackendUnavailableError
 from ..._gpus import GpuGrant
 from ..._models import Limits
 from ...environments import Environment
+from ...jail import (
+    FULL_ISOLATION_OPTIONS,
+    INSIDE_PATH,
+    NETWORK_ISOLATION,
+    CgroupSupport,
+    Egress,
+    GpuWatcher,
+    Jailer,
+    JailPolicy,
+    Lease,
+    by_name,
+    cgroup_maker,
+    container,
+    no_watch,
+    open_egress,
+    policy_for,
+    prepare,
+    reachable,
+)
 from ._box_spec import box_config
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
@@ -25,7 +43,7 @@ __all__ = ["NAMESPACES_HINT", "JailParts"]
 NAMESPACES_HINT = (
     "on Ubuntu 24.04+ a user who is not root needs sysctl "
     "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; "
-    f"a container needs {' '.join(jail.FULL_ISOLATION_OPTIONS)}"
+    f"a container needs {' '.join(FULL_ISOLATION_OPTIONS)}"
 )
 
 
@@ -43,13 +61,13 @@ class JailParts:
     pool_size: int
     isolation_in_use: str | None
     _python: str | None
-    _policy: jail.JailPolicy
+    _policy: JailPolicy
     _gpu: GpuGrant | None
-    _gpu_watch: jail.GpuWatcher | None
-    _cgroups: jail.CgroupSupport | None
-    _lease: jail.Lease | None
-    _jailer: jail.Jailer
-    _egress: jail.Egress | None
+    _gpu_watch: GpuWatcher | None
+    _cgroups: CgroupSupport | None
+    _lease: Lease | None
+    _jailer: Jailer
+    _egress: Egress | None
     _landlock: LandlockTier | None
     _runner: Any
     _blocks_write_internal: Any
@@ -63,9 +81,9 @@ class JailParts:
         def _rlimits(self) -> dict[str, int]: ...
         def _block_rlimits(self) -> dict[str, int]: ...
 
-    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> jail.JailPolicy:
+    def _jail_policy(self, workspace: str, readonly: list[str], inside: dict[str, str]) -> JailPolicy:
         """The blocks' jail, from the limits and the executor's options (as the jailed kernel's)."""
-        return jail.policy_for(
+        return policy_for(
             self.limits,
             workspace=workspace,
             env=inside,
@@ -77,20 +95,20 @@ class JailParts:
             gpu=self._gpu,
         )
 
-    def _open_egress(self) -> jail.Egress:
+    def _open_egress(self) -> Egress:
         lease = self._lease
         try:
-            return jail.open_egress(
+            return open_egress(
                 self._jailer.become,
                 backend=self.name,
-                reachable_dir=lambda path: lease is None or jail.reachable(path, lease.uid, lease.gid),
+                reachable_dir=lambda path: lease is None or reachable(path, lease.uid, lease.gid),
             )
         except BackendUnavailableError as exc:
-            if not jail.container():
+            if not container():
                 raise
             said = str(exc).removeprefix(f"{self.name} backend unavailable: ")
             raise BackendUnavailableError(
-                self.name, f"{said}; in this container the network on needs {jail.NETWORK_ISOLATION}"
+                self.name, f"{said}; in this container the network on needs {NETWORK_ISOLATION}"
             ) from None
 
     def _jail_runner(self, **parts: Any) -> JailRunner:
@@ -102,18 +120,18 @@ class JailParts:
             timeout_s=self.limits.timeout_s,
             output_limit=self.limits.max_output_bytes,
             python=self._python,
-            make_cgroup=jail.cgroup_maker(self._cgroups, self._policy, overhead),
-            gpu_watch=self._gpu_watch or jail.no_watch,
+            make_cgroup=cgroup_maker(self._cgroups, self._policy, overhead),
+            gpu_watch=self._gpu_watch or no_watch,
             **parts,
         )
 
-    def _make_pool(self, bwrap: str, policy: jail.JailPolicy) -> ZygotePool:
+    def _make_pool(self, bwrap: str, policy: JailPolicy) -> ZygotePool:
         """The warm pool: its zygote's jail is the blocks' policy with the
         zygote's folder bound, the zygote's environment, and its seccomp
         profile applied by the zygote itself (the units' by each unit)."""
         assert self._python is not None
         # the interpreter's folder first: the zygote starts by the interpreter's bare name (by_name)
-        zygote_path = f"{self.environment.bin_dir(self._python)}:{jail.INSIDE_PATH}"
+        zygote_path = f"{self.environment.bin_dir(self._python)}:{INSIDE_PATH}"
         zygote_env = {"PATH": zygote_path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
         zygote = replace(
             policy,
@@ -131,7 +149,7 @@ class JailParts:
         jailer = self._jailer
         netns, userns = self._egress.join() if self._egress is not None else (None, None)
         return ZygotePool(
-            lambda command: jail.prepare(
+            lambda command: prepare(
                 bwrap,
                 zygote,
                 command,
@@ -141,11 +159,11 @@ class JailParts:
                 seccomp=False,
                 rlimits=False,
             ),
-            jail.by_name(self._python, zygote_path),
+            by_name(self._python, zygote_path),
             policy.workspace,
             config,
             size=1 if self.stateful else self.pool_size,
-            make_cgroup=jail.cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
+            make_cgroup=cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
             owner=self._lease,
         )
 
@@ -153,7 +171,7 @@ class JailParts:
         """The Landlock tier; ``why``: what kept the namespaces tier from starting."""
         assert self._python is not None
         self._jailer.close()
-        self._jailer = jail.Jailer(None, ())
+        self._jailer = Jailer(None, ())
         if self.stateful:
             raise BackendUnavailableError(
                 self.name,

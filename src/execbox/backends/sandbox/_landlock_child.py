@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ... import jail
+from ...jail import Lease, give_pipe
 from ...jail import landlock as ll
 from ._reach import Reach, check, private_mounts
 
@@ -43,7 +43,7 @@ def entry(
     procs: Sequence[int],
     status: int,
     limits: list[tuple[int, int]],
-    lease: jail.Lease | None,
+    lease: Lease | None,
     reach: Reach | None,
     groups: list[int],
     fprog: SockFprog | None,
@@ -81,7 +81,7 @@ def entry(
                 for cap in range(last_cap + 1):
                     check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a bounding capability")
                 for fd in (1, 2):
-                    jail.give_pipe(fd, lease)
+                    give_pipe(fd, lease)
                 os.setgroups(groups)
                 os.setresgid(lease.gid, lease.gid, lease.gid)
                 os.setresuid(lease.uid, lease.uid, lease.uid)
@@ -104,7 +104,7 @@ def entry(
     return enter
 
 
-def kill_all_as(lease: jail.Lease) -> Callable[[], None]:
+def kill_all_as(lease: Lease) -> Callable[[], None]:
     """A preexec function: become the jail id, then SIGKILL every process
     it may signal (``kill(-1)``: one pass, the kernel holding forks off;
     all of the jail id's but this one)."""

@@ -111,9 +111,26 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
-from ... import jail
 from ..._errors import BackendUnavailableError, WeakerIsolationWarning
 from ..._languages import LANGUAGE_ETC
+from ...jail import (
+    ETC_FILES,
+    HOST_IPC,
+    NAME_WATCHES,
+    NETWORK_FILES,
+    NETWORK_ISOLATION,
+    SYSTEM_DIRS,
+    BlockCgroup,
+    JailPolicy,
+    Lease,
+    container,
+    filter_program,
+    grant_search,
+    mount_namespaces,
+    reach_group,
+    reachable,
+    seccomp_supported,
+)
 from ...jail import landlock as ll
 from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._landlock_child import SYSCALLS, SockFprog, entry, kill_all_as
@@ -159,7 +176,7 @@ def refuse_network(network: bool, why: str = "") -> None:
             "(Landlock restricts TCP by port only, never by address)"
             + (f". The namespaces tier cannot start here: {why}" if why else "")
             + ". Run where bubblewrap can make namespaces (isolation='namespaces'"
-            + (f"; in this container: start it with {jail.NETWORK_ISOLATION}" if jail.container() else "")
+            + (f"; in this container: start it with {NETWORK_ISOLATION}" if container() else "")
             + "), use backend='docker', or set Limits(network=False)",
         )
 
@@ -188,7 +205,7 @@ class LandlockTier:
     of ``max_processes``, and the seccomp switch (its own, stricter
     program); the module docstring says what it cannot hold."""
 
-    def __init__(self, policy: jail.JailPolicy, *, lease: jail.Lease | None) -> None:
+    def __init__(self, policy: JailPolicy, *, lease: Lease | None) -> None:
         refuse_network(policy.network)
         workspace, readonly, network = policy.workspace, policy.readonly, policy.network
         env = dict(policy.env)
@@ -206,11 +223,9 @@ class LandlockTier:
             which = getattr(resource, f"RLIMIT_{name}")
             hard = resource.getrlimit(which)[1]
             self.limits.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
-        self.rules: list[tuple[str, int]] = [
-            (p, SYSTEM_RIGHTS) for p in jail.SYSTEM_DIRS if not os.path.islink(p)
-        ]
+        self.rules: list[tuple[str, int]] = [(p, SYSTEM_RIGHTS) for p in SYSTEM_DIRS if not os.path.islink(p)]
         self.rules += [(p, SYSTEM_RIGHTS) for p in readonly]
-        etc = (*jail.ETC_FILES, *LANGUAGE_ETC, *(jail.NETWORK_FILES if network else ()))
+        etc = (*ETC_FILES, *LANGUAGE_ETC, *(NETWORK_FILES if network else ()))
         self.rules += [(p, ll.READ) for p in (*etc, "/proc")]
         self.rules += [(p, DEVICE_RIGHTS) for p in DEVICES_RW] + [(p, ll.READ_FILE) for p in DEVICES_RO]
         self.rules += [(p, DEVICE_RIGHTS) for p, _ in policy.devices]  # a GPU's: CUDA talks by ioctl
@@ -219,18 +234,18 @@ class LandlockTier:
         self.tmp_base = tempfile.gettempdir()
         if (os.path.realpath(self.tmp_base) + "/").startswith(os.path.realpath(SHM) + "/"):
             self.tmp_base = "/tmp"  # the block's folders are never in the host's /dev/shm
-        if lease is not None and not jail.reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
+        if lease is not None and not reachable(os.path.join(self.tmp_base, "x"), lease.uid, lease.gid):
             self.tmp_base = "/tmp"
         self.reach = Reach([workspace, *readonly], lease, workspace) if lease is not None else None
         self.groups: list[int] = []  # the jail id's supplementary groups: the reach group, or none
-        if lease is not None and self.reach and not jail.mount_namespaces():
+        if lease is not None and self.reach and not mount_namespaces():
             self.reach, self.groups = None, _reach_by_acl([workspace, *readonly], lease)
         # as root, /dev/shm is bound to a folder of the block's in a mount namespace of its own
         self.shm = os.fsencode(SHM) if lease is not None and os.path.isdir(SHM) else None
-        denied = (*jail.HOST_IPC, *jail.NAME_WATCHES, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
+        denied = (*HOST_IPC, *NAME_WATCHES, *(("truncate",) if self.abi < MIN_ABI_TRUNCATE else ()))
         self.program = (
-            jail.filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
-            if seccomp and jail.seccomp_supported()
+            filter_program(unix_sockets_only=not network, no_unix_streams=True, also_denied=denied)
+            if seccomp and seccomp_supported()
             else b""
         )
         self.filter = ctypes.create_string_buffer(self.program) if self.program else None
@@ -263,7 +278,7 @@ class LandlockTier:
     def run(
         self,
         argv: list[str],
-        group: jail.BlockCgroup | None,
+        group: BlockCgroup | None,
         *,
         timeout_s: float,
         output_limit: int,
@@ -356,7 +371,7 @@ class LandlockTier:
             last_cap=last_cap,
         )
 
-    def _killer(self, group: jail.BlockCgroup | None) -> Callable[[], None]:
+    def _killer(self, group: BlockCgroup | None) -> Callable[[], None]:
         """What kills the block's processes besides its process group and
         token: its cgroup, which none of them can leave; without one, as
         root, every process of the jail id, once (``kill(-1)`` is one pass
@@ -391,11 +406,11 @@ class LandlockTier:
         return kill
 
 
-def _reach_by_acl(paths: list[str], lease: jail.Lease) -> list[int]:
+def _reach_by_acl(paths: list[str], lease: Lease) -> list[int]:
     """No mount namespace can show the jail id ``paths`` it cannot reach:
     the closed folders above them give the reach group search (``_acl``);
     the groups the child carries."""
-    why = jail.grant_search(paths, lease.uid, lease.gid, jail.reach_group())
+    why = grant_search(paths, lease.uid, lease.gid, reach_group())
     if why:
         raise BackendUnavailableError(
             "sandbox",
@@ -404,7 +419,7 @@ def _reach_by_acl(paths: list[str], lease: jail.Lease) -> list[int]:
             "virtual environment and the workspace where others may search, or open the folders above "
             "them to others (chmod o+x)",
         )
-    return [jail.reach_group()]
+    return [reach_group()]
 
 
 def _last_cap() -> int:
