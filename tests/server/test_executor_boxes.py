@@ -9,27 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from tests.conftest import require_namespaces, wait_dead
-from tests.server._http import running_server
-
-
-def _descendants(pid: int) -> list[int]:
-    import os
-
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+from tests.server._http import descendants, running_server
 
 
 def test_a_burst_of_clients_leaves_one_box_per_kept_executor():
@@ -50,7 +30,7 @@ def test_a_burst_of_clients_leaves_one_box_per_kept_executor():
         assert kept, pools
         # each executor kept holds one box (its spares, if a batch made any, go after 5 s unused)
         assert all(health["size"] == 1 for health in kept), kept
-        processes = _descendants(server.proc.pid)
+        processes = descendants(server.proc.pid)
         # per executor: bwrap twice, the zygote's waiter and the zygote, and per box its init and
         # its next block's process: six; four boxes each were twelve
         assert len(processes) <= 6 * len(kept) + 8, (len(processes), len(kept))

@@ -34,7 +34,7 @@ import socket
 import stat
 import time
 
-from tree import become_subreaper, end_tree, reap  # beside this file
+from tree import become_subreaper, end_tree  # beside this file
 
 MAX_FDS = 16
 MAX_BLOCKS = 5000  # then a fresh box: nothing a kernel counts per namespace grows without end
@@ -248,9 +248,8 @@ def box_main(host, cgroup_fds, config, code_main):
             watch(pid, status)
         finally:
             status.close()
-        if not sweep(pid_namespace, pid):
+        if not sweep(pid_namespace, pid):  # every child reaped: nothing left to collect here
             os._exit(1)
-        reap()
         wiped = [top for top in WIPED if top not in skeleton.kept]
         if not all(empty(top, skeleton) for top in wiped) or not skeleton.intact():
             os._exit(1)
