@@ -82,10 +82,12 @@ setup_venv() {
     fi
     if [ "$what" = run ]; then
         say "installing execbox (core and sandbox: rich) into .venv"
-        .venv/bin/python -m pip install --disable-pip-version-check -e . | pip_progress
+        .venv/bin/python -m pip install --disable-pip-version-check --no-compile -e . | pip_progress
     else
+        # --no-compile: the interpreter compiles what is imported when it is (12 s of 47 not spent
+        # compiling the ~1 GB of packages up front, most of which the tests never import)
         say "installing execbox with every development extra into .venv (~1 GB, a few minutes)"
-        .venv/bin/python -m pip install --disable-pip-version-check -e '.[dev]' | pip_progress
+        .venv/bin/python -m pip install --disable-pip-version-check --no-compile -e '.[dev]' | pip_progress
     fi
     touch ".venv/.installed-$what-$hash"
 }
@@ -215,9 +217,19 @@ case "$job" in
         if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)
             shift
             install_system_packages fast; setup_venv
-            scripts/lint.sh
+            # the linters beside the tests (one core for ~20 s, while the tests' workers wait on
+            # jails and servers); their findings and status after the tests', both counted
+            lint=0 tests=0
+            lint_log=$(mktemp)
+            scripts/lint.sh >"$lint_log" 2>&1 &
+            lint_pid=$!
             # shellcheck disable=SC2046
-            exec .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@"
+            .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@" || tests=$?
+            wait "$lint_pid" || lint=$?
+            cat "$lint_log" >&2
+            rm -f "$lint_log"
+            [ "$lint" = 0 ] || { say "lint failed (scripts/lint.sh, above)"; exit "$lint"; }
+            exit "$tests"
         fi
         install_system_packages test; setup_venv; setup_docker; setup_tester; setup_vm
         run_all "$@" ;;

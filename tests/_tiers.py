@@ -57,6 +57,10 @@ BY_PATH: dict[str, tuple[str, ...]] = {
 # the contract suite's backends and the battery's modes in the fast tier; the rest are "wide"
 FAST_BACKENDS = frozenset({"local", "sandbox"})
 FAST_MODES = frozenset({"pool", "landlock"})
+# the language matrices run every toolchain of the table; the fast tier the ones `./dev.sh test
+# --fast` installs on a fresh Debian (Python, the shells, gcc and g++), the rest are "wide"
+LANGUAGE_MATRICES = ("backends/test_languages.py", "eval/test_judge_languages.py")
+FAST_LANGUAGES = frozenset({"python", "bash", "sh", "c", "cpp"})
 
 
 def markers_for(relative: str, params: dict[str, Any]) -> set[str]:
@@ -74,6 +78,9 @@ def markers_for(relative: str, params: dict[str, Any]) -> set[str]:
             found.add("gvisor")
         if backend not in fast:
             found.add("wide")
+    language = params.get("language")
+    if relative in LANGUAGE_MATRICES and isinstance(language, str) and language not in FAST_LANGUAGES:
+        found.add("wide")
     if any(value == "runsc" for value in params.values() if isinstance(value, str)):
         found.update(("docker", "gvisor"))
     return found
