@@ -217,11 +217,12 @@ case "$job" in
         if [ "${1:-}" = --fast ]; then  # the everyday tier: no VM, Docker, browser or nested run (tests/_tiers.py)
             shift
             install_system_packages fast; setup_venv
-            # the linters beside the tests (one core for ~20 s, while the tests' workers wait on
-            # jails and servers); their findings and status after the tests', both counted
+            # the linters beside the tests, at the lowest priority: they take the CPU the tests'
+            # workers leave while they wait on jails and servers (at the same priority they slowed
+            # the tests by as much as they saved); their findings and status after the tests'
             lint=0 tests=0
             lint_log=$(mktemp)
-            scripts/lint.sh >"$lint_log" 2>&1 &
+            nice -n 19 scripts/lint.sh >"$lint_log" 2>&1 &
             lint_pid=$!
             # shellcheck disable=SC2046
             .venv/bin/python -m pytest $(pytest_workers "$@") -m "$(.venv/bin/python -c 'import tests._tiers as t; print(t.FAST_EXPRESSION)')" "$@" || tests=$?
