@@ -17,16 +17,14 @@ call (``tool_choice: {"type": "tool"}``), the API's own way.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigurationError, ModelError, install_hint
 from ..tools._bounded_json import loads as bounded_loads
 from ._json import schema_of
-from ._model import _safe_name, sdk_error
 from ._reply import ModelReply, ToolCall
-from ._usage import Usage
+from ._sdk_client import SDKClient, safe_name
 
 __all__ = ["AnthropicClient"]
 
@@ -34,7 +32,7 @@ Message = Mapping[str, Any]
 _CHOICES = {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """Chat with Anthropic's Messages API (or a server speaking it).
 
     - ``model``: such as ``claude-sonnet-4-5``.
@@ -47,6 +45,9 @@ class AnthropicClient:
     """
 
     provider = "anthropic"
+    _base_url_env = "ANTHROPIC_BASE_URL"
+    _default_url = "https://api.anthropic.com"
+    _url_hint = "(base_url, ANTHROPIC_BASE_URL)"
 
     def __init__(
         self,
@@ -68,37 +69,17 @@ class AnthropicClient:
             raise ConfigurationError(
                 f"AnthropicClient needs the Anthropic SDK: {install_hint('agents')}"
             ) from None
-        if not isinstance(model, str) or not model:
-            raise ConfigurationError(
-                "AnthropicClient(model=...) needs the model's name, such as 'claude-sonnet-4-5'"
-            )
-        self.model = model
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        self.api_key_env = api_key_env
-        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        settings = (base_url, api_key, api_key_env, temperature, timeout_s, max_retries, prices)
+        key = self._settle(anthropic, model, "claude-sonnet-4-5", *settings)
         if not key:
             raise ConfigurationError(f"no API key for Anthropic: set {api_key_env} or pass api_key=...")
         if thinking_budget is not None and not (isinstance(thinking_budget, int) and thinking_budget >= 1024):
             raise ConfigurationError("thinking_budget must be a whole number of tokens >= 1024, or None")
-        self.temperature = temperature
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.prices = dict(prices or {})
-        self.usage = Usage()
-        self._sdk = anthropic
         self._client = anthropic.Anthropic(
             api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=max_retries
         )
-        self._explicit_key = api_key is not None
-
-    def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def where(self) -> str:
-        return self.base_url or "https://api.anthropic.com"
 
     # -- calls ------------------------------------------------------------------
 
@@ -114,7 +95,7 @@ class AnthropicClient:
         ``json_schema`` the answer's ``content`` is the JSON object."""
         if json_schema is not None:
             name, schema = schema_of(json_schema)
-            forced = {"name": _safe_name(name), "description": "Give your answer.", "input_schema": schema}
+            forced = {"name": safe_name(name), "description": "Give your answer.", "input_schema": schema}
             request = self._request(messages, None, None)
             request.pop("thinking", None)  # a forced tool call cannot follow thinking
             request.update(tools=[forced], tool_choice={"type": "tool", "name": forced["name"]})
@@ -155,27 +136,12 @@ class AnthropicClient:
     # -- config -------------------------------------------------------------------
 
     def to_config(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "model": self.model,
-            "base_url": self.base_url,
-            "api_key_env": self.api_key_env,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "thinking_budget": self.thinking_budget,
-            "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries,
-            "prices": {k: list(v) for k, v in self.prices.items()},
-        }
+        return self._config(max_tokens=self.max_tokens, thinking_budget=self.thinking_budget)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> AnthropicClient:
-        options = {k: v for k, v in config.items() if k != "provider"}
-        options["prices"] = {k: tuple(v) for k, v in (options.get("prices") or {}).items()}
-        try:
-            return cls(api_key=api_key, **options)
-        except TypeError as exc:
-            raise ConfigurationError(f"a model config has a field that does not fit: {exc}") from None
+        client: AnthropicClient = cls._from_config(config, api_key)
+        return client
 
     # -- inside -------------------------------------------------------------------
 
@@ -227,8 +193,7 @@ class AnthropicClient:
             + (getattr(usage, "cache_read_input_tokens", 0) or 0)
             + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
         )
-        counted = Usage.priced(self.model, prompt, usage.output_tokens or 0, self.prices)
-        self.usage = self.usage + counted
+        counted = self._count(prompt, usage.output_tokens or 0)
         return ModelReply(
             "".join(text),
             "\n".join(thought) or None,
@@ -237,18 +202,6 @@ class AnthropicClient:
             message.stop_reason,
             tuple(calls),
             tuple(kept),
-        )
-
-    def _translate(self, exc: Exception) -> ModelError:
-        source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
-        return sdk_error(
-            self._sdk,
-            exc,
-            where=self.where,
-            timeout_s=self.timeout_s,
-            model=self.model,
-            key_source=source,
-            url_hint="(base_url, ANTHROPIC_BASE_URL)",
         )
 
 

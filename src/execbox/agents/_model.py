@@ -21,7 +21,6 @@ Every call adds to ``model.usage`` (tokens and USD cost from the price table).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from .._errors import ConfigurationError, ModelError, install_hint
 from ._json import parse_json_reply, schema_of
 from ._reply import OPENAI_MESSAGE_KEYS, ModelReply, ToolCall
-from ._usage import Usage
+from ._sdk_client import SDKClient, safe_name
 
 __all__ = ["ModelClient", "ModelReply"]
 
@@ -39,7 +38,7 @@ _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 _LOCAL_KEY = "not-needed"
 
 
-class ModelClient:
+class ModelClient(SDKClient):
     """Chat with an OpenAI-compatible server.
 
     - ``model``: the model's name on the server.
@@ -53,6 +52,11 @@ class ModelClient:
       top of the table in ``execbox.agents.PRICES``.
     - ``structured_output``: True/False if known; None finds out.
     """
+
+    provider = "openai"
+    _base_url_env = "OPENAI_BASE_URL"
+    _default_url = "https://api.openai.com/v1"
+    _url_hint = "(--base-url, OPENAI_BASE_URL)"
 
     def __init__(
         self,
@@ -71,12 +75,8 @@ class ModelClient:
             import openai
         except ImportError:
             raise ConfigurationError(f"ModelClient needs the OpenAI SDK: {install_hint('agents')}") from None
-        if not isinstance(model, str) or not model:
-            raise ConfigurationError("ModelClient(model=...) needs the model's name, such as 'gpt-4o-mini'")
-        self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.api_key_env = api_key_env
-        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        settings = (base_url, api_key, api_key_env, temperature, timeout_s, max_retries, prices)
+        key = self._settle(openai, model, "gpt-4o-mini", *settings)
         if not key:
             if self.base_url is None or "api.openai.com" in self.base_url:
                 raise ConfigurationError(
@@ -84,26 +84,10 @@ class ModelClient:
                     "for a server that needs none (Ollama, vLLM, llama.cpp)"
                 )
             key = _LOCAL_KEY
-        self.temperature = temperature
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.prices = dict(prices or {})
         self.structured_output = structured_output
-        self.usage = Usage()
-        self._openai = openai
         self._client = openai.OpenAI(
             api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=max_retries
         )
-        self._explicit_key = api_key is not None
-
-    provider = "openai"
-
-    def __repr__(self) -> str:
-        return f"ModelClient(model={self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def where(self) -> str:
-        return self.base_url or "https://api.openai.com/v1"
 
     # -- calls ------------------------------------------------------------------
 
@@ -129,7 +113,7 @@ class ModelClient:
                 **request,
                 "response_format": {
                     "type": "json_schema",
-                    "json_schema": {"name": _safe_name(name), "schema": schema},
+                    "json_schema": {"name": safe_name(name), "schema": schema},
                 },
             }
             try:
@@ -168,7 +152,7 @@ class ModelClient:
         }
         try:
             chunks = self._client.chat.completions.create(**request)
-        except self._openai.OpenAIError as exc:
+        except self._sdk.OpenAIError as exc:
             raise self._translate(exc) from None
         content: list[str] = []
         thought: list[str] = []
@@ -194,7 +178,7 @@ class ModelClient:
                     if choice.delta.content:
                         content.append(choice.delta.content)
                         yield choice.delta.content
-        except self._openai.OpenAIError as exc:
+        except self._sdk.OpenAIError as exc:
             raise self._translate(exc) from None
         text, think = _split_thought("".join(content), "".join(thought) or None)
         counted = self._count(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
@@ -208,27 +192,12 @@ class ModelClient:
     def to_config(self) -> dict[str, Any]:
         """The settings as JSON-ready data. The key itself is not saved: its
         variable's name is (``api_key_env``)."""
-        return {
-            "provider": self.provider,
-            "model": self.model,
-            "base_url": self.base_url,
-            "api_key_env": self.api_key_env,
-            "temperature": self.temperature,
-            "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries,
-            "prices": {k: list(v) for k, v in self.prices.items()},
-            "structured_output": self.structured_output,
-        }
+        return self._config(structured_output=self.structured_output)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, api_key: str | None = None) -> ModelClient:
-        options = dict(config)
-        options.pop("provider", None)
-        options["prices"] = {k: tuple(v) for k, v in (options.get("prices") or {}).items()}
-        try:
-            return cls(api_key=api_key, **options)
-        except TypeError as exc:
-            raise ConfigurationError(f"a model config has a field that does not fit: {exc}") from None
+        client: ModelClient = cls._from_config(config, api_key)
+        return client
 
     # -- inside -------------------------------------------------------------------
 
@@ -253,7 +222,7 @@ class ModelClient:
     def _call(self, request: dict[str, Any]) -> Any:
         try:
             return self._client.chat.completions.create(**request)
-        except self._openai.OpenAIError as exc:
+        except self._sdk.OpenAIError as exc:
             raise self._translate(exc) from None
 
     def _reply(self, completion: Any) -> ModelReply:
@@ -272,50 +241,6 @@ class ModelClient:
             if getattr(c, "function", None) is not None
         )
         return ModelReply(text, thought, counted, completion.model or self.model, choice.finish_reason, calls)
-
-    def _count(self, prompt: int, completion: int) -> Usage:
-        usage = Usage.priced(self.model, prompt, completion, self.prices)
-        self.usage = self.usage + usage
-        return usage
-
-    def _translate(self, exc: Exception) -> ModelError:
-        source = "the api_key given" if self._explicit_key else f"${self.api_key_env}"
-        return sdk_error(
-            self._openai,
-            exc,
-            where=self.where,
-            timeout_s=self.timeout_s,
-            model=self.model,
-            key_source=source,
-            url_hint="(--base-url, OPENAI_BASE_URL)",
-        )
-
-
-def sdk_error(
-    sdk: Any, exc: Exception, *, where: str, timeout_s: float, model: str, key_source: str, url_hint: str
-) -> ModelError:
-    """An SDK's exception (OpenAI's and Anthropic's share their names) as
-    a ``ModelError`` that says what to change."""
-    if isinstance(exc, sdk.APITimeoutError):
-        return ModelError(f"the model server at {where} did not answer within {timeout_s} s (timeout_s)")
-    if isinstance(exc, sdk.APIConnectionError):
-        return ModelError(f"cannot reach the model server at {where}: start it, or set base_url {url_hint}")
-    if isinstance(exc, sdk.AuthenticationError):
-        return ModelError(f"the model server at {where} refused the API key ({key_source}): 401")
-    if isinstance(exc, sdk.NotFoundError):
-        return ModelError(f"the model server at {where} has no model {model!r} (404): check the model name")
-    if isinstance(exc, sdk.APIStatusError):
-        return ModelError(f"the model server at {where} answered {exc.status_code}: {_detail(exc)}")
-    return ModelError(f"the model call failed: {exc}")
-
-
-def _detail(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(getattr(exc, "message", exc))
 
 
 def _refused_format(exc: ModelError) -> bool:
@@ -344,7 +269,3 @@ def _ask_for_json(messages: list[Message], schema: dict[str, Any]) -> list[Messa
             ),
         },
     ]
-
-
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "reply"
