@@ -35,7 +35,6 @@ KNOWN_LONG: dict[str, str] = {
     "backends/sandbox/_doctor.py:diagnose": "issue 43: to split",
     "client/_stream.py:follow": "issue 43: to split",
     "server/_connections.py:protocol_class": "issue 43: to split",
-    "tools/mcp.py:_add_tools": "issue 43: to split",
 }
 
 

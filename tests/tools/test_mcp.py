@@ -275,7 +275,7 @@ def test_the_images_of_one_run_are_bounded_by_its_output_cap(tmp_path):
     text: ten 600 KiB images under a 1 MiB cap return one, and name the rest."""
     require_mcp()
     from execbox import ExecutionResult, Workspace
-    from execbox.tools.mcp import _images
+    from execbox.tools._mcp_content import images as _images
 
     with Workspace(tmp_path) as workspace:
         for n in range(10):
@@ -490,7 +490,8 @@ def test_a_missing_sdk_names_the_extra_to_install():
 def test_images_come_from_displays_and_image_files_checked_by_their_bytes(tmp_path):
     require_mcp()
     from execbox import Display, ExecutionResult, Workspace
-    from execbox.tools.mcp import MAX_IMAGES, _images
+    from execbox.tools._mcp_content import MAX_IMAGES
+    from execbox.tools._mcp_content import images as _images
 
     gif = b"GIF89a" + b"\x00" * 20
     with Workspace(tmp_path) as workspace:

@@ -28,7 +28,6 @@ How failures come back:
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -36,13 +35,11 @@ from typing import Annotated, Any, Literal
 
 from .._errors import ConfigurationError, ExecboxError, WorkspaceError, install_hint
 from .._gpus import check_gpu_backend, parse_gpus
-from .._models import CodeBlock, ExecutionResult, Limits, one_line
+from .._models import CodeBlock, Limits
 from .._version import __version__
 from .._workspace import Workspace
 from ..backends import DEFAULT_BACKEND, Executor, get_backend
-from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, as_text, list_text, read_at_most, read_bytes, write_text
-from ._files import image_type as _image_type
-from ._files import size_text as _size
+from ._files import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, list_text, write_text
 from ._progress import run_reporting
 
 
@@ -72,16 +69,12 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent, ToolAnnotations
     from pydantic import Field
+
+    from ._mcp_content import MAX_IMAGES, file_content, run_content
 except ImportError as _exc:  # mcp missing or 1.x
     raise _missing_sdk(_exc) from _exc
 
 __all__ = ["MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_TEXT_BYTES", "create_server", "serve"]
-
-# Images handed back with one run (displays and image files it wrote).
-MAX_IMAGES = 10
-
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 Transport = Literal["stdio", "http"]
 
@@ -231,6 +224,19 @@ def _infrastructure(what: str, exc: BaseException, backend: str = "") -> MCPErro
 
 
 def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
+    list_files, read_file, write_file = _file_tools(holder)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    rewrites = ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+    server.add_tool(
+        _run_code_tool(holder), annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True)
+    )
+    server.add_tool(list_files, annotations=read_only, structured_output=False)
+    server.add_tool(read_file, annotations=read_only, structured_output=False)
+    server.add_tool(write_file, annotations=rewrites, structured_output=False)
+    server.add_tool(_reset_session_tool(holder), annotations=rewrites, structured_output=False)
+
+
+def _run_code_tool(holder: _ExecutorHolder) -> Callable[..., Any]:
     async def run_code(
         code: Annotated[str, Field(description="The code to run, as it would be saved in a file.")],
         language: Annotated[
@@ -258,19 +264,14 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
                 result = await run_reporting(executor, CodeBlock(language, code), ctx.report_progress)
         except (ExecboxError, OSError) as exc:
             raise _infrastructure("could not run the code", exc, executor.name) from exc
-        images, notes = await anyio.to_thread.run_sync(
-            _images, executor.workspace, result, executor.limits.max_output_bytes
-        )
-        text = result.to_text()
-        if result.timed_out:
-            notes.insert(
-                0,
-                f"This server allows {executor.limits.timeout_s:g} s per run "
-                "(execbox mcp --timeout S; create_server(timeout_s=...)).",
-            )
-        if notes:
-            text = text.rstrip("\n") + "\n" + "\n".join(notes)
-        return CallToolResult(content=[TextContent(type="text", text=text), *images])
+        content = await anyio.to_thread.run_sync(run_content, executor.workspace, result, executor.limits)
+        return CallToolResult(content=[*content])
+
+    return run_code
+
+
+def _file_tools(holder: _ExecutorHolder) -> tuple[Callable[..., Any], ...]:
+    """list_files, read_file and write_file on the executor's workspace."""
 
     async def list_files(
         path: Annotated[
@@ -280,7 +281,7 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         """List the files and folders under a workspace folder, recursively,
         with their sizes."""
         workspace = (await holder.get()).workspace
-        return await _file_call(_list, workspace, path)
+        return await _file_call(list_text, workspace, path)
 
     async def read_file(
         path: Annotated[str, Field(description="A file relative to the workspace.")],
@@ -290,7 +291,7 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
         binary file is not returned: its size and kind are, so inspect it
         with run_code."""
         workspace = (await holder.get()).workspace
-        return await _file_call(_read, workspace, path)
+        return await _file_call(file_content, workspace, path)
 
     async def write_file(
         path: Annotated[
@@ -300,8 +301,12 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
     ) -> str:
         """Write a text file into the workspace (replacing it if it exists)."""
         workspace = (await holder.get()).workspace
-        return await _file_call(_write, workspace, path, content)
+        return await _file_call(write_text, workspace, path, content)
 
+    return list_files, read_file, write_file
+
+
+def _reset_session_tool(holder: _ExecutorHolder) -> Callable[..., Any]:
     async def reset_session() -> str:
         """Restart the execution session: stop whatever code runs now and,
         on a stateful backend (jupyter), restart the kernel so variables and
@@ -323,20 +328,7 @@ def _add_tools(server: MCPServer, holder: _ExecutorHolder) -> None:
             "(each run_code starts fresh), so nothing else was lost. Files in the workspace stay."
         )
 
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    server.add_tool(run_code, annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True))
-    server.add_tool(list_files, annotations=read_only, structured_output=False)
-    server.add_tool(read_file, annotations=read_only, structured_output=False)
-    server.add_tool(
-        write_file,
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
-        structured_output=False,
-    )
-    server.add_tool(
-        reset_session,
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False),
-        structured_output=False,
-    )
+    return reset_session
 
 
 async def _file_call(work: Callable[..., Any], workspace: Workspace, *args: Any) -> Any:
@@ -348,105 +340,3 @@ async def _file_call(work: Callable[..., Any], workspace: Workspace, *args: Any)
         raise ToolError(str(exc)) from exc
     except (ExecboxError, OSError) as exc:
         raise _infrastructure("could not use the workspace", exc) from exc
-
-
-def _list(workspace: Workspace, path: str) -> str:
-    return list_text(workspace, path)
-
-
-def _read(workspace: Workspace, path: str) -> list[TextContent | ImageContent]:
-    data = read_bytes(workspace, path)
-    mime = _image_type(data)
-    if mime is not None:
-        return [
-            TextContent(type="text", text=f"{path}: {mime} image, {_size(len(data))}"),
-            ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime),
-        ]
-    text = as_text(path, data)
-    if text is None:
-        return [
-            TextContent(
-                type="text",
-                text=f"{path} is a binary file ({_size(len(data))}, not UTF-8 text): "
-                "not shown. Use run_code to inspect it.",
-            )
-        ]
-    return [TextContent(type="text", text=text)]
-
-
-def _write(workspace: Workspace, path: str, content: str) -> str:
-    return write_text(workspace, path, content)
-
-
-def _images(
-    workspace: Workspace, result: ExecutionResult, budget: int
-) -> tuple[list[ImageContent], list[str]]:
-    """Image content for the run's image displays, then for the image files
-    it wrote; notes on what was left out. The images of one run come to at
-    most ``budget`` bytes (the run's ``Limits.max_output_bytes``) and
-    ``MAX_IMAGES``: like its text, what a run hands back is bounded by its
-    own cap (security issue 39), and no file is read past what is left."""
-    candidates: list[tuple[str, str | None]] = []  # (label, workspace path or None for inline data)
-    # a label is a name the block chose, for lines of the text the model reads: escaped (one_line)
-    inline: dict[str, str] = {}
-    for index, display in enumerate(result.displays):
-        if display.mime_type not in _IMAGE_TYPES:  # SVG and HTML stay files, named in the output
-            continue
-        if display.path is not None:
-            candidates.append((one_line(display.path), display.path))
-        elif display.data is not None:
-            label = f"inline image {index + 1}"
-            inline[label] = display.data
-            candidates.append((label, None))
-    shown = {path for _, path in candidates if path is not None}
-    candidates += [
-        (one_line(f), f) for f in result.files if f.lower().endswith(_IMAGE_SUFFIXES) and f not in shown
-    ]
-
-    budget_all = budget
-    images: list[ImageContent] = []
-    sent: list[str] = []
-    notes: list[str] = []
-    for position, (label, path) in enumerate(candidates):
-        if len(images) >= MAX_IMAGES:
-            rest = [lbl for lbl, _ in candidates[position:]]
-            notes.append(
-                f"{len(rest)} more images not returned (at most {MAX_IMAGES} per run; read_file "
-                f"shows one): {', '.join(rest)}"
-            )
-            break
-        most = min(MAX_IMAGE_BYTES, budget)
-        try:
-            if path is not None:
-                data = _load_image(workspace, path, most)
-            else:
-                data = base64.b64decode(inline[label]) if len(inline[label]) <= most * 4 // 3 + 4 else None
-        except (WorkspaceError, OSError, ValueError) as exc:
-            notes.append(f"Image {label} not returned: {exc}")
-            continue
-        if data is None or len(data) > most:
-            why = (
-                f"it is more than {_size(MAX_IMAGE_BYTES)}"
-                if most == MAX_IMAGE_BYTES
-                else f"the images of one run take at most Limits.max_output_bytes={_size(budget_all)} "
-                f"in all ({_size(budget)} left); read_file shows one"
-            )
-            notes.append(f"Image {label} not returned: {why}.")
-            continue
-        mime = _image_type(data)
-        if mime is None:
-            notes.append(f"Image {label} not returned: not a PNG, JPEG, GIF or WebP image.")
-            continue
-        budget -= len(data)
-        images.append(ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime))
-        sent.append(label)
-    if sent:
-        notes.insert(0, "Images returned below: " + ", ".join(sent))
-    return images, notes
-
-
-def _load_image(workspace: Workspace, path: str, most: int) -> bytes | None:
-    """At most ``most`` bytes of a file the run wrote (still growing,
-    maybe, by what it left running), never through a link; None when it holds more."""
-    data = read_at_most(workspace, path, most)
-    return None if len(data) > most else data
