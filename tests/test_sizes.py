@@ -28,7 +28,6 @@ KNOWN_LONG: dict[str, str] = {
     "backends/sandbox/__init__.py:SandboxExecutor.__init__": "issue 43: being split by the runner work",
     "backends/sandbox/__init__.py:SandboxExecutor._start": "issue 43: being split by the runner work",
     "backends/sandbox/_session.py:Session._run": "issue 43: being split by the runner work",
-    "backends/docker/_container.py:container_settings": "issue 43: to split",
     "backends/docker/_link.py:run_block": "issue 43: to split",
     "backends/jupyter/__init__.py:JupyterExecutor.__init__": "issue 43: to split",
     "backends/jupyter/_sandboxed.py:SandboxKernel.start": "issue 43: to split",

@@ -123,8 +123,6 @@ def container_settings(
     Docker's bridge, narrowed by the routing rules the agent installs at
     its start (``_agent/egress.py``: CAP_NET_ADMIN until then), which make
     the forbidden ranges and ``host_addresses`` unreachable."""
-    from docker.types import LogConfig, Ulimit
-
     overhead = AGENT_OVERHEAD_PROCESSES if agent else OVERHEAD_PROCESSES
     settings = confined(
         image=image,
@@ -138,29 +136,14 @@ def container_settings(
         name=name,
         labels={LABEL_KEEP: "1"} if keep else {},
     )
-    internal = f"{WORKDIR}/{INTERNAL_DIR}"
-    mounts = {
-        workspace: {"bind": WORKDIR, "mode": "rw"},
-        os.path.join(workspace, INTERNAL_DIR): {"bind": internal, "mode": "ro"},
-        **{
-            os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{internal}/{folder}", "mode": "rw"}
-            for folder in WRITABLE_INTERNAL
-        },
-        **volumes,
-    }
+    mounts = _workspace_mounts(workspace, volumes)
     if limits.network and not agent:
         raise ConfigurationError("the network on needs the agent: it installs the container's routing rules")
     command = [*AGENT_COMMAND, user] if agent else list(KEEPALIVE)
     if agent:
-        mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
-        mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
-        settings.update(
-            stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE), cap_add=list(AGENT_CAPABILITIES)
-        )
+        _start_the_agent(settings, mounts)
     if limits.network:
-        mounts[str(NETLINK_SOURCE)] = {"bind": NETLINK_MOUNT, "mode": "ro"}
-        settings["cap_add"].append(EGRESS_CAPABILITY)
-        command.append(json.dumps({"netlink": NETLINK_MOUNT, "host_addresses": list(host_addresses)}))
+        _open_the_network(settings, mounts, command, host_addresses)
     settings.update(
         {
             # the engine's init reaps orphans; the agent (or the keep-alive) is its first child
@@ -171,24 +154,76 @@ def container_settings(
             "network_mode": "bridge" if limits.network else "none",
             "memswap_limit": f"{memory_mb}m",  # no swap on top
             "cgroupns": "private",  # the block does not see the host's cgroup tree
-            "ulimits": [
-                Ulimit(name="nofile", soft=open_files, hard=open_files),
-                Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024),
-            ],
+            "ulimits": _file_limits(open_files, file_size_mb),
             "stop_signal": "SIGKILL",
         }
     )
     if runtime == "runsc":
-        # gVisor's own threads count against the host pids limit (~55 idle,
-        # ~430 with 60 processes inside): a tight one crashes the sandbox.
-        # The block's processes are counted by gVisor's kernel instead.
-        settings["pids_limit"] = 8 * max_processes + 512
-        settings["ulimits"].append(
-            Ulimit(name="nproc", soft=max_processes + overhead, hard=max_processes + overhead)
-        )
+        _count_processes_in_gvisor(settings, max_processes, max_processes + overhead)
     if device_requests:
         settings["device_requests"] = list(device_requests)
     return settings
+
+
+def _workspace_mounts(workspace: str, volumes: Mapping[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The workspace at WORKDIR, its .execbox/ read-only but for
+    WRITABLE_INTERNAL, and the user's volumes."""
+    internal = f"{WORKDIR}/{INTERNAL_DIR}"
+    return {
+        workspace: {"bind": WORKDIR, "mode": "rw"},
+        os.path.join(workspace, INTERNAL_DIR): {"bind": internal, "mode": "ro"},
+        **{
+            os.path.join(workspace, INTERNAL_DIR, folder): {"bind": f"{internal}/{folder}", "mode": "rw"}
+            for folder in WRITABLE_INTERNAL
+        },
+        **volumes,
+    }
+
+
+def _start_the_agent(settings: dict[str, Any], mounts: dict[str, dict[str, str]]) -> None:
+    """The agent and run_file.py bound in read-only, its channel on the
+    attached stdin (never logged), and the capabilities it needs to become
+    the block user."""
+    from docker.types import LogConfig
+
+    mounts[str(AGENT_SOURCE)] = {"bind": AGENT_MOUNT, "mode": "ro"}
+    mounts[str(RUN_FILE_SOURCE)] = {"bind": RUN_FILE_MOUNT, "mode": "ro"}
+    settings.update(
+        stdin_open=True, log_config=LogConfig(type=LogConfig.types.NONE), cap_add=list(AGENT_CAPABILITIES)
+    )
+
+
+def _open_the_network(
+    settings: dict[str, Any],
+    mounts: dict[str, dict[str, str]],
+    command: list[str],
+    host_addresses: Sequence[str],
+) -> None:
+    """What the agent needs to install the routing rules at its start: the
+    netlink module, CAP_NET_ADMIN until then, and their config as its
+    second argument."""
+    mounts[str(NETLINK_SOURCE)] = {"bind": NETLINK_MOUNT, "mode": "ro"}
+    settings["cap_add"].append(EGRESS_CAPABILITY)
+    command.append(json.dumps({"netlink": NETLINK_MOUNT, "host_addresses": list(host_addresses)}))
+
+
+def _file_limits(open_files: int, file_size_mb: int) -> list[Any]:
+    from docker.types import Ulimit
+
+    return [
+        Ulimit(name="nofile", soft=open_files, hard=open_files),
+        Ulimit(name="fsize", soft=file_size_mb * 1024 * 1024, hard=file_size_mb * 1024 * 1024),
+    ]
+
+
+def _count_processes_in_gvisor(settings: dict[str, Any], max_processes: int, in_sandbox: int) -> None:
+    """gVisor's own threads count against the host pids limit (~55 idle,
+    ~430 with 60 processes inside): a tight one crashes the sandbox. The
+    block's processes are counted by gVisor's kernel instead."""
+    from docker.types import Ulimit
+
+    settings["pids_limit"] = 8 * max_processes + 512
+    settings["ulimits"].append(Ulimit(name="nproc", soft=in_sandbox, hard=in_sandbox))
 
 
 def confined(
