@@ -200,9 +200,37 @@ class PeerAttributes:
     that mean something on an execbox executor (the adapter's ``_wrapped()``)."""
 
     _work_dir: Path | None = None
+    _cleanup: bool = False
 
     def _wrapped(self) -> Executor:
         raise NotImplementedError
+
+    def _adopt(
+        self, owner: str, executor: Executor | None, backend: str | None, options: dict[str, Any]
+    ) -> Executor:
+        """The executor the adapter wraps (``make_executor``), the peers'
+        ``work_dir`` and ``cleanup_temp_files`` kept on the adapter."""
+        options, peer = peer_options(owner, options)
+        made = make_executor(owner, executor, backend, options)
+        self._work_dir = peer.work_dir
+        self._cleanup = peer.cleanup
+        return made
+
+    def _result_fields(
+        self, executor: Executor, blocks: list[CodeBlock], result: ExecutionResult
+    ) -> dict[str, Any]:
+        """The fields of the peers' code result for a run (its code files
+        removed first where the adapter cleans up): ``exit_code``,
+        ``output``, ``code_file``, ``output_files`` and ``execution``."""
+        if self._cleanup:
+            remove_code_files(executor, blocks, result)
+        return {
+            "exit_code": result.exit_code,
+            "output": result.to_text("plain"),
+            "code_file": code_file(executor, result),
+            "output_files": output_files(executor, result),
+            "execution": result,
+        }
 
     @property
     def timeout(self) -> float:

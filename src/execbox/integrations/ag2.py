@@ -75,16 +75,7 @@ from pydantic import Field
 from .._extract import extract_from_messages
 from .._models import ExecutionResult
 from ..backends import Executor
-from ._common import (
-    PeerAttributes,
-    as_execbox_block,
-    code_file,
-    make_executor,
-    output_files,
-    peer_options,
-    remove_code_files,
-    warn_stateless_restart,
-)
+from ._common import PeerAttributes, as_execbox_block, warn_stateless_restart
 
 __all__ = ["AG2CodeBlock", "AG2CodeExecutor", "AG2CodeResult", "ExecboxCodeExtractor"]
 
@@ -142,10 +133,7 @@ class AG2CodeExecutor(PeerAttributes, _AG2CodeExecutor):
     def __init__(
         self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
     ) -> None:
-        options, peer = peer_options("AG2CodeExecutor", options)
-        self.executor = make_executor("AG2CodeExecutor", executor, backend, options)
-        self._work_dir = peer.work_dir
-        self._cleanup = peer.cleanup
+        self.executor = self._adopt("AG2CodeExecutor", executor, backend, options)
         self._extractor = ExecboxCodeExtractor()
 
     def __repr__(self) -> str:
@@ -164,15 +152,7 @@ class AG2CodeExecutor(PeerAttributes, _AG2CodeExecutor):
         ``output`` (the agent adds the ``exitcode: ...`` line)."""
         blocks = [as_execbox_block(b.code, b.language, getattr(b, "filename", None)) for b in code_blocks]
         result = self.executor.run(blocks)
-        if self._cleanup:
-            remove_code_files(self.executor, blocks, result)
-        return AG2CodeResult(
-            exit_code=result.exit_code,
-            output=result.to_text("plain"),
-            code_file=code_file(self.executor, result),
-            output_files=output_files(self.executor, result),
-            execution=result,
-        )
+        return AG2CodeResult(**self._result_fields(self.executor, blocks, result))
 
     def restart(self) -> None:
         """Stop what runs and the backend's processes (a Jupyter kernel loses

@@ -89,16 +89,7 @@ from pydantic import BaseModel, Field
 from .._errors import ConfigurationError, ExecutorClosedError
 from .._models import ExecutionResult
 from ..backends import Executor, executor_from_config
-from ._common import (
-    PeerAttributes,
-    as_execbox_block,
-    code_file,
-    make_executor,
-    output_files,
-    peer_options,
-    remove_code_files,
-    warn_stateless_restart,
-)
+from ._common import PeerAttributes, as_execbox_block, warn_stateless_restart
 
 __all__ = ["CANCELLED_EXIT_CODE", "AutoGenCodeExecutor", "AutoGenCodeExecutorConfig", "AutoGenCodeResult"]
 
@@ -152,10 +143,7 @@ class AutoGenCodeExecutor(PeerAttributes, _CodeExecutor, Component[AutoGenCodeEx
     def __init__(
         self, executor: Executor | None = None, *, backend: str | None = None, **options: Any
     ) -> None:
-        options, peer = peer_options("AutoGenCodeExecutor", options)
-        self._executor = make_executor("AutoGenCodeExecutor", executor, backend, options)
-        self._work_dir = peer.work_dir
-        self._cleanup = peer.cleanup
+        self._executor = self._adopt("AutoGenCodeExecutor", executor, backend, options)
         self._stopped = False
 
     def __repr__(self) -> str:
@@ -206,15 +194,7 @@ class AutoGenCodeExecutor(PeerAttributes, _CodeExecutor, Component[AutoGenCodeEx
             if not by_token or _cancelling():
                 raise
             return _cancelled("".join(printed), ran=True)
-        if self._cleanup:
-            remove_code_files(executor, blocks, result)
-        return AutoGenCodeResult(
-            exit_code=result.exit_code,
-            output=result.to_text("plain"),
-            code_file=code_file(executor, result),
-            output_files=output_files(executor, result),
-            execution=result,
-        )
+        return AutoGenCodeResult(**self._result_fields(executor, blocks, result))
 
     # -- lifecycle ------------------------------------------------------------
 
