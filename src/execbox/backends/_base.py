@@ -129,10 +129,13 @@ class Executor(ABC):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None = None,
+        *,
+        from_text: bool = False,
     ) -> Outcome:
         """Run a block the base class has just written to ``code_path`` (or
         not, where ``_runs_from_text``), its text ``code`` (``stdin``: only
-        where ``takes_stdin``). A backend that
+        where ``takes_stdin``; ``from_text``: what ``_runs_from_text`` said
+        of this block, asked once, by the block loop). A backend that
         sends the text rather than runs the file (a Jupyter kernel)
         overrides this and uses ``code``: reading the file
         back would read what a process left by an earlier block may have put
@@ -403,7 +406,8 @@ class Executor(ABC):
         """Whether ``_execute_code`` runs this block from ``code`` alone,
         never reading its file: with ``keep_code_files=False`` the file is
         then not written at all (a write and a removal per block saved; the
-        block's ``__file__`` still names it, its tracebacks show its lines)."""
+        block's ``__file__`` still names it, its tracebacks show its lines).
+        The block loop asks once per block and tells ``_execute_code``."""
         return False
 
     def _cancel_active(self) -> None:

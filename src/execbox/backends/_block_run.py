@@ -84,43 +84,15 @@ def _run_block(
     written: list[str],
 ) -> BlockResult:
     common: dict[str, Any] = {"index": index, "language_inferred": block.language_inferred}
-    lang = find_language(block.language)
-    if lang is None or (
-        executor.policies[lang.name] == "execute" and lang.name not in executor.capabilities.languages
-    ):
-        return failed_block(
-            common,
-            block.language.strip().lower() or "(none)",
-            "UnsupportedLanguage",
-            unsupported(executor, block.language, lang),
-        )
-    common["language"] = lang.name
-    policy = executor.policies[lang.name]
-    if block.stdin is not None and not executor.takes_stdin and policy == "execute":
-        return failed_block(
-            common,
-            lang.name,
-            "StdinUnsupported",
-            f"the {executor.name} backend gives blocks no stdin: run it on the sandbox or local backend, "
-            "or drop CodeBlock(stdin=...)",
-        )
-    if policy == "refuse":
-        return failed_block(
-            common,
-            lang.name,
-            "RefusedLanguage",
-            f"{lang.name} blocks are refused by this executor's execution_policies; "
-            f"set execution_policies={{'{lang.name}': 'execute'}} to run them",
-        )
+    checked = _checked(executor, block, common)
+    if isinstance(checked, BlockResult):
+        return checked
+    lang, policy = checked
     code = silence_pip(block.code, lang.name) if executor.silence_pip else block.code
     relative = block.filename or f"{CODE_DIR}/{run_id}_{index}{lang.suffix}"
-    # a file nobody keeps, for a backend that runs the block from its text: never written
-    unwritten = (
-        not block.filename
-        and not executor.keep_code_files
-        and policy == "execute"
-        and executor._runs_from_text(lang, code)
-    )
+    # asked once: the backend is told (_execute_code), and a file nobody keeps is never written
+    from_text = policy == "execute" and executor._runs_from_text(lang, code)
+    unwritten = not block.filename and not executor.keep_code_files and from_text
     try:
         if block.filename:
             saved = executor.workspace.write_text(relative, code)
@@ -156,6 +128,7 @@ def _run_block(
             code,
             cancel,
             on_output,
+            from_text=from_text,
             **extra,
         )
         result = outcome.to_block(common)
@@ -164,6 +137,42 @@ def _run_block(
         written.remove(relative)
         result = dataclasses.replace(result, code_file=None)
     return with_network_hint(result, executor.limits, lambda: executor.capabilities.enforced)
+
+
+def _checked(
+    executor: ExecutorLike, block: CodeBlock, common: dict[str, Any]
+) -> tuple[Language, str] | BlockResult:
+    """The block's language and its policy, or the failed block where the
+    executor does not take it (``common`` gets the language's name)."""
+    lang = find_language(block.language)
+    if lang is None or (
+        executor.policies[lang.name] == "execute" and lang.name not in executor.capabilities.languages
+    ):
+        return failed_block(
+            common,
+            block.language.strip().lower() or "(none)",
+            "UnsupportedLanguage",
+            unsupported(executor, block.language, lang),
+        )
+    common["language"] = lang.name
+    policy = executor.policies[lang.name]
+    if block.stdin is not None and not executor.takes_stdin and policy == "execute":
+        return failed_block(
+            common,
+            lang.name,
+            "StdinUnsupported",
+            f"the {executor.name} backend gives blocks no stdin: run it on the sandbox or local backend, "
+            "or drop CodeBlock(stdin=...)",
+        )
+    if policy == "refuse":
+        return failed_block(
+            common,
+            lang.name,
+            "RefusedLanguage",
+            f"{lang.name} blocks are refused by this executor's execution_policies; "
+            f"set execution_policies={{'{lang.name}': 'execute'}} to run them",
+        )
+    return lang, policy
 
 
 def unsupported(executor: ExecutorLike, given: str, lang: Language | None) -> str:

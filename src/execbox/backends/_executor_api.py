@@ -98,6 +98,8 @@ class ExecutorLike(Protocol):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None = None,
+        *,
+        from_text: bool = False,
     ) -> Outcome: ...
     def _compile(
         self, argv: list[str], *, folders: tuple[str, ...], env: dict[str, str], cancel: Cancellation

@@ -2,7 +2,8 @@
 local and sandbox backends): their options, the environment and the
 functions module they give a block, and how a block's file becomes an argv.
 How that argv runs is the backend's ``BlockRunner``: the local backend's
-runs it as it is (``local``), the sandbox's in a jail (``sandbox._runner``).
+runs it as it is (``local``), the sandbox's in a jail (``sandbox._runner``)
+or in its stateful session (``sandbox._stateful``).
 """
 
 from __future__ import annotations
@@ -24,20 +25,38 @@ from ._host_python import HostPython
 from ._process import Cancellation, OutputCallback, ProcessOutcome
 from ._result import Outcome, missing_program, outcome_to_result
 
-__all__ = ["BlockRunner", "HostExecutor", "child_environment", "reserving", "with_options"]
+__all__ = ["BlockRunner", "HostExecutor", "ProcessRunner", "child_environment", "reserving", "with_options"]
 
 # Host variables a block always gets (when set on the host).
 PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
 
 
 class BlockRunner(Protocol):
-    """Runs one block's argv to completion (``python_file``: the
-    executor's Python on a code file; ``source``: that file's text, for a
-    runner that runs it from the text, when ``_runs_from_text`` says so;
-    ``reserves``: not None for a runtime that reserves far more address
-    space than it uses (``Language.reserves_address_space``): where an
-    rlimit stands in for a memory cgroup, the runner holds the memory limit
-    with RLIMIT_DATA, not RLIMIT_AS, and puts these options after argv[0])."""
+    """Runs a backend's blocks (the executor picks one at start, as httpx
+    picks a transport): a block's argv to its ``Outcome`` (``run_block``),
+    a process to completion (``run``: the functions' import probe, each
+    block of a runner whose blocks are processes: ``ProcessRunner``), a
+    compiler (``build``); ``runs_from_text``: whether a block's text is
+    sent and its file never read (``Executor._runs_from_text``)."""
+
+    def runs_from_text(self, language: Language, code: str) -> bool: ...
+
+    def run_block(
+        self,
+        language: Language,
+        argv: list[str],
+        *,
+        code_file: str | None,
+        limits: Limits,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
+        stdin: str | None = None,
+    ) -> Outcome:
+        """Run a block: ``argv`` ends with its ``code_file`` (relative to
+        the workspace), or is a built program's (``code_file`` None);
+        ``source``: the file's text, where ``runs_from_text`` said so."""
+        ...
 
     def run(
         self,
@@ -49,7 +68,15 @@ class BlockRunner(Protocol):
         source: str | None = None,
         stdin: bytes | None = None,
         reserves: tuple[str, ...] | None = None,
-    ) -> ProcessOutcome: ...
+    ) -> ProcessOutcome:
+        """Run ``argv`` to completion (``python_file``: the executor's
+        Python on a code file; ``source``: that file's text, to run it from;
+        ``reserves``: not None for a runtime that reserves far more address
+        space than it uses (``Language.reserves_address_space``): where an
+        rlimit stands in for a memory cgroup, the runner holds the memory
+        limit with RLIMIT_DATA, not RLIMIT_AS, and puts these options after
+        argv[0])."""
+        ...
 
     def build(
         self,
@@ -62,6 +89,39 @@ class BlockRunner(Protocol):
     ) -> ProcessOutcome:
         """Run a compiler as a block runs (``Executor._compile``)."""
         ...
+
+
+class ProcessRunner:
+    """The part of a runner whose blocks are processes: each block its
+    ``run``, its ``ProcessOutcome`` made an ``Outcome``; no block runs
+    from its text unless the runner says otherwise."""
+
+    def runs_from_text(self, language: Language, code: str) -> bool:
+        return False
+
+    def run_block(
+        self: BlockRunner,
+        language: Language,
+        argv: list[str],
+        *,
+        code_file: str | None,
+        limits: Limits,
+        cancel: Cancellation,
+        on_output: OutputCallback | None,
+        source: str | None = None,
+        stdin: str | None = None,
+    ) -> Outcome:
+        python_file = code_file is not None and language.python_script
+        outcome = self.run(
+            argv,
+            python_file=python_file,
+            cancel=cancel,
+            on_output=on_output,
+            source=source if python_file else None,
+            stdin=None if stdin is None else stdin.encode("utf-8", "surrogateescape"),
+            reserves=reserving(language, limits),
+        )
+        return outcome_to_result(language.name, outcome, limits)
 
 
 class HostExecutor(HostPython, Executor):
@@ -191,6 +251,9 @@ class HostExecutor(HostPython, Executor):
             inherit=self.inherit_env,
         )
 
+    def _runs_from_text(self, language: Language, code: str) -> bool:
+        return self._runner.runs_from_text(language, code)
+
     def _execute_code(
         self,
         language: Language,
@@ -199,8 +262,10 @@ class HostExecutor(HostPython, Executor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None = None,
+        *,
+        from_text: bool = False,
     ) -> Outcome:
-        source = code if self._runs_from_text(language, code) else None
+        source = code if from_text else None
         return self._execute(language, code_path, cancel, on_output, source=source, stdin=stdin)
 
     def _compile(
@@ -223,15 +288,15 @@ class HostExecutor(HostPython, Executor):
             if resolved is None:
                 return missing_program(argv[0], language.install_hint)
             argv = [resolved, *argv[1:]]
-        outcome = self._runner.run(
+        return self._runner.run_block(
+            language,
             argv,
-            python_file=False,
+            code_file=None,
+            limits=self.limits,
             cancel=cancel,
             on_output=on_output,
-            stdin=_encoded(stdin),
-            reserves=reserving(language, self.limits),
+            stdin=stdin,
         )
-        return outcome_to_result(language.name, outcome, self.limits)
 
     def _toolchain_path(self) -> tuple[str, str]:
         assert self._python is not None
@@ -247,20 +312,23 @@ class HostExecutor(HostPython, Executor):
         stdin: str | None = None,
     ) -> Outcome:
         assert language.command is not None and self._python is not None
+        if not code_path.startswith(INTERNAL_DIR + "/"):
+            # a named block's folders, made by execbox, are the blocks' to write in (a jail's id)
+            self.give_to_blocks([code_path])
         program = language.command[0]
         resolved = self._python if program == PYTHON else resolve_program(program, self._child_env["PATH"])
         if resolved is None:  # checked by the base class; the PATH may have changed since
             return missing_program(program, language.install_hint)
-        outcome = self._runner.run(
+        return self._runner.run_block(
+            language,
             [resolved, *language.command[1:], code_path],
-            python_file=language.python_script,
+            code_file=code_path,
+            limits=self.limits,
             cancel=cancel,
             on_output=on_output,
-            source=source if language.python_script else None,
-            stdin=_encoded(stdin),
-            reserves=reserving(language, self.limits),
+            source=source,
+            stdin=stdin,
         )
-        return outcome_to_result(language.name, outcome, self.limits)
 
 
 def reserving(language: Language, limits: Limits) -> tuple[str, ...] | None:
@@ -275,10 +343,6 @@ def reserving(language: Language, limits: Limits) -> tuple[str, ...] | None:
 def with_options(argv: list[str], options: tuple[str, ...]) -> list[str]:
     """``argv`` with ``options`` after the program's name."""
     return [argv[0], *options, *argv[1:]]
-
-
-def _encoded(stdin: str | None) -> bytes | None:
-    return None if stdin is None else stdin.encode("utf-8", "surrogateescape")
 
 
 def child_environment(

@@ -295,6 +295,8 @@ class DockerExecutor(ContainerStart, BlockAttempts, Executor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None = None,
+        *,
+        from_text: bool = False,
     ) -> Outcome:
         with self._stdin_file(stdin) as path:
             return self._execute(language, code_path, cancel, on_output, path)

@@ -325,6 +325,8 @@ class JupyterExecutor(HostPython, Executor):
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None = None,  # never given: a kernel takes no stdin (takes_stdin)
+        *,
+        from_text: bool = False,  # never True: a kernel always takes the text (_runs_from_text)
     ) -> Outcome:
         # ``code``, not the file read back: a thread left by an earlier cell may
         # have swapped the file for a link to a host file, or a FIFO, meanwhile

@@ -20,7 +20,7 @@ from ..._progress import OnProgress
 from ..._workspace import Workspace
 from ...environments import Environment
 from .._executor_api import Capabilities
-from .._host import HostExecutor, child_environment, with_options
+from .._host import HostExecutor, ProcessRunner, child_environment, with_options
 from .._process import Cancellation, OutputCallback, ProcessOutcome, run_process
 
 __all__ = ["LocalExecutor", "child_environment"]
@@ -94,7 +94,7 @@ class LocalExecutor(HostExecutor):
         )
 
 
-class Unjailed:
+class Unjailed(ProcessRunner):
     """The runner that jails nothing: the block's argv as a process of
     this one, in the workspace, with the block's environment."""
 

@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
-from ..._errors import BackendUnavailableError, ConfigurationError
+from ..._errors import BackendUnavailableError
 from ..._gpus import GpuGrant, grant, parse_gpus
-from ..._languages import Language
 from ..._models import DEFAULT_FILE_SIZE_MB, DEFAULT_OPEN_FILES
-from ..._nofollow import open_folders
-from ..._workspace import INTERNAL_DIR, MAX_SCANNED_ENTRIES
+from ..._workspace import MAX_SCANNED_ENTRIES
 from ...jail import (
     INSIDE_PATH,
     INSTALL_HINT,
@@ -51,7 +48,6 @@ from ...jail import (
     JailPolicy,
     Lease,
     cgroup_support,
-    empty_netns,
     find_bwrap,  # also exported: where bubblewrap is, None without it
     gpu_memory_watcher,
     inside_environment,
@@ -59,25 +55,19 @@ from ...jail import (
     is_jail_id,
     jail_rlimits,
     lease,
-    prepare,
-    probe,
     seccomp_supported,
 )
 from .._executor_api import Capabilities
 from .._host import HostExecutor
 from .._ownership import hand_over, reown_tree
-from .._process import Cancellation, OutputCallback
-from .._result import Outcome
 from ._capabilities import sandbox_capabilities
 from ._jail_parts import JailParts
 from ._landlock_tier import LandlockTier
-from ._pool import MAX_SIZE, ZYGOTE_SOURCE, ZygotePool
-from ._session import sent_whole
-from ._stateful import StatefulBlocks
+from ._options import check_options
+from ._pool import ZygotePool
+from ._stateful import StatefulRunner
 
 __all__ = ["SandboxExecutor", "find_bwrap"]
-
-ISOLATION_TIERS = ("auto", "namespaces", "landlock")
 
 
 class SandboxExecutor(JailParts, HostExecutor):
@@ -139,51 +129,11 @@ class SandboxExecutor(JailParts, HostExecutor):
     ) -> None:
         super().__init__(**options)
         self.gpus = parse_gpus(gpus)
-        if stateful and not pool:
-            raise ConfigurationError(
-                "SandboxExecutor(stateful=True) keeps its session in the warm pool: drop pool=False"
-            )
-        if stateful and isolation == "landlock":
-            raise ConfigurationError(
-                "SandboxExecutor(stateful=True) needs the namespaces tier: "
-                "isolation='landlock' cannot keep a session (use isolation='namespaces')"
-            )
-        if isolation not in ISOLATION_TIERS:
-            raise ConfigurationError(
-                f"SandboxExecutor(isolation=...) must be one of "
-                f"{', '.join(map(repr, ISOLATION_TIERS))}, got {isolation!r}"
-            )
-        if preload and isolation == "landlock":
-            raise ConfigurationError(
-                "preload=... needs the warm pool, which the Landlock tier has not: "
-                "drop preload, or isolation='landlock'"
-            )
-        for label, value in (
-            ("pool_size", pool_size),
-            ("tmp_size_mb", tmp_size_mb),
-            ("file_size_mb", file_size_mb),
-            ("max_open_files", max_open_files),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(
-                    f"SandboxExecutor({label}=...) must be a positive whole number, got {value!r}"
-                )
-        if pool_size > MAX_SIZE:
-            raise ConfigurationError(
-                f"SandboxExecutor(pool_size=...) is at most {MAX_SIZE} (units kept ready, "
-                f"two waiting processes each; callers beyond them get units made on "
-                f"demand), got {pool_size}"
-            )
-        if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
-            raise ConfigurationError(f"preload must be a list of module names, got {preload!r}")
-        if preload and not pool:
-            raise ConfigurationError("preload=... needs the warm pool: drop pool=False")
-        if preload and gpus is not None and not stateful:
-            raise ConfigurationError(
-                "preload=... warms the pool's units, and GPU blocks do not run in them (a unit's "
-                "nested PID namespace makes CUDA fail): use stateful=True to keep modules imported "
-                "between GPU blocks, or drop preload"
-            )
+        sizes = {"pool_size": pool_size, "tmp_size_mb": tmp_size_mb}
+        sizes.update(file_size_mb=file_size_mb, max_open_files=max_open_files)
+        check_options(
+            pool=pool, preload=preload, isolation=isolation, stateful=stateful, gpus=gpus, sizes=sizes
+        )
         self.pool = pool
         self.pool_size = pool_size
         self.preload = tuple(preload)
@@ -195,7 +145,7 @@ class SandboxExecutor(JailParts, HostExecutor):
         self.hostname = hostname
         self.isolation = isolation
         self.stateful = stateful
-        self._stateful = StatefulBlocks(self) if stateful else None
+        self._stateful: StatefulRunner | None = None  # the runner of a stateful executor, once started
         self.isolation_in_use: str | None = None  # "namespaces" or "landlock" once started
         self._landlock: LandlockTier | None = None
         self._policy = JailPolicy(workspace=str(self.workspace.path))  # the real one at start
@@ -263,69 +213,19 @@ class SandboxExecutor(JailParts, HostExecutor):
                 hand_over(workspace, self._lease.uid, self._lease.gid)
                 reown_tree(workspace, self._lease.uid, self._lease.gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
             inside = inside_environment(self._child_env, self.environment.bin_dir(self._python), self.env)
+            self._policy = self._jail_policy(workspace, readonly, inside)
             why = (
                 f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
                 if bwrap is None and self.isolation == "auto"
                 else None
             )
-            self._policy = policy = self._jail_policy(workspace, readonly, inside)
             if bwrap is not None:
-                # .execbox/ (the blocks' code files) is read-only in the jail: no block can leave a
-                # set-ID program there, so runs need not walk it (it grows by a file a block)
-                os.close(
-                    open_folders(
-                        self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True, repair=True
-                    )
-                )
-                try:  # the Jailer raises where the jail id cannot be shown its paths (_identity, _acl)
-                    self._jailer = Jailer(
-                        self._lease,
-                        [*readonly, workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
-                    )
-                    launch = prepare(  # bwrap's own start: without the egress namespace, made below
-                        bwrap,
-                        replace(policy, network=False),
-                        ["/bin/true"],
-                        jailer=self._jailer,
-                        seccomp=False,
-                        rlimits=False,
-                    )
-                    try:
-                        probe(launch.argv, launch.preexec, launch.pass_fds)
-                    finally:
-                        launch.close()
-                except BackendUnavailableError as exc:
-                    if self.isolation == "namespaces":
-                        raise
-                    why = str(exc).removeprefix(f"{self.name} backend unavailable: ")
+                why = self._probe_namespaces(bwrap, readonly)
             if why is not None or self.isolation == "landlock":
                 self._start_landlock(why)
                 return
             assert bwrap is not None  # else why is set ("auto"), or _start raised ("namespaces")
-            self._bwrap = bwrap
-            one_shot = not self._zygote_kept
-            if self.limits.network:  # every jail (the zygote too) joins the egress namespace
-                self._egress = self._open_egress()
-                self._netns = self._egress.netns
-                self._policy = policy = replace(
-                    policy, joined_netns=True, resolv_conf=self._egress.resolv_conf
-                )
-            elif one_shot:  # one-shot jails join one empty network namespace
-                self._netns = empty_netns(self._jailer.become)
-                if self._netns is not None:
-                    self._policy = replace(policy, joined_netns=True)
-            if self._zygote_kept:
-                self._zygote = self._make_pool(bwrap, policy)
-                self._zygote.start()
-            self._runner = self._jail_runner(
-                bwrap=bwrap,
-                jailer=self._jailer,
-                netns=self._netns,
-                userns=self._egress.join()[1] if self._egress is not None else None,
-                zygote=self._zygote,
-            )
-            self.isolation_in_use = "namespaces"
-            self._blocks_write_internal = False
+            self._start_namespaces(bwrap)
         except BaseException:
             self._stop()  # the lease, the staging folders, a half-started pool
             raise
@@ -333,6 +233,7 @@ class SandboxExecutor(JailParts, HostExecutor):
     def _stop(self) -> None:
         if self._stateful is not None:
             self._stateful.close()
+            self._stateful = None
         self._landlock = None
         if self._zygote is not None:
             self._zygote.stop()
@@ -352,51 +253,6 @@ class SandboxExecutor(JailParts, HostExecutor):
     def give_to_blocks(self, paths: Iterable[str]) -> None:
         if self._lease is not None:
             hand_over(str(self.workspace.path), self._lease.uid, self._lease.gid, list(paths))
-
-    def _execute(
-        self,
-        language: Language,
-        code_path: str,
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        source: str | None = None,
-        stdin: str | None = None,
-    ) -> Outcome:
-        if not code_path.startswith(INTERNAL_DIR + "/"):
-            # a named block's folders, made by execbox (root), are the jail's to write in
-            self.give_to_blocks([code_path])
-        return super()._execute(language, code_path, cancel, on_output, source=source, stdin=stdin)
-
-    def _runs_from_text(self, language: Language, code: str) -> bool:
-        # the pool's code process (and a session) takes a Python block's text in its request
-        return self._zygote is not None and language.python_script and sent_whole(code)
-
-    def _execute_code(
-        self,
-        language: Language,
-        code_path: str,
-        code: str,
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        stdin: str | None = None,
-    ) -> Outcome:
-        if self._stateful is None or self._zygote is None:
-            return super()._execute_code(language, code_path, code, cancel, on_output, stdin)
-        if not code_path.startswith(INTERNAL_DIR + "/"):
-            self.give_to_blocks([code_path])
-        return self._stateful.run(self._zygote, language, code_path, code, cancel, on_output, stdin=stdin)
-
-    def _run_program(
-        self,
-        language: Language,
-        argv: list[str],
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        stdin: str | None,
-    ) -> Outcome:
-        if self._stateful is None or self._zygote is None:
-            return super()._run_program(language, argv, cancel, on_output, stdin)
-        return self._stateful.run_argv(self._zygote, language, argv, cancel, on_output, stdin=stdin)
 
     def _toolchain_path(self) -> tuple[str, str]:
         assert self._python is not None

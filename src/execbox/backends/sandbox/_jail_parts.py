@@ -7,12 +7,15 @@ blocks' runner, and the Landlock tier where the namespaces tier cannot start
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._errors import BackendUnavailableError
 from ..._gpus import GpuGrant
 from ..._models import Limits
+from ..._nofollow import open_folders
+from ..._workspace import INTERNAL_DIR, Workspace
 from ...environments import Environment
 from ...jail import (
     FULL_ISOLATION_OPTIONS,
@@ -27,16 +30,19 @@ from ...jail import (
     by_name,
     cgroup_maker,
     container,
+    empty_netns,
     no_watch,
     open_egress,
     policy_for,
     prepare,
+    probe,
     reachable,
 )
 from ._box_spec import box_config
 from ._landlock_tier import LANDLOCK_HINT, LandlockTier, landlock_problem, refuse_network, warn_weaker
 from ._pool import ZYGOTE_INSIDE, ZYGOTE_SOURCE, ZygotePool
 from ._runner import ONE_SHOT_OVERHEAD, JailRunner
+from ._stateful import StatefulRunner
 
 __all__ = ["NAMESPACES_HINT", "JailParts"]
 
@@ -69,6 +75,12 @@ class JailParts:
     _jailer: Jailer
     _egress: Egress | None
     _landlock: LandlockTier | None
+    isolation: str
+    workspace: Workspace
+    _bwrap: str
+    _netns: int | None
+    _zygote: ZygotePool | None
+    _stateful: StatefulRunner | None
     _runner: Any
     _blocks_write_internal: Any
 
@@ -166,6 +178,68 @@ class JailParts:
             make_cgroup=cgroup_maker(self._cgroups, policy, 1),  # the box's init is in its cgroup
             owner=self._lease,
         )
+
+    def _probe_namespaces(self, bwrap: str, readonly: list[str]) -> str | None:
+        """Whether bubblewrap starts a jail here: None, else why not (raised
+        for ``isolation="namespaces"``)."""
+        # .execbox/ (the blocks' code files) is read-only in the jail: no block can leave a
+        # set-ID program there, so runs need not walk it (it grows by a file a block)
+        os.close(
+            open_folders(self.workspace.path, (INTERNAL_DIR, "code"), INTERNAL_DIR, create=True, repair=True)
+        )
+        try:  # the Jailer raises where the jail id cannot be shown its paths (_identity, _acl)
+            self._jailer = Jailer(
+                self._lease,
+                [*readonly, self._policy.workspace, *([str(ZYGOTE_SOURCE)] if self._zygote_kept else [])],
+            )
+            launch = prepare(  # bwrap's own start: without the egress namespace, made later
+                bwrap,
+                replace(self._policy, network=False),
+                ["/bin/true"],
+                jailer=self._jailer,
+                seccomp=False,
+                rlimits=False,
+            )
+            try:
+                probe(launch.argv, launch.preexec, launch.pass_fds)
+            finally:
+                launch.close()
+        except BackendUnavailableError as exc:
+            if self.isolation == "namespaces":
+                raise
+            return str(exc).removeprefix(f"{self.name} backend unavailable: ")
+        return None
+
+    def _start_namespaces(self, bwrap: str) -> None:
+        """The namespaces tier, once bubblewrap has started a jail here: the
+        jails' network namespace, the warm pool, and the runner the executor
+        picks (the pool's, one-shot jails', or the stateful session's)."""
+        self._bwrap = bwrap
+        policy = self._policy
+        one_shot = not self._zygote_kept
+        if self.limits.network:  # every jail (the zygote too) joins the egress namespace
+            self._egress = self._open_egress()
+            self._netns = self._egress.netns
+            self._policy = policy = replace(policy, joined_netns=True, resolv_conf=self._egress.resolv_conf)
+        elif one_shot:  # one-shot jails join one empty network namespace
+            self._netns = empty_netns(self._jailer.become)
+            if self._netns is not None:
+                self._policy = replace(policy, joined_netns=True)
+        if self._zygote_kept:
+            self._zygote = self._make_pool(bwrap, policy)
+            self._zygote.start()
+        self._runner = jail = self._jail_runner(
+            bwrap=bwrap,
+            jailer=self._jailer,
+            netns=self._netns,
+            userns=self._egress.join()[1] if self._egress is not None else None,
+            zygote=self._zygote,
+        )
+        if self.stateful:  # a pool (stateful=True needs one): its session runs the blocks
+            assert self._zygote is not None
+            self._runner = self._stateful = StatefulRunner(self, jail, self._zygote)
+        self.isolation_in_use = "namespaces"
+        self._blocks_write_internal = False
 
     def _start_landlock(self, why: str | None) -> None:
         """The Landlock tier; ``why``: what kept the namespaces tier from starting."""

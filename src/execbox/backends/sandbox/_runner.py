@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..._languages import Language
 from ...jail import (
     INSIDE_PATH,
     BlockCgroup,
@@ -26,10 +27,11 @@ from ...jail import (
     no_watch,
     prepare,
 )
-from .._host import with_options
+from .._host import ProcessRunner, with_options
 from .._process import TOKEN_VAR, Cancellation, OutputCallback, ProcessOutcome, new_token, run_process
 from ._landlock_tier import LandlockTier
 from ._pool import ZygotePool
+from ._session import sent_whole
 
 __all__ = ["ONE_SHOT_OVERHEAD", "JailRunner", "prlimit"]
 
@@ -50,7 +52,7 @@ def prlimit() -> str | None:
     return shutil.which("prlimit", path=INSIDE_PATH)
 
 
-class JailRunner:
+class JailRunner(ProcessRunner):
     """Runs blocks in the executor's jails (the module docstring); what it
     is handed (the pool, the Landlock tier, the namespace, the jail id)
     belongs to the executor, which stops it."""
@@ -83,6 +85,10 @@ class JailRunner:
         self.zygote = zygote
         self.landlock = landlock
         self.gpu_watch = gpu_watch  # Limits.gpu_memory_mb, on the blocks of a GPU executor (_gpu)
+
+    def runs_from_text(self, language: Language, code: str) -> bool:
+        # the pool's code process takes a Python block's text in its request
+        return self.zygote is not None and language.python_script and sent_whole(code)
 
     def run(
         self,

@@ -1,8 +1,10 @@
-"""``SandboxExecutor(stateful=True)``'s blocks: each one sent to the
-executor's session (``_session``), one at a time, and its answer made an
-outcome. A Python block goes as its text (not its file read back: see
-``Executor._execute_code``); any other language as the argv of a program
-the session forks and execs in the unit's namespaces.
+"""``SandboxExecutor(stateful=True)``'s runner (``StatefulRunner``): each
+block sent to the executor's session (``_session``), one at a time, and its
+answer made an outcome. A Python block goes as its text where the runner
+it wraps (the pool's) takes it so (``runs_from_text``), else as its file;
+any other block, and a built program, as an argv the session forks and
+execs in the unit's namespaces. A process that is no block (the functions'
+import probe) and a compiler run as the wrapped runner runs them.
 """
 
 from __future__ import annotations
@@ -11,22 +13,27 @@ import os
 import threading
 from typing import Any
 
-from ..._languages import PYTHON, Language, resolve_program
+from ..._languages import Language
+from ..._models import Limits
 from ...jail import no_watch
-from .._process import Cancellation, OutputCallback
-from .._result import Outcome, missing_program
+from .._process import Cancellation, OutputCallback, ProcessOutcome
+from .._result import Outcome
 from ._pool import ZygotePool
+from ._runner import JailRunner
 from ._session import Session, session_outcome
 
-__all__ = ["StatefulBlocks"]
+__all__ = ["StatefulRunner"]
 
 
-class StatefulBlocks:
+class StatefulRunner:
     """The session of one executor (``executor``: a ``SandboxExecutor``,
-    read for its limits, workspace, lease and programs' PATH)."""
+    read for its workspace, lease and memory limit) in a box of ``pool``;
+    ``jail``: the pool's runner, which runs what is not a block."""
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Any, jail: JailRunner, pool: ZygotePool) -> None:
         self.executor = executor
+        self.jail = jail
+        self.pool = pool
         self._lock = threading.Lock()
         self._session: Session | None = None
 
@@ -36,65 +43,53 @@ class StatefulBlocks:
                 self._session.close()
                 self._session = None
 
-    def run(
-        self,
-        pool: ZygotePool,
-        language: Language,
-        code_path: str,
-        code: str,
-        cancel: Cancellation,
-        on_output: OutputCallback | None,
-        *,
-        stdin: str | None = None,
-    ) -> Outcome:
-        ex = self.executor
-        path = os.path.join(str(ex.workspace.path), code_path)
-        assert language.command is not None
-        program = language.command[0]
-        if language.python_script:
-            request: dict[str, Any] = {"code": code, "file": path}
-        else:  # a program, or the executor's Python given a command (pytest's)
-            resolved = ex._python if program == PYTHON else resolve_program(program, ex._child_env["PATH"])
-            if resolved is None:
-                return missing_program(program, language.install_hint)
-            request = {"argv": [resolved, *language.command[1:], path]}
-        prefix = os.path.basename(code_path).rsplit(".", 1)[0]
-        return self._send(pool, language, request, prefix, cancel, on_output, stdin)
+    def runs_from_text(self, language: Language, code: str) -> bool:
+        return self.jail.runs_from_text(language, code)
 
-    def run_argv(
+    def run(self, argv: list[str], **how: Any) -> ProcessOutcome:
+        return self.jail.run(argv, **how)
+
+    def build(self, argv: list[str], **how: Any) -> ProcessOutcome:
+        return self.jail.build(argv, **how)
+
+    def run_block(
         self,
-        pool: ZygotePool,
         language: Language,
         argv: list[str],
+        *,
+        code_file: str | None,
+        limits: Limits,
         cancel: Cancellation,
         on_output: OutputCallback | None,
-        *,
+        source: str | None = None,
         stdin: str | None = None,
     ) -> Outcome:
-        """A built program (``_build``), by its argv."""
-        ex = self.executor
-        if not os.path.isabs(argv[0]):
-            resolved = resolve_program(argv[0], ex._toolchain_path()[0])
-            if resolved is None:
-                return missing_program(argv[0], language.install_hint)
-            argv = [resolved, *argv[1:]]
-        return self._send(pool, language, {"argv": argv}, "program", cancel, on_output, stdin)
+        if code_file is None:  # a built program (``_build``)
+            request: dict[str, Any] = {"argv": argv}
+            prefix = "program"
+        else:  # by its absolute path: a block may have changed the session's directory
+            path = os.path.join(str(self.executor.workspace.path), code_file)
+            if language.python_script:
+                request = {"file": path} if source is None else {"code": source, "file": path}
+            else:  # a program, or the executor's Python given a command (pytest's)
+                request = {"argv": [*argv[:-1], path]}
+            prefix = os.path.basename(code_file).rsplit(".", 1)[0]
+        return self._send(language, request, prefix, limits, cancel, on_output, stdin)
 
     def _send(
         self,
-        pool: ZygotePool,
         language: Language,
         request: dict[str, Any],
         prefix: str,
+        limits: Limits,
         cancel: Cancellation,
         on_output: OutputCallback | None,
         stdin: str | None,
     ) -> Outcome:
         ex = self.executor
-        limits = ex.limits
         with self._lock:
-            if self._session is None or self._session.pool is not pool:
-                self._session = Session(pool, ex._lease, ex._gpu_watch or no_watch)
+            if self._session is None:
+                self._session = Session(self.pool, ex._lease, ex._gpu_watch or no_watch)
             before = ""
             how = self._session.gone()
             if how is not None:
