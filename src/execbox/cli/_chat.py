@@ -14,7 +14,7 @@ from ..backends import DEFAULT_BACKEND, backend_names, create_executor
 from ._kept_workspace import cli_workspace
 from ._limit_options import add_limit_options, limits_from
 
-__all__ = ["register"]
+__all__ = ["add_model_options", "ask_person", "register"]
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -24,18 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "chat", help="a model writes code for a task and execbox runs it, turn by turn"
     )
     chat.add_argument("task", help="what to do, in words")
-    chat.add_argument(
-        "--model",
-        default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
-        help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})",
-    )
-    chat.add_argument(
-        "--base-url",
-        default=None,
-        metavar="URL",
-        help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
-        "e.g. http://localhost:11434/v1 for Ollama",
-    )
+    add_model_options(chat)
     chat.add_argument(
         "--provider",
         choices=("openai", "anthropic"),
@@ -90,6 +79,22 @@ def register(commands: argparse._SubParsersAction) -> None:
         "writing fenced blocks",
     )
     chat.set_defaults(handler=run_chat)
+
+
+def add_model_options(cmd: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--base-url``, as every command that talks to a model takes them."""
+    cmd.add_argument(
+        "--model",
+        default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
+        help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})",
+    )
+    cmd.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI), "
+        "e.g. http://localhost:11434/v1 for Ollama",
+    )
 
 
 def run_chat(args: argparse.Namespace) -> int:

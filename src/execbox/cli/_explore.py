@@ -4,9 +4,8 @@ Docker environment (understand → experiment → analyse), you guiding or not."
 from __future__ import annotations
 
 import argparse
-import os
 
-from ._chat import DEFAULT_MODEL, ask_person
+from ._chat import add_model_options, ask_person
 
 __all__ = ["register"]
 
@@ -19,17 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--goal", default=None, help="what to find out (default: a three-phase plan)")
     cmd.add_argument("--auto", action="store_true", help="run without asking between steps")
     cmd.add_argument("--max-turns", type=int, default=None, metavar="N", help="the most model messages")
-    cmd.add_argument(
-        "--model",
-        default=os.environ.get("EXECBOX_MODEL", DEFAULT_MODEL),
-        help=f"the model's name (default: $EXECBOX_MODEL or {DEFAULT_MODEL})",
-    )
-    cmd.add_argument(
-        "--base-url",
-        default=None,
-        metavar="URL",
-        help="an OpenAI-compatible server (default: $OPENAI_BASE_URL or OpenAI)",
-    )
+    add_model_options(cmd)
     cmd.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
