@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ... import _gpus
 from ..._gpus import DRIVER_HINT, describe, grant, host_gpus
-from ...jail import FULL_ISOLATION, cgroup_support, container
+from ...jail import FULL_ISOLATION, CgroupSupport, cgroup_support, container
 from ...jail import landlock as ll
 from ._landlock_tier import LANDLOCK_HINT, landlock_problem
 
@@ -113,22 +113,9 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     from ...jail import find_bwrap
 
     uid = os.geteuid()
-    try:
-        import pwd
-
-        user = pwd.getpwuid(uid).pw_name
-    except (KeyError, ImportError):
-        user = str(uid)
-    found: list[Finding] = []
+    user = _user_name(uid)
     bwrap = find_bwrap()
-    found.append(
-        Finding(
-            "bubblewrap installed",
-            bwrap is not None,
-            bwrap or "bwrap is not on PATH",
-            "" if bwrap else "sudo apt-get install bubblewrap (Debian, Ubuntu)",
-        )
-    )
+    found = [_bwrap_finding(bwrap)]
     found += _namespaces_findings()
     namespaces_ok, why = _try_tier("namespaces") if bwrap and try_blocks else (False, "not tried")
     found.append(
@@ -140,35 +127,14 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
         )
     )
     support, reason = cgroup_support()
-    found.append(
-        Finding(
-            "a cgroup per block",
-            support is not None,
-            f"cgroup v{support.version} under {sorted(set(map(str, support.bases.values())))[0]}"
-            if support is not None
-            else reason,
-            "" if support is not None else _cgroup_fix(),
-        )
-    )
+    found.append(_cgroup_finding(support, reason))
     where = container()
     if where:  # a finding only where it stops bubblewrap
         found.append(
-            Finding(
-                "inside a container",
-                namespaces_ok,
-                where,
-                "" if namespaces_ok else CONTAINER_FIX,
-            )
+            Finding("inside a container", namespaces_ok, where, "" if namespaces_ok else CONTAINER_FIX)
         )
     landlock = landlock_problem()
-    found.append(
-        Finding(
-            "Landlock (the tier without namespaces)",
-            landlock is None,
-            f"ABI {ll.abi()}" if landlock is None else landlock,
-            "" if landlock is None else LANDLOCK_HINT,
-        )
-    )
+    found.append(_landlock_finding(landlock))
     landlock_ok = False
     if landlock is None and try_blocks and not namespaces_ok:
         landlock_ok, why = _try_tier("landlock")
@@ -176,23 +142,64 @@ def diagnose(*, try_blocks: bool = True) -> Diagnosis:
     tier = "namespaces" if namespaces_ok else "landlock" if landlock_ok else "none"
     diagnosis = Diagnosis(user=user, root=uid == 0, tier=tier, findings=found)
     if namespaces_ok and try_blocks:
-        diagnosis.pool, why = _try_pool()
-        healthy = diagnosis.pool is not None and not any(diagnosis.pool[k] for k in POOL_FAULTS)
-        found.append(
-            Finding(
-                "the warm pool serves blocks",
-                healthy,
-                why,
-                ""
-                if healthy
-                else "SandboxExecutor(pool=False) runs a jail per block (slower) while this is looked into",
-            )
-        )
+        found.append(_pool_finding(diagnosis))
     if tier != "none":
         _limits_of(diagnosis, tier)
         diagnosis.hidden, diagnosis.exposed = TIERS[tier]
     diagnosis.gpus = _gpus_of(namespaces_ok, landlock is None, support is not None)
     return diagnosis
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return str(uid)
+
+
+def _bwrap_finding(bwrap: str | None) -> Finding:
+    return Finding(
+        "bubblewrap installed",
+        bwrap is not None,
+        bwrap or "bwrap is not on PATH",
+        "" if bwrap else "sudo apt-get install bubblewrap (Debian, Ubuntu)",
+    )
+
+
+def _cgroup_finding(support: CgroupSupport | None, reason: str) -> Finding:
+    return Finding(
+        "a cgroup per block",
+        support is not None,
+        f"cgroup v{support.version} under {sorted(set(map(str, support.bases.values())))[0]}"
+        if support is not None
+        else reason,
+        "" if support is not None else _cgroup_fix(),
+    )
+
+
+def _landlock_finding(problem: str | None) -> Finding:
+    return Finding(
+        "Landlock (the tier without namespaces)",
+        problem is None,
+        f"ABI {ll.abi()}" if problem is None else problem,
+        "" if problem is None else LANDLOCK_HINT,
+    )
+
+
+def _pool_finding(diagnosis: Diagnosis) -> Finding:
+    """Whether the warm pool serves blocks: its counters go in ``diagnosis.pool``."""
+    diagnosis.pool, why = _try_pool()
+    healthy = diagnosis.pool is not None and not any(diagnosis.pool[k] for k in POOL_FAULTS)
+    return Finding(
+        "the warm pool serves blocks",
+        healthy,
+        why,
+        ""
+        if healthy
+        else "SandboxExecutor(pool=False) runs a jail per block (slower) while this is looked into",
+    )
 
 
 def _gpus_of(namespaces: bool, landlock: bool, memory_cgroup: bool) -> dict[str, object]:
