@@ -1,7 +1,7 @@
 """The sandbox's stateful session, host side (``SandboxExecutor(stateful=True)``):
 one pool box kept for the executor, whose code process runs every block
-in one interpreter (``_zygote/session.py``), and what each block's answer
-becomes (output, displays, notes on the session's state).
+in one interpreter (``_zygote/session.py``), and each block's answer (what
+it becomes: ``_session_outcome``).
 
 Why not ipykernel in the jail: its own cost is ~3 ms a cell here (the
 jailed kernel's round trip 4.3 ms); a box's socket, two pipes and one
@@ -24,37 +24,25 @@ The session's box is the session's alone: closed with it, never reused.
 
 from __future__ import annotations
 
-import base64
-import itertools
 import json
 import os
-import re
 import select
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..._errors import WorkspaceError
-from ..._models import Display, ErrorInfo, Limits
-from ..._run_events import EventSink
-from ..._workspace import Workspace
 from ...jail import BlockGroup, GpuWatcher, Lease, give_pipe, no_watch, recv_fds_now, send_fds_now
-from .._process import Cancellation, OutputCallback, ProcessOutcome, stdin_file, watch
-from .._result import Outcome, outcome_to_result
+from .._process import Cancellation, Capture, OutputCallback, ProcessOutcome, stdin_file, watch
 from ._pool import KILLED, ZygotePool, exit_status
 from ._session_block import SessionBlock, new_nonce
 
-__all__ = ["INTERRUPT_GRACE_S", "Session", "sent_whole", "session_outcome"]
+__all__ = ["INTERRUPT_GRACE_S", "Answer", "Session", "sent_whole"]
 
 INTERRUPT_GRACE_S = 3.0
 INLINE_MAX = 64 << 10  # a block's text sent whole, JSON-encoded (the session reads at most 128 KiB)
 PATH_MAX = 4096  # kept free for the rest of a request (a path, escaped in JSON, fits the 128 KiB)
-OUTPUT_DIR = "outputs"
-_names = itertools.count(1)
-# a display's mime type comes from the block's own process: a media type, or the display is dropped
-_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,62}/[A-Za-z0-9][\w.+-]{0,126}", re.ASCII)
 
 KEPT = "The session was interrupted; its state (variables, imports) is kept."
 FULL = (
@@ -207,18 +195,7 @@ class Session:
         try:
             for fd in (out_w, err_w):
                 give_pipe(fd, self.owner)
-            self._drain()
-            if "code" in request and not sent_whole(request["code"]):
-                # one SOCK_SEQPACKET message must fit the send buffer: a large block is read from
-                # its file, in the jail (where .execbox/ is read-only). The same rule as the
-                # executor's, which then wrote the file: a text it did not write is always sent.
-                request = {k: v for k, v in request.items() if k != "code"}
-            nonce = new_nonce()  # what ties the answers to this request (_session_block)
-            data = json.dumps({**request, "nonce": nonce, "displays_max": output_limit}).encode()
-            try:
-                send_fds_now(self._code, data, [out_w, err_w, *([given] if given is not None else [])])
-            except OSError:
-                pass  # it died meanwhile (EOF follows), or takes nothing (the block's timeout ends it)
+            nonce = self._send(request, output_limit, [out_w, err_w, *([given] if given is not None else [])])
             os.close(out_w)
             os.close(err_w)
             if given is not None:
@@ -226,7 +203,7 @@ class Session:
                 given = None
             watched = SessionBlock(self._code, self._status, nonce)
             with self.gpu_watch(self._group) as gpu:
-                capture, timed_out, cancelled = watch(
+                ended = watch(
                     out_r,
                     err_r,
                     watched,
@@ -240,6 +217,48 @@ class Session:
             os.close(err_r)
             if given is not None:
                 os.close(given)
+        gpu_exceeded_mb = gpu.limit_mb if gpu is not None and gpu.exceeded else None
+        return self._answer(watched, ended, started, memory_mb, output_limit, gpu_exceeded_mb)
+
+    def _send(self, request: Mapping[str, Any], output_limit: int, fds: list[int]) -> str:
+        """Send a block's request with its pipes (and stdin); its nonce."""
+        assert self._code is not None
+        self._drain()
+        if "code" in request and not sent_whole(request["code"]):
+            # one SOCK_SEQPACKET message must fit the send buffer: a large block is read from
+            # its file, in the jail (where .execbox/ is read-only). The same rule as the
+            # executor's, which then wrote the file: a text it did not write is always sent.
+            request = {k: v for k, v in request.items() if k != "code"}
+        nonce = new_nonce()  # what ties the answers to this request (_session_block)
+        data = json.dumps({**request, "nonce": nonce, "displays_max": output_limit}).encode()
+        try:
+            send_fds_now(self._code, data, fds)
+        except OSError:
+            pass  # it died meanwhile (EOF follows), or takes nothing (the block's timeout ends it)
+        return nonce
+
+    def _answer(
+        self,
+        watched: SessionBlock,
+        ended: tuple[Capture, bool, bool],
+        started: float,
+        memory_mb: int,
+        output_limit: int,
+        gpu_exceeded_mb: int | None,
+    ) -> Answer:
+        """What the block's run (``ended``: what ``watch`` saw) comes to;
+        the session closed where it cannot take the next block."""
+        capture, timed_out, cancelled = ended
+
+        def process(code: int) -> ProcessOutcome:
+            return ProcessOutcome(
+                exit_code=code,
+                capture=capture,
+                timed_out=timed_out,
+                cancelled=cancelled,
+                duration_s=time.monotonic() - started,
+            )
+
         note = ""
         if watched.interrupted_at is not None and not watched.answered:
             watched.wait_answer(watched.interrupted_at + INTERRUPT_GRACE_S)
@@ -248,30 +267,14 @@ class Session:
             note = KEPT
         if watched.stale:  # an earlier block answered for itself: ended, rather than out of step
             self.close()
-            process = ProcessOutcome(
-                exit_code=KILLED,
-                capture=capture,
-                timed_out=timed_out,
-                cancelled=cancelled,
-                duration_s=time.monotonic() - started,
-            )
-            return Answer(process, died=OUT_OF_STEP)
+            return Answer(process(KILLED), died=OUT_OF_STEP)
         if watched.forged is not None:  # the block lied on the session's socket: that session ends
             self.close()
             why = (
                 f"The block wrote on its session's socket ({watched.forged}): the session was ended, and a "
                 "fresh one runs the next block; variables and imports of earlier blocks are lost."
             )
-            return Answer(
-                ProcessOutcome(
-                    exit_code=1,
-                    capture=capture,
-                    timed_out=timed_out,
-                    cancelled=cancelled,
-                    duration_s=time.monotonic() - started,
-                ),
-                note=why,
-            )
+            return Answer(process(1), note=why)
         if watched.full:
             self.close()
             return Answer(
@@ -285,24 +288,16 @@ class Session:
             watched.code = self._wait_status()
             died = _how(watched.code, self._group)
             note = ""
-        code = 124 if timed_out else (watched.code if watched.code is not None else KILLED)
-        process = ProcessOutcome(
-            exit_code=code,
-            capture=capture,
-            timed_out=timed_out,
-            cancelled=cancelled,
-            duration_s=time.monotonic() - started,
-        )
+        outcome = process(124 if timed_out else (watched.code if watched.code is not None else KILLED))
         if self._group is not None and died is not None and self._group.oom_killed():
-            process.memory_exceeded_mb = memory_mb
-        if gpu is not None and gpu.exceeded:
-            process.gpu_memory_exceeded_mb = gpu.limit_mb
+            outcome.memory_exceeded_mb = memory_mb
+        outcome.gpu_memory_exceeded_mb = gpu_exceeded_mb
         if died is not None or note == LOST_INTERRUPT:
             self.close()  # the next block opens a fresh one
         displays = watched.read_displays(output_limit)
         if watched.problem is not None:
             note = f"{note} [{watched.problem}]".strip()
-        return Answer(process, displays, note, died, watched.dropped)
+        return Answer(outcome, displays, note, died, watched.dropped)
 
     def _drain(self) -> None:
         """Drop what an earlier block left on the code socket: the block's
@@ -342,79 +337,3 @@ def _how(code: int | None, group: BlockGroup | None) -> str:
     if code is None:
         return "no exit status"
     return f"signal {code - 128}" if code > 128 else f"exit code {code}"
-
-
-def session_outcome(
-    language: str,
-    answer: Answer,
-    limits: Limits,
-    workspace: Workspace,
-    prefix: str,
-    on_output: OutputCallback | None,
-    *,
-    before: str = "",
-) -> Outcome:
-    """A block's answer → its outcome: displays saved (images in
-    ``outputs/``, bounded by ``Limits.max_output_bytes`` like a Jupyter
-    cell's), the session's fate told last in the output. ``before``: a note
-    on the session dying since the last block."""
-    outcome = outcome_to_result(language, answer.process, limits)
-    output = outcome.output
-    displays, budget, dropped = [], limits.max_output_bytes, answer.dropped
-    for item in answer.displays:
-        mime, data = item.get("mime"), item.get("data")
-        if not isinstance(mime, str) or not isinstance(data, str) or not _MEDIA_TYPE.fullmatch(mime):
-            continue
-        if len(data) > budget:
-            dropped += 1
-            continue
-        budget -= len(data)
-        if mime == "image/png":
-            path = f"{OUTPUT_DIR}/{prefix}_{next(_names)}.png"
-            try:
-                workspace.write_bytes(path, base64.b64decode(data))
-            except (
-                WorkspaceError,
-                OSError,
-                ValueError,
-            ) as exc:  # a link at outputs/, a full disk, bad base64
-                output = _line(output, f"[{mime} not saved: {exc}]")
-                continue
-            display = Display(mime, path=path)
-            output = _line(output, f"[{mime} saved to {path}]")
-        else:
-            display = Display(mime, data=data)
-        displays.append(display)
-        if isinstance(on_output, EventSink):
-            on_output.display(display)
-    if dropped:
-        output = _line(
-            output,
-            f"[{dropped} display{'s' if dropped > 1 else ''} dropped: a block keeps at most "
-            f"Limits.max_output_bytes={limits.max_output_bytes} bytes of displays]",
-        )
-    error = outcome.error
-    if answer.died is not None:
-        why = (
-            f"The Python session died ({answer.died}): a fresh one runs the next block; "
-            "variables and imports of earlier blocks are lost."
-        )
-        output = _line(output, why)
-        if error is None or error.name not in ("MemoryLimit", "GpuMemoryLimit", "Timeout"):
-            error = ErrorInfo("SessionDied", why, error.traceback if error is not None else "")
-    if answer.note:
-        output = _line(output, answer.note)
-    if before:
-        output = before + "\n" + output
-    return replace(
-        outcome,
-        output=output,
-        error=error,
-        displays=tuple(displays),
-        truncated=outcome.truncated or dropped > 0,
-        status="failed" if answer.died is not None and outcome.status == "ok" else outcome.status,
-    )
-
-
-def _line(output: str, line: str) -> str:
-    return (output if not output or output.endswith("\n") else output + "\n") + line + "\n"

@@ -1,6 +1,6 @@
 """``SandboxExecutor(stateful=True)``'s runner (``StatefulRunner``): each
 block sent to the executor's session (``_session``), one at a time, and its
-answer made an outcome. A Python block goes as its text where the runner
+answer made an outcome (``_session_outcome``). A Python block goes as its text where the runner
 it wraps (the pool's) takes it so (``runs_from_text``), else as its file;
 any other block, and a built program, as an argv the session forks and
 execs in the unit's namespaces. A process that is no block (the functions'
@@ -20,7 +20,8 @@ from .._process import Cancellation, OutputCallback, ProcessOutcome
 from .._result import Outcome
 from ._pool import ZygotePool
 from ._runner import JailRunner
-from ._session import Session, session_outcome
+from ._session import Session
+from ._session_outcome import session_outcome
 
 __all__ = ["StatefulRunner"]
 
