@@ -24,10 +24,6 @@ MAX_FUNCTION_LINES = 80
 # "path below src/execbox:qualified name" -> why it is still longer than
 # MAX_FUNCTION_LINES (a nested function is "outer.inner", a method "Class.name")
 KNOWN_LONG: dict[str, str] = {
-    "backends/_block_run.py:_run_block": "issue 43: being split by the runner work (sessions as runners)",
-    "backends/sandbox/__init__.py:SandboxExecutor.__init__": "issue 43: being split by the runner work",
-    "backends/sandbox/__init__.py:SandboxExecutor._start": "issue 43: being split by the runner work",
-    "backends/sandbox/_session.py:Session._run": "issue 43: being split by the runner work",
     "backends/docker/_link.py:run_block": "issue 43: to split",
     "backends/jupyter/__init__.py:JupyterExecutor.__init__": "issue 43: to split",
     "backends/jupyter/_sandboxed.py:SandboxKernel.start": "issue 43: to split",
