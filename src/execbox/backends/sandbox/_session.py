@@ -24,6 +24,7 @@ The session's box is the session's alone: closed with it, never reused.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -151,7 +152,8 @@ class Session:
         that cannot take the block (an earlier one holds every descriptor it
         may open) is replaced, and the block runs in the fresh one.
         ``stdin``: the block's standard input, a sealed memfd sent with it."""
-        answer = self._run(
+        attempt = functools.partial(
+            self._run,
             request,
             timeout_s=timeout_s,
             output_limit=output_limit,
@@ -160,17 +162,10 @@ class Session:
             on_output=on_output,
             stdin=stdin,
         )
+        answer = attempt()
         if answer.note not in (FULL, NOMEM):
             return answer
-        again = self._run(
-            request,
-            timeout_s=timeout_s,
-            output_limit=output_limit,
-            memory_mb=memory_mb,
-            cancel=cancel,
-            on_output=on_output,
-            stdin=stdin,
-        )
+        again = attempt()
         again.note = again.note or answer.note
         return again
 
