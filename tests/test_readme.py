@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_llm import FakeModel
@@ -58,11 +59,10 @@ def _examples(docker: bool) -> list[str]:
     return [code for code in blocks if needs_docker(code) == docker]
 
 
-def _run_examples(tmp_path: Path, examples: list[str]) -> int:
-    """Run each example in a fresh interpreter; return how many model calls were left."""
-    assert examples
-    # the examples that need a model get this one; those that need a server, this one
-    with FakeModel([scripted_model] * 20) as model, running_server("--backend", "sandbox") as server:
+def _run_example(tmp_path: Path, code: str, server: Any) -> int:
+    """Run one example in a fresh interpreter; return how many model calls it made."""
+    # an example that needs a model gets this one; one that needs a server, ``server``
+    with FakeModel([scripted_model] * 20) as model:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(sys.path),
@@ -71,30 +71,42 @@ def _run_examples(tmp_path: Path, examples: list[str]) -> int:
             "EXECBOX_URL": server.url,
             "EXECBOX_TOKEN": server.token,
         }
-        for code in examples:
-            done = subprocess.run(
-                [sys.executable, "-c", code],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=env,
-            )
-            assert done.returncode == 0, done.stderr
-            assert "hello from the model" in done.stdout
-        return model.remaining
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "hello from the model" in done.stdout
+        return 20 - model.remaining
 
 
-def test_python_examples_run(tmp_path):
-    assert (
-        _run_examples(tmp_path, _examples(docker=False)) == 13
-    )  # the agent example: a tool call, then an answer; the team example: 5 calls
+def _uses_a_model(code: str) -> bool:
+    return "ModelClient" in code
+
+
+PYTHON_EXAMPLES = _examples(docker=False)
+
+
+def test_the_python_examples_are_found():
+    # the quickstart, streaming, judge, client, agent, executor agent, team, tool, Jupyter
+    assert len(PYTHON_EXAMPLES) >= 9
+    assert sum(map(_uses_a_model, PYTHON_EXAMPLES)) >= 2
+
+
+# one test per example, so that pytest-xdist spreads them over its workers
+@pytest.mark.parametrize("code", PYTHON_EXAMPLES, ids=[f"example-{i}" for i in range(len(PYTHON_EXAMPLES))])
+def test_python_example_runs(tmp_path, code):
+    calls = _run_example(tmp_path, code, shared_server("--backend", "sandbox"))
+    # the agent example: a tool call, then an answer; the team example: 5 calls; the others none
+    assert (calls > 0) == _uses_a_model(code), calls
 
 
 @pytest.mark.docker
 def test_docker_examples_run(tmp_path):
     require_docker()
-    assert _run_examples(tmp_path, _examples(docker=True)) == 20  # no model in them
+    with running_server("--backend", "sandbox") as server:
+        examples = _examples(docker=True)
+        assert examples
+        assert sum(_run_example(tmp_path, code, server) for code in examples) == 0  # no model in them
 
 
 def test_cli_help_lists_the_documented_commands():
