@@ -67,6 +67,20 @@ class ProcessOutcome:
     gpu_memory_exceeded_mb: int | None = None  # set when execbox killed it at Limits.gpu_memory_mb
     peak_memory_mb: float | None = None  # the block's cgroup's peak, where it had one
 
+    @classmethod
+    def ended(cls, exit_code: int, watched: tuple[Capture, bool, bool], started: float) -> Self:
+        """A block begun at ``started`` (``time.monotonic()``) that ended
+        with ``exit_code``: ``watched`` is what the watch returned (the
+        output, timed out, cancelled); a timed-out block's code is 124."""
+        capture, timed_out, cancelled = watched
+        return cls(
+            exit_code=124 if timed_out else exit_code,
+            capture=capture,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            duration_s=time.monotonic() - started,
+        )
+
 
 def stdin_file(data: bytes) -> int:
     """A sealed in-memory file holding ``data``, at its start: a block's
@@ -134,7 +148,7 @@ def run_process(
     assert proc.stdout is not None and proc.stderr is not None
     watched = _Child(proc, token, also_kill)
     try:
-        capture, timed_out, cancelled = watch(
+        ended = watch(
             proc.stdout.fileno(),
             proc.stderr.fileno(),
             watched,
@@ -146,17 +160,7 @@ def run_process(
     finally:
         watched.finish()
     code = proc.returncode
-    if timed_out:
-        code = 124
-    elif code < 0:
-        code = 128 - code
-    return ProcessOutcome(
-        exit_code=code,
-        capture=capture,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        duration_s=time.monotonic() - started,
-    )
+    return ProcessOutcome.ended(128 - code if code < 0 else code, ended, started)
 
 
 class Watched(Protocol):

@@ -19,11 +19,12 @@ read on the calling thread, so the interleaving survives.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,87 +86,53 @@ def run_exec(
     them (124 on timeout). ``live_tokens``: the tokens of the executor's
     running blocks (this one's is added while it runs). Raises
     ContainerGone if the container is not running."""
-    token = new_token()
     started = time.monotonic()
+    with _live(live_tokens) as (token, others):
+        environment = {
+            **env,
+            TOKEN_VAR: token,
+            "EXECBOX_KILLER": program(KILLER_FILE),
+            "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE),
+            "EXECBOX_LIVE_TOKENS": " ".join(others),
+        }
+        with engine_errors("the block could not be started in the container", gone=ContainerGone):
+            exec_id, raw = open_exec(
+                client,
+                container_id,
+                ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox", *argv],
+                environment=environment,
+                workdir=workdir,
+            )
+        try:
+            ended = _read_frames(
+                raw,
+                deadline=started + timeout_s,
+                output_limit=output_limit,
+                cancel=cancel,
+                on_output=on_output,
+                kill=lambda: _kill_block(client, container_id, [token, *others], kill_container),
+            )
+        finally:
+            raw.close()
+        try:
+            with engine_errors("the block's exit status could not be read", gone=ContainerGone):
+                code = client.api.exec_inspect(exec_id).get("ExitCode")
+        except (ContainerGone, BackendUnavailableError):
+            code = None
+        return ProcessOutcome.ended(137 if code is None else code, ended, started)  # 137: it went away
+
+
+@contextlib.contextmanager
+def _live(live_tokens: set[str]) -> Iterator[tuple[str, list[str]]]:
+    """A new block's token, in ``live_tokens`` while the block runs, and
+    the tokens of the blocks running beside it."""
+    token = new_token()
     others = sorted(live_tokens)
     live_tokens.add(token)
     try:
-        return _run(
-            client,
-            container_id,
-            argv,
-            env,
-            workdir,
-            timeout_s,
-            output_limit,
-            cancel,
-            on_output,
-            kill_container,
-            token,
-            others,
-            started,
-        )
+        yield token, others
     finally:
         live_tokens.discard(token)
-
-
-def _run(
-    client: Any,
-    container_id: str,
-    argv: Sequence[str],
-    env: dict[str, str],
-    workdir: str,
-    timeout_s: float,
-    output_limit: int,
-    cancel: Cancellation | None,
-    on_output: OutputCallback | None,
-    kill_container: Callable[[], None],
-    token: str,
-    others: list[str],
-    started: float,
-) -> ProcessOutcome:
-    environment = {
-        **env,
-        TOKEN_VAR: token,
-        "EXECBOX_KILLER": program(KILLER_FILE),
-        "EXECBOX_IPC_SWEEP": program(IPC_SWEEP_FILE),
-        "EXECBOX_LIVE_TOKENS": " ".join(others),
-    }
-    with engine_errors("the block could not be started in the container", gone=ContainerGone):
-        exec_id, raw = open_exec(
-            client,
-            container_id,
-            ["/bin/sh", "-c", program(WRAPPER_FILE), "execbox", *argv],
-            environment=environment,
-            workdir=workdir,
-        )
-    try:
-        capture, timed_out, cancelled = _read_frames(
-            raw,
-            deadline=started + timeout_s,
-            output_limit=output_limit,
-            cancel=cancel,
-            on_output=on_output,
-            kill=lambda: _kill_block(client, container_id, [token, *others], kill_container),
-        )
-    finally:
-        raw.close()
-    try:
-        with engine_errors("the block's exit status could not be read", gone=ContainerGone):
-            code = client.api.exec_inspect(exec_id).get("ExitCode")
-    except (ContainerGone, BackendUnavailableError):
-        code = None
-    if code is None:
-        code = 137  # the container went away under it
-    if timed_out:
-        code = 124
-    return ProcessOutcome(
-        exit_code=code,
-        capture=capture,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        duration_s=time.monotonic() - started,
-    )
 
 
 def open_exec(
