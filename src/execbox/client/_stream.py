@@ -58,22 +58,12 @@ def follow(
             opening, method, path, start = start(), "POST", executions, None
         else:
             method, path = "GET", f"{executions}/{execution_id}/events"
-            opening = transport.open(
-                "GET",
-                path,
-                params={"after": last},
-                deadline=deadline,
-                headers={**SSE, "Last-Event-ID": str(last)},
-            )
+            opening = _resume(transport, path, last, deadline)
         fatal: ServiceError | None = None  # not a dropped connection: never resumed
         try:
             with opening as response:
                 what = f"{method} {transport.base_url}{path}"
-                kind = response.headers.get("content-type", "")
-                if kind.split(";")[0].strip().lower() != "text/event-stream":
-                    raise bad_answer(
-                        what, f"it answered {kind or 'no Content-Type'!r:.80}, not text/event-stream"
-                    )
+                _check_event_stream(response, what)
                 if execution_id is None and response.headers.get("x-execution-id") is not None:
                     execution_id = check_id(response.headers["x-execution-id"], f"{what} (X-Execution-Id)")
                 if execution_id is not None and on_execution is not None:
@@ -108,16 +98,40 @@ def follow(
             problem = "the stream ended before its end event"
         drops += 1
         if drops > MAX_RESUMES:
-            raise ServiceError(
-                f"the events of execution {execution_id} stopped after event {last}, "
-                f"{drops} time(s) in a row (the last: {problem}); the execution goes on and the "
-                f"server keeps its events: read them with Session.events({execution_id!r}, "
-                f"after={last})",
-                code="connection_lost",
-                retryable=True,
-            )
+            raise _lost(execution_id, last, drops, problem)
         transport.check_deadline(deadline, method, path, setting)
         time.sleep(min(2.0, 0.05 * 2**drops))
+
+
+def _resume(
+    transport: Transport, path: str, last: int, deadline: float | None
+) -> AbstractContextManager[Any]:
+    """The GET that reads an execution's events again after event ``last``."""
+    return transport.open(
+        "GET",
+        path,
+        params={"after": last},
+        deadline=deadline,
+        headers={**SSE, "Last-Event-ID": str(last)},
+    )
+
+
+def _check_event_stream(response: Any, what: str) -> None:
+    kind = response.headers.get("content-type", "")
+    if kind.split(";")[0].strip().lower() != "text/event-stream":
+        raise bad_answer(what, f"it answered {kind or 'no Content-Type'!r:.80}, not text/event-stream")
+
+
+def _lost(execution_id: str | None, last: int, drops: int, problem: str) -> ServiceError:
+    """Why the events are given up on, and how to read the rest."""
+    return ServiceError(
+        f"the events of execution {execution_id} stopped after event {last}, "
+        f"{drops} time(s) in a row (the last: {problem}); the execution goes on and the "
+        f"server keeps its events: read them with Session.events({execution_id!r}, "
+        f"after={last})",
+        code="connection_lost",
+        retryable=True,
+    )
 
 
 def _check_order(frame_id: str | None, last: int, what: str) -> None:
