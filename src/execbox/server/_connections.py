@@ -150,6 +150,22 @@ def no_delay(transport: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+def _read_first(protocol: Any) -> bool:
+    """Whether bytes came as the keep-alive timer fired (a request, or the
+    client's close): then the timer is set again, and they are read first."""
+    if not _readable(protocol.transport):
+        return False
+    log.debug(
+        "connection from %s: unread bytes at the keep-alive timeout (a request, or the client "
+        "closing it): read first",
+        protocol._peer(),
+    )
+    protocol.timeout_keep_alive_task = protocol.loop.call_later(
+        protocol.timeout_keep_alive, protocol.timeout_keep_alive_handler
+    )
+    return True
+
+
 _protocol: Any = None
 
 
@@ -169,19 +185,7 @@ def protocol_class() -> Any:
             return self.cycle is not None and not self.cycle.response_complete
 
         def timeout_keep_alive_handler(self) -> None:
-            if self.transport.is_closing():
-                return
-            if _readable(
-                self.transport
-            ):  # a request (or the client's close) came as the timer fired: read it
-                log.debug(
-                    "connection from %s: unread bytes at the keep-alive timeout (a request, or the client "
-                    "closing it): read first",
-                    self._peer(),
-                )
-                self.timeout_keep_alive_task = self.loop.call_later(
-                    self.timeout_keep_alive, self.timeout_keep_alive_handler
-                )
+            if self.transport.is_closing() or _read_first(self):
                 return
             log.debug(
                 "closing the connection from %s: idle for %s s (keep-alive timeout)",
