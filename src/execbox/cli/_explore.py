@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ._chat import add_model_options, ask_person
+from ._papers import add_catalog_options
 
 __all__ = ["register"]
 
@@ -25,14 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="VAR",
         help="the variable holding the model's API key (default: OPENAI_API_KEY)",
     )
-    cmd.add_argument(
-        "--catalog",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a local catalog (TOML or JSON), searched before Remyx (repeatable)",
-    )
-    cmd.add_argument("--offline", action="store_true", help="use only the --catalog files, not the Remyx API")
+    add_catalog_options(cmd)
     cmd.add_argument("--image", default=None, help="run in this image instead of the paper's")
     cmd.add_argument(
         "--build",

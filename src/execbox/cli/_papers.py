@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..papers import Catalog, PaperAsset
 
-__all__ = ["register"]
+__all__ = ["add_catalog_options", "register"]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -63,6 +63,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    add_catalog_options(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_catalog_options(parser: argparse.ArgumentParser) -> None:
+    """``--catalog`` and ``--offline``, for ``default_catalog(args.catalog, offline=args.offline)``."""
     parser.add_argument(
         "--catalog",
         action="append",
@@ -73,7 +79,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--offline", action="store_true", help="do not ask the Remyx API: only the --catalog files"
     )
-    parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
