@@ -43,7 +43,8 @@ import pytest
 from execbox import CodeBlock, ExecutionResult
 from execbox.backends.docker import _container
 from execbox.backends.docker._agent import wire
-from execbox.backends.docker._link import DEADLINE_GRACE_S, AgentLink, run_block
+from execbox.backends.docker._agent_run import run_block
+from execbox.backends.docker._link import DEADLINE_GRACE_S, AgentLink
 from tests.security.conftest import (
     DOCKER_MODES,
     LIMITS,

@@ -22,11 +22,12 @@ from ..._models import ErrorInfo, Limits
 from ..._workspace import Workspace
 from .._process import Cancellation, OutputCallback
 from .._result import Outcome, outcome_to_result
+from ._agent_run import run_block
 from ._container import (
     WORKDIR,
 )
 from ._exec import ContainerGone, kill_leftovers, memory_kills, run_exec
-from ._link import AgentLink, AgentOutcome, AgentStalled, run_block
+from ._link import AgentLink, AgentOutcome, AgentStalled
 
 __all__ = ["BlockAttempts"]
 

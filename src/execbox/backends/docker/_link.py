@@ -1,7 +1,7 @@
 """The host's end of the agent in a container (``_agent/agent.py``): the
 container's attached stream, a reader thread that sorts the agent's frames
-by block id (blocks of one executor may run at the same time), and one block
-run through it as a ``_watch.Source``.
+by block id (blocks of one executor may run at the same time), and each
+block's frames as a ``_watch.Source`` (``AgentBlock``; ``_agent_run`` runs one).
 
 Measured (runc, this 2-core machine): ``print(1)`` costs ~65 ms as a
 ``docker exec`` and a few ms through the agent; the attached stream works
@@ -45,12 +45,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._process import Cancellation, OutputCallback, ProcessOutcome, new_token
-from .._watch import DRAIN_GRACE_S, FdWaiter, Output, watch_loop
+from .._process import Cancellation, ProcessOutcome
+from .._watch import FdWaiter, Output
 from ._agent import wire
 from ._exec import ContainerGone, split_frames
 
@@ -59,11 +58,11 @@ __all__ = [
     "ANSWER_S",
     "DEADLINE_GRACE_S",
     "PING_S",
+    "AgentBlock",
     "AgentLink",
     "AgentOutcome",
     "AgentStalled",
     "NoAgent",
-    "run_block",
 ]
 
 # How long a new container's agent may take to answer (gVisor: ~1 s)
@@ -117,7 +116,7 @@ class AgentLink:
         self._sock: socket.socket = getattr(sock, "_sock", sock)
         self._io = sock  # (a SocketIO over it holds the descriptor open until it is closed too)
         self._send_lock = threading.Lock()
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, AgentBlock] = {}
         self._ids = itertools.count(1)
         self._frames = wire.Frames()
         self._pending = b""
@@ -264,16 +263,16 @@ class AgentLink:
             return now + ANSWER_S
         return self.heard + PING_S
 
-    def open_block(self, waiter: FdWaiter, output: Output) -> _Block:
+    def open_block(self, waiter: FdWaiter, output: Output) -> AgentBlock:
         if self.dead:
             raise ContainerGone(self.dead)
-        block = _Block(self, next(self._ids), waiter, output)
+        block = AgentBlock(self, next(self._ids), waiter, output)
         self._blocks[block.id] = block
         if self.dead:  # died meanwhile: the reader may have missed this block
             block.push(None, b"")
         return block
 
-    def forget(self, block: _Block) -> None:
+    def forget(self, block: AgentBlock) -> None:
         self._blocks.pop(block.id, None)
 
     def close(self) -> None:
@@ -288,7 +287,7 @@ class AgentLink:
         self._sock.close()
 
 
-class _Block:
+class AgentBlock:
     """One block's frames, as a ``_watch.Source``: the reader thread pushes,
     the block's thread feeds its output, acknowledges it, and sees its end
     (``gone``: the stream's; ``stalled``: the agent stopped answering)."""
@@ -380,93 +379,6 @@ class _Block:
         self._waiter.remove(self._wake_r)
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
-
-
-def run_block(
-    link: AgentLink,
-    *,
-    argv: list[str],
-    python_file: str | None,
-    workdir: str,
-    timeout_s: float,
-    stdin_path: str | None = None,
-    env: dict[str, str] | None = None,
-    output_limit: int,
-    cancel: Cancellation | None,
-    on_output: OutputCallback | None,
-    kill_container: Callable[[], None],
-) -> AgentOutcome:
-    """Run one block through the agent; exit codes as ``run_process`` gives
-    them (124 on timeout, ``timeout_s`` counted from the agent's STARTED).
-    Raises ContainerGone when the agent is gone or stalled before it took
-    the block (nothing ran: it may run elsewhere)."""
-    started = time.monotonic()
-    output = Output(output_limit, on_output)
-    timed_out = cancelled = False
-    with FdWaiter() as waiter:
-        block = link.open_block(waiter, output)
-        try:
-            request: dict[str, Any] = {
-                "argv": argv,
-                "python": python_file,
-                "token": new_token(),
-                "workdir": workdir,
-                "deadline_s": timeout_s + DEADLINE_GRACE_S,
-            }
-            if stdin_path is not None:  # opened by the block's process, as the block user
-                request["stdin"] = stdin_path
-            if env:  # a compiler's (a language's build cache)
-                request["env"] = env
-            try:
-                link.send(wire.RUN, block.id, json.dumps(request).encode(), question=True)
-            except AgentStalled:
-                block.stalled = True
-            else:
-                # the block's time starts when the agent takes it (STARTED): under a burst the agent
-                # works through the RUNs before it in turn; waiting for it is bounded by ANSWER_S
-                while not (block.answered or block.closed or (cancel is not None and cancel.is_set())):
-                    block.wait(ANSWER_S, cancel)
-                timed_out, cancelled = watch_loop(block, deadline=time.monotonic() + timeout_s, cancel=cancel)
-                if timed_out or cancelled:  # (a cancellation before the start is not waited for by the loop)
-                    until = time.monotonic() + DRAIN_GRACE_S
-                    while not block.closed and time.monotonic() < until:
-                        block.wait(until - time.monotonic(), None)
-        except BaseException:
-            block.kill()  # (an on_output that raised): nothing of the block outlives the call
-            raise
-        finally:
-            link.forget(block)
-            block.close()
-    died = block.gone
-    malformed = link.malformed if died else None
-    if block.stalled or not block.closed or malformed:
-        # stalled, it did not report the killed block's end, or its stream was malformed: it cannot be trusted
-        kill_container()
-        link.close()
-        died = True
-    # a block the agent never took may run in a new container; not where the stream was malformed (its
-    # STARTED may be what was lost)
-    if died and not block.answered and not block.report and not malformed:
-        if block.stalled:
-            raise AgentStalled(
-                f"execbox's agent did not answer for {ANSWER_S:.0f} s (stopped from "
-                "outside?); its container was killed"
-            )
-        if not (timed_out or cancelled):
-            raise ContainerGone(link.dead or "the agent's stream ended")
-    timed_out = timed_out or (not died and block.report.get("timed_out", False))
-    code = 124 if timed_out else 137 if died else block.report["code"]
-    return AgentOutcome(
-        exit_code=code,
-        capture=output.capture,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        duration_s=time.monotonic() - started,
-        oom_kills=block.report.get("oom_kills"),
-        agent_died=died and not (timed_out or cancelled),
-        agent_stalled=died and link.was_stalled,
-        malformed=malformed,
-    )
 
 
 def _ready(body: bytes) -> dict[str, Any]:
