@@ -23,14 +23,7 @@ MAX_FUNCTION_LINES = 80
 
 # "path below src/execbox:qualified name" -> why it is still longer than
 # MAX_FUNCTION_LINES (a nested function is "outer.inner", a method "Class.name")
-KNOWN_LONG: dict[str, str] = {
-    "backends/docker/_link.py:run_block": "issue 43: to split",
-    "backends/jupyter/__init__.py:JupyterExecutor.__init__": "issue 43: to split",
-    "backends/jupyter/_sandboxed.py:SandboxKernel.start": "issue 43: to split",
-    "backends/sandbox/_doctor.py:diagnose": "issue 43: to split",
-    "client/_stream.py:follow": "issue 43: to split",
-    "server/_connections.py:protocol_class": "issue 43: to split",
-}
+KNOWN_LONG: dict[str, str] = {}
 
 
 def _modules() -> Iterator[tuple[str, str]]:

@@ -142,42 +142,12 @@ class JupyterExecutor(HostPython, Executor):
             silence_pip=silence_pip,
             keep_code_files=keep_code_files,
         )
-        if pool_size is not None:
-            warnings.warn(
-                "JupyterExecutor(pool_size=...) is now warm_kernels=... (kernels started ahead of "
-                "demand); pool_size will be removed",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            warm_kernels = pool_size
-        if not isinstance(warm_kernels, int) or warm_kernels < 0:
-            raise ConfigurationError(
-                f"JupyterExecutor(warm_kernels={warm_kernels!r}) must be a whole number >= 0"
-            )
-        if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (
-            None,
-            "sandbox",
-            "local",
-        ):
-            raise ConfigurationError(
-                f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
-                "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer"
-            )
-        if kernel_name and kernel == "sandbox":
-            raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
+        warm_kernels = _warm_kernels(warm_kernels, pool_size)
+        _check_kernel(kernel, kernel_name)
         self._environment = environment or SystemPython()
         self.gpus = parse_gpus(gpus)
-        if self.gpus is not None and kernel not in (None, "sandbox"):
-            raise ConfigurationError(
-                "JupyterExecutor(gpus=...) binds GPUs into the jailed kernel: use kernel='sandbox' "
-                "(a local kernel already sees this host's GPUs; a gateway's are its host's)"
-            )
         self.kernel = kernel or ("local" if kernel_name else default_kernel())
-        if self.gpus is not None and self.kernel != "sandbox":
-            raise ConfigurationError(
-                "JupyterExecutor(gpus=...) needs the jailed kernel, which cannot start here "
-                "(bubblewrap is missing): see `execbox doctor`"
-            )
+        _check_gpus(self.gpus, kernel, self.kernel)
         # a jailed kernel sees .execbox/ read-only (``_sandboxed``): runs need not walk it for set-ID bits
         self._blocks_write_internal = self.kernel != "sandbox"
         self.kernel_name = kernel_name
@@ -187,22 +157,21 @@ class JupyterExecutor(HostPython, Executor):
         self._cell_lock = threading.Lock()
         self._child_env: dict[str, str] = {}
         self._token = new_token()  # marks the kernel and what blocks start, to kill the latter
-        if (
-            workspace is None
-            and warm_kernels
-            and self.gpus is None
-            and environment is None
-            and kernel_name is None
-            and self.kernel in ("sandbox", "local")
-        ):
-            key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
-            options = dict(
-                limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0, on_progress=False
-            )
-            donor = warm_pool(key, lambda: _started(options), _close, warm_kernels).take()
-            if donor is not None:
-                self._adopt(donor)
+        defaults = workspace is None and environment is None and kernel_name is None and self.gpus is None
+        if defaults and warm_kernels and self.kernel in ("sandbox", "local"):
+            self._adopt_a_warm_kernel(warm_kernels)
         self.display_files = DisplayFiles(self.workspace, output_dir)  # the workspace adopted, if one was
+
+    def _adopt_a_warm_kernel(self, warm_kernels: int) -> None:
+        """Take a started kernel of this configuration from the warm pool, if
+        one is ready, and have ``warm_kernels`` started behind it."""
+        key = ("jupyter", self.kernel, self.limits, tuple(sorted(self.env.items())))
+        options = dict(
+            limits=self.limits, kernel=self.kernel, env=self.env, warm_kernels=0, on_progress=False
+        )
+        donor = warm_pool(key, lambda: _started(options), _close, warm_kernels).take()
+        if donor is not None:
+            self._adopt(donor)
 
     def _adopt(self, donor: JupyterExecutor) -> None:
         """Take over a pooled executor's started kernel and its workspace."""
@@ -409,6 +378,50 @@ class JupyterExecutor(HostPython, Executor):
             return CellOutcome(
                 "stalled", Capture(self.limits.max_output_bytes), ErrorInfo("KernelStalled", str(exc))
             )
+
+
+def _warm_kernels(warm_kernels: int, pool_size: int | None) -> int:
+    """``warm_kernels``, checked; the old ``pool_size`` taken for it with a warning."""
+    if pool_size is not None:
+        warnings.warn(
+            "JupyterExecutor(pool_size=...) is now warm_kernels=... (kernels started ahead of "
+            "demand); pool_size will be removed",
+            DeprecationWarning,
+            stacklevel=3,  # the caller of JupyterExecutor()
+        )
+        warm_kernels = pool_size
+    if not isinstance(warm_kernels, int) or warm_kernels < 0:
+        raise ConfigurationError(
+            f"JupyterExecutor(warm_kernels={warm_kernels!r}) must be a whole number >= 0"
+        )
+    return warm_kernels
+
+
+def _check_kernel(kernel: object, kernel_name: str | None) -> None:
+    if not isinstance(kernel, (JupyterConnectionInfo, *SERVERS)) and kernel not in (None, "sandbox", "local"):
+        raise ConfigurationError(
+            f"JupyterExecutor(kernel={kernel!r}): use 'sandbox', 'local', "
+            "a JupyterConnectionInfo, a LocalJupyterServer or a DockerJupyterServer"
+        )
+    if kernel_name and kernel == "sandbox":
+        raise ConfigurationError("kernel_name=... picks a local kernel spec: use kernel='local' with it")
+
+
+def _check_gpus(gpus: object, asked: object, kernel: object) -> None:
+    """GPUs go into the jailed kernel alone: ``asked`` is the kernel given,
+    ``kernel`` the one picked."""
+    if gpus is None:
+        return
+    if asked not in (None, "sandbox"):
+        raise ConfigurationError(
+            "JupyterExecutor(gpus=...) binds GPUs into the jailed kernel: use kernel='sandbox' "
+            "(a local kernel already sees this host's GPUs; a gateway's are its host's)"
+        )
+    if kernel != "sandbox":
+        raise ConfigurationError(
+            "JupyterExecutor(gpus=...) needs the jailed kernel, which cannot start here "
+            "(bubblewrap is missing): see `execbox doctor`"
+        )
 
 
 def _kernel_words(kernel: str | JupyterConnectionInfo | LocalJupyterServer | DockerJupyterServer) -> str:

@@ -44,6 +44,7 @@ from ...jail import (
     Egress,
     Jailer,
     JailPolicy,
+    Launch,
     Lease,
     by_name,
     cgroup_maker,
@@ -68,6 +69,13 @@ __all__ = ["SandboxKernel"]
 KERNEL_DIR = "/run/execbox"
 # threads of ipykernel and the two bwrap processes count against a v1 pids limit
 KERNEL_TASKS = 32
+
+
+def _require_jupyter_client() -> None:
+    try:
+        import jupyter_client.connect  # noqa: F401 - only whether it is there
+    except ImportError as exc:
+        raise BackendUnavailableError("jupyter", f"jupyter_client is not installed: {JUPYTER_HINT}") from exc
 
 
 class SandboxKernel(Kernel):
@@ -99,34 +107,21 @@ class SandboxKernel(Kernel):
         bwrap = find_bwrap()
         if bwrap is None:
             raise BackendUnavailableError("jupyter", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-        try:
-            from jupyter_client.connect import write_connection_file
-        except ImportError as exc:
-            raise BackendUnavailableError(
-                "jupyter", f"jupyter_client is not installed: {JUPYTER_HINT}"
-            ) from exc
+        _require_jupyter_client()
         if self._readonly is None:
             self._readonly = interpreter_dirs(self.python)
-        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
-        # the kernel's connection file names the sockets by their path in the jail; the host's channels
-        # reach the same sockets through the folder's host path
-        connection, info = write_connection_file(
-            os.path.join(self._runtime, "kernel.json"),
-            transport="ipc",
-            ip=f"{KERNEL_DIR}/ipc",
-            key=os.urandom(32).hex().encode(),
-        )
-        info = {**info, "ip": os.path.join(self._runtime, "ipc")}
+        readonly = self._readonly
+        connection, info = self._write_connection_file()
         self._lease = lease()
         if self._lease is not None:  # the jail's id owns its sockets' folder and the workspace
             uid, gid = self._lease.uid, self._lease.gid
             hand_over(self._runtime, uid, gid, ["kernel.json"])
             hand_over(self.cwd, uid, gid)
             reown_tree(self.cwd, uid, gid, is_jail_id, limit=MAX_SCANNED_ENTRIES)
-        self._jailer = jailer = Jailer(self._lease, [*self._readonly, self.cwd, self._runtime])
+        self._jailer = jailer = Jailer(self._lease, [*readonly, self.cwd, self._runtime])
         for folder in self.policy.sealed:  # bwrap binds only what exists
             os.close(open_folders(Path(self.cwd), tuple(folder.split("/")), folder, create=True, repair=True))
-        policy = replace(self.policy, readonly=tuple(self._readonly), writable=((self._runtime, KERNEL_DIR),))
+        policy = replace(self.policy, readonly=tuple(readonly), writable=((self._runtime, KERNEL_DIR),))
         self._group = cgroup_maker(self.cgroups, self.policy, KERNEL_TASKS)()
         # bwrap's options from a memfd and the kernel by a name on its PATH: the argv of bwrap (the jail's
         # PID 1) and of the kernel, which any cell reads in /proc, name no host path
@@ -137,19 +132,51 @@ class SandboxKernel(Kernel):
         ]
         netns = userns = None
         if policy.network:  # the internet, not this machine: a namespace of the kernel's own (_egress)
-            given = self._lease
-            try:
-                self._egress = open_egress(
-                    jailer.become,
-                    backend="jupyter",
-                    reachable_dir=lambda path: given is None or reachable(path, given.uid, given.gid),
-                )
-            except BaseException:
-                self.stop()  # the lease, the cgroup, the sockets' folder
-                raise
+            self._egress = self._open_egress()
             policy = replace(policy, joined_netns=True, resolv_conf=self._egress.resolv_conf)
             netns, userns = self._egress.join()
-        launch = prepare(bwrap, policy, command, jailer=jailer, group=self._group, netns=netns, userns=userns)
+        self._spawn(
+            prepare(bwrap, policy, command, jailer=jailer, group=self._group, netns=netns, userns=userns)
+        )
+        self.channels = ZmqChannels(dict(info))
+        try:
+            self._wait_ready(self.channels, connection)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _write_connection_file(self) -> tuple[str, dict[str, object]]:
+        """The kernel's sockets' folder and its connection file: the path
+        of the file, and the channels' info as the host reaches them."""
+        from jupyter_client.connect import write_connection_file
+
+        self._runtime = tempfile.mkdtemp(prefix="execbox-kernel-")
+        # the kernel's connection file names the sockets by their path in the jail; the host's channels
+        # reach the same sockets through the folder's host path
+        connection, info = write_connection_file(
+            os.path.join(self._runtime, "kernel.json"),
+            transport="ipc",
+            ip=f"{KERNEL_DIR}/ipc",
+            key=os.urandom(32).hex().encode(),
+        )
+        return connection, {**info, "ip": os.path.join(self._runtime, "ipc")}
+
+    def _open_egress(self) -> Egress:
+        """The kernel's own network namespace, its way out reaching the
+        internet and not this machine; stops what start made if it fails."""
+        given = self._lease
+        try:
+            return open_egress(
+                self._jailer.become,
+                backend="jupyter",
+                reachable_dir=lambda path: given is None or reachable(path, given.uid, given.gid),
+            )
+        except BaseException:
+            self.stop()  # the lease, the cgroup, the sockets' folder
+            raise
+
+    def _spawn(self, launch: Launch) -> None:
+        """bwrap and the kernel in it, their output to kernel.log."""
         log = open(os.path.join(self._runtime, "kernel.log"), "wb")  # noqa: SIM115 - the child's
         try:
             self._proc = spawn_kept(
@@ -165,23 +192,22 @@ class SandboxKernel(Kernel):
         finally:
             log.close()
             launch.close()
-        self.channels = ZmqChannels(dict(info))
-        try:
-            wait_ready(
-                self.channels,
-                self.alive,
-                READY_TIMEOUT_S,
-                lambda: (
-                    f"exit code {self.exit_code()}: {self._log_tail()} "
-                    f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}"
-                ),
-            )
-            os.unlink(connection)  # read: its key need not lie in a folder the jail can read
-            self.pid = self._kernel_pid()
-            self._budget_processes()
-        except BaseException:
-            self.stop()
-            raise
+
+    def _wait_ready(self, channels: ZmqChannels, connection: str) -> None:
+        """Until the kernel answers; then its connection file (its key) goes
+        and its processes get their budget."""
+        wait_ready(
+            channels,
+            self.alive,
+            READY_TIMEOUT_S,
+            lambda: (
+                f"exit code {self.exit_code()}: {self._log_tail()} "
+                f"Is ipykernel installed for {self.python}? {JUPYTER_HINT}"
+            ),
+        )
+        os.unlink(connection)  # read: its key need not lie in a folder the jail can read
+        self.pid = self._kernel_pid()
+        self._budget_processes()
 
     def _budget_processes(self) -> None:
         """Blocks get ``max_processes`` on top of what the jail holds once
