@@ -14,6 +14,7 @@ import time
 import pytest
 
 from execbox import DockerExecutor, Limits
+from execbox.backends._watch import DRAIN_GRACE_S
 from execbox.backends.docker import _exec, _link
 from execbox.backends.docker._container import LABEL_OWNER, owner_label
 from tests._soak import FAST, assert_healthy, descendants, fds, soak
@@ -28,7 +29,7 @@ GVISOR = dict(timeout_s=3.0, threads=16, burst=60 if FAST else 100, rounds=1)
 # is stalled after ANSWER_S of silence; pings, drains and kills are shorter);
 # the fast run waits past all but ANSWER_S.
 GAP_S = (_link.PING_S if FAST else _link.ANSWER_S) + 1.0
-assert max(_link.PING_S, _link.DRAIN_GRACE_S, _exec.KILL_TIMEOUT_S) < GAP_S  # (the agent's drain: 2 s)
+assert max(_link.PING_S, DRAIN_GRACE_S, _exec.KILL_TIMEOUT_S) < GAP_S  # (the agent's drain: 2 s)
 # A flood's 16 MB reach the host at the pace it reads them (the agent's window): under a burst from
 # 64 threads that pace is the GIL's, and the block may time out first, as on a slow terminal
 EXPECT = {"flood": lambda r: (r.truncated and r.exit_code == 0) or (r.timed_out and r.exit_code == 124)}
