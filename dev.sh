@@ -10,6 +10,11 @@
 #                    run CMD in a cgroup-v2 VM (qemu) on this machine's files
 set -euo pipefail
 cd "$(dirname "$0")"
+# Bytecode caches are written (__pycache__, ignored by git), whatever the caller's environment
+# says: with PYTHONDONTWRITEBYTECODE=1 (set in many container images) every interpreter a test
+# starts (a worker, a server, the CLI, a zygote) compiled each module it imports from source
+# again: ~12 s of each pytest worker's 17 s collection went to compiling autogen, ray and the tests
+unset PYTHONDONTWRITEBYTECODE
 
 say() { printf 'dev.sh: %s\n' "$*" >&2; }
 
