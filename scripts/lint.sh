@@ -6,6 +6,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# mypy's cache outside the checkout, shared by every clone of this user: it checks each cached
+# module by its content, so a fresh clone (or its new venv) takes it over: ~1 s, not ~21 s
+export MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/execbox/mypy}
 ruff=${RUFF:-.venv/bin/ruff}
 mypy=${MYPY:-.venv/bin/mypy}
 status=0
