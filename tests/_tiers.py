@@ -49,6 +49,7 @@ BY_PATH: dict[str, tuple[str, ...]] = {
     "test_dev_run.py": ("slow",),  # a fresh venv from the package index
     "cli/test_cli_chat_packages.py": ("slow",),  # a venv with a package from the index
     "server/test_soak.py": ("slow", "alone"),
+    "backends/test_typescript_build.py": ("wide",),  # a toolchain past the fast tier's (esbuild, tsc)
     "backends/test_jupyter.py": ("wide",),
     "backends/test_jupyter_gateway.py": ("wide",),
     "server/test_jupyter_session.py": ("wide",),
@@ -61,6 +62,13 @@ FAST_MODES = frozenset({"pool", "landlock"})
 # --fast` installs on a fresh Debian (Python, the shells, gcc and g++), the rest are "wide"
 LANGUAGE_MATRICES = ("backends/test_languages.py", "eval/test_judge_languages.py")
 FAST_LANGUAGES = frozenset({"python", "bash", "sh", "c", "cpp"})
+
+# a test file -> (a fixture's name, its params past the fast tier's): the same tests again on a
+# variant that differs in one place; the fast tier keeps the first variant
+WIDE_PARAMS: dict[str, tuple[str, frozenset[str]]] = {
+    # the GPU session's unit (no PID namespace of its own), with a faked driver
+    "backends/test_sandbox_stateful.py": ("session", frozenset({"gpu"})),
+}
 
 
 def markers_for(relative: str, params: dict[str, Any]) -> set[str]:
@@ -80,6 +88,9 @@ def markers_for(relative: str, params: dict[str, Any]) -> set[str]:
             found.add("wide")
     language = params.get("language")
     if relative in LANGUAGE_MATRICES and isinstance(language, str) and language not in FAST_LANGUAGES:
+        found.add("wide")
+    wide = WIDE_PARAMS.get(relative)
+    if wide is not None and params.get(wide[0]) in wide[1]:
         found.add("wide")
     if any(value == "runsc" for value in params.values() if isinstance(value, str)):
         found.update(("docker", "gvisor"))
