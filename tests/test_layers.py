@@ -14,6 +14,7 @@ the backends' shared core. Every import counts, those inside functions too.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -91,6 +92,7 @@ def _is_module(dotted: str) -> bool:
     return path.is_dir() or path.with_suffix(".py").exists()
 
 
+@functools.cache  # read by several tests, never changed: the tree is parsed once a run
 def _imports() -> dict[str, set[tuple[str, str]]]:
     """unit -> {(imported unit, the importing file)}."""
     found: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -183,6 +185,7 @@ def test_the_backend_edges_listed_are_still_used():
 KNOWN_CIRCLES: dict[tuple[str, str], str] = {}
 
 
+@functools.cache
 def _module_imports() -> list[tuple[str, str, str]]:
     """(importing module, imported module, where) for every import of an
     execbox module: at the top, in functions and under TYPE_CHECKING alike.
