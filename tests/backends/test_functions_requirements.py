@@ -11,14 +11,12 @@ import pytest
 
 from execbox import CodeBlock, ConfigurationError, LocalExecutor, SandboxExecutor, SystemPython, Venv
 from execbox.backends.sandbox import find_bwrap
+from tests._lazy import LazyModule, missing
 from tests.conftest import require
 
-try:
-    from tests.backends import _requirement_functions as fns
-except ImportError as exc:
-    MISSING: str | None = f"{exc}: pip install 'execbox[ag2,autogen]' (./dev.sh does)"
-else:
-    MISSING = None
+# imported at first use (tests/_lazy.py): AG2 costs each collecting worker ~3 s
+MISSING = missing("autogen", "autogen_core", hint="pip install 'execbox[ag2,autogen]' (./dev.sh does)")
+fns = LazyModule("tests.backends._requirement_functions")
 
 
 @pytest.fixture(autouse=True)
@@ -32,11 +30,16 @@ USE = (
     "import functions; print(functions.root(16.0), functions.j.__name__)"
 )
 EXPECTED = '{"radius":1.0,"area":3.14}\n[2, 4]\n6 8\n4.0 json\n'
-ALL = [fns.circle, fns.doubled, fns.autogen_str, fns.ag2_str] if MISSING is None else []
+
+
+def every_kind() -> list:  # type: ignore[type-arg]
+    return [fns.circle, fns.doubled, fns.autogen_str, fns.ag2_str]
 
 
 def test_both_frameworks_functions_run_with_their_imports(tmp_path):
-    with LocalExecutor(workspace=tmp_path / "ws", functions=ALL) as executor:  # pydantic is installed here
+    with LocalExecutor(
+        workspace=tmp_path / "ws", functions=every_kind()
+    ) as executor:  # pydantic is installed here
         assert executor.functions.packages == ("pydantic",)
         result = executor.run(CodeBlock("python", USE))
     assert result.output == EXPECTED, result.output
@@ -51,7 +54,7 @@ def test_the_ag2_adapter_takes_them():
 
     from execbox.integrations.ag2 import AG2CodeExecutor
 
-    with AG2CodeExecutor(backend="local", functions=ALL) as runner:
+    with AG2CodeExecutor(backend="local", functions=every_kind()) as runner:
         result = runner.execute_code_blocks([AG2Block(code=USE, language="python")])
     assert result.exit_code == 0 and result.output == EXPECTED, result.output
 
@@ -63,7 +66,7 @@ def test_the_autogen_adapter_takes_them():
     from execbox.integrations.autogen import AutoGenCodeExecutor
 
     async def scenario():
-        runner = AutoGenCodeExecutor(backend="local", functions=ALL)
+        runner = AutoGenCodeExecutor(backend="local", functions=every_kind())
         try:
             return await runner.execute_code_blocks(
                 [AutoGenBlock(code=USE, language="python")], CancellationToken()

@@ -7,18 +7,17 @@ from __future__ import annotations
 import pytest
 
 from execbox import ConfigurationError, Limits, LocalExecutor, Workspace
+from tests._lazy import Lazy, missing
 from tests.conftest import import_error_without, make_executor, require
 
-try:
-    from autogen import ConversableAgent
-    from autogen.coding import CodeExecutor as AG2Protocol
-    from autogen.coding import MarkdownCodeExtractor
-
-    from execbox.integrations.ag2 import AG2CodeBlock, AG2CodeExecutor, AG2CodeResult
-except ImportError as exc:
-    MISSING: str | None = f"{exc}: pip install 'execbox[ag2]'"
-else:
-    MISSING = None
+# imported at first use (tests/_lazy.py): AG2 costs each collecting worker ~3 s
+MISSING = missing("autogen", hint="pip install 'execbox[ag2]'")
+ConversableAgent = Lazy("autogen", "ConversableAgent")
+AG2Protocol = Lazy("autogen.coding", "CodeExecutor")
+MarkdownCodeExtractor = Lazy("autogen.coding", "MarkdownCodeExtractor")
+AG2CodeBlock = Lazy("execbox.integrations.ag2", "AG2CodeBlock")
+AG2CodeExecutor = Lazy("execbox.integrations.ag2", "AG2CodeExecutor")
+AG2CodeResult = Lazy("execbox.integrations.ag2", "AG2CodeResult")
 
 SUCCEEDED = "exitcode: 0 (execution succeeded)\nCode output: "
 

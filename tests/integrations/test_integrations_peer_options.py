@@ -14,20 +14,22 @@ from pathlib import Path
 import pytest
 
 from execbox import ConfigurationError, Limits, LocalExecutor
+from tests._lazy import Lazy, LazyModule, missing
 from tests.conftest import require
 
 try:
-    from autogen.coding import CodeBlock as AG2Block
     from autogen_core import CancellationToken
     from autogen_core.code_executor import CodeBlock as AutoGenBlock
 
-    from execbox.integrations.ag2 import AG2CodeExecutor
     from execbox.integrations.autogen import AutoGenCodeExecutor
-    from tests.backends import _requirement_functions as fns
 except ImportError as exc:
     MISSING: str | None = f"{exc}: pip install 'execbox[ag2,autogen]'"
 else:
-    MISSING = None
+    MISSING = missing("autogen", hint="pip install 'execbox[ag2,autogen]'")
+# AG2's, imported at first use (tests/_lazy.py): it costs each collecting worker ~3 s
+AG2Block = Lazy("autogen.coding", "CodeBlock")
+AG2CodeExecutor = Lazy("execbox.integrations.ag2", "AG2CodeExecutor")
+fns = LazyModule("tests.backends._requirement_functions")
 
 
 @pytest.fixture(autouse=True)

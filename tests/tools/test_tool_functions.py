@@ -18,14 +18,14 @@ from fake_llm import FakeModel
 from execbox import ConfigurationError
 from execbox.backends.sandbox import find_bwrap
 from execbox.tools import PythonTool
+from tests import _lazy
 from tests.conftest import require, wait_dead
 
-try:
-    from autogen import ConversableAgent, UserProxyAgent, register_function
-except ImportError as exc:
-    MISSING_AG2: str | None = f"{exc}: pip install 'execbox[ag2]'"
-else:
-    MISSING_AG2 = None
+# AG2's, imported at first use (tests/_lazy.py): it costs each collecting worker ~3 s
+MISSING_AG2 = _lazy.missing("autogen", hint="pip install 'execbox[ag2]'")
+ConversableAgent = _lazy.Lazy("autogen", "ConversableAgent")
+UserProxyAgent = _lazy.Lazy("autogen", "UserProxyAgent")
+register_function = _lazy.Lazy("autogen", "register_function")
 
 try:
     from autogen_core import CancellationToken
@@ -35,14 +35,13 @@ except ImportError as exc:
 else:
     MISSING_AUTOGEN = None
 
-try:
-    from langchain_core.tools import StructuredTool
-    from langchain_core.tools import tool as langchain_tool
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-except ImportError as exc:
-    MISSING_LANGCHAIN: str | None = f"{exc}: pip install langchain-core (in execbox's dev extra)"
-else:
-    MISSING_LANGCHAIN = None
+# LangChain's too (it imports LangSmith's client): ~1 s
+MISSING_LANGCHAIN = _lazy.missing(
+    "langchain_core", hint="pip install langchain-core (in execbox's dev extra)"
+)
+StructuredTool = _lazy.Lazy("langchain_core.tools", "StructuredTool")
+langchain_tool = _lazy.Lazy("langchain_core.tools", "tool")
+convert_to_openai_tool = _lazy.Lazy("langchain_core.utils.function_calling", "convert_to_openai_tool")
 
 SIX_TIMES_SEVEN = {"success": True, "stdout": "42\n", "stderr": "", "error": None, "files": []}
 
